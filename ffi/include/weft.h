@@ -1,0 +1,151 @@
+/*
+ * weft.h — the one contract between the TypeScript layer (lib/native.ts) and the native library.
+ *
+ * Rules (DESIGN.md, "Native library and build"):
+ *   - Every function returns int status: WEFT_OK (0) or a negative WEFT_E_* code. Results come back
+ *     through out-pointers. The one exception is weft_last_error(), which returns the calling
+ *     thread's message for the most recent failure ("file:line: what happened").
+ *   - Handles are opaque pointers. No struct crosses by value; ABI structs start with
+ *     `uint32_t size, version` and have a WEFT_*_INIT default. The layout of every ABI struct is
+ *     published by weft_abi_layout() so the TS packing can be checked against the C compiler.
+ *   - The library never calls exit() or abort(), and it loads on a machine with no GPU and no driver
+ *     (libcudart is linked statically; driver entry points are looked up at run time).
+ *
+ * Pointers to device memory are plain `void*` in unified address space. Streams are the CUDA
+ * runtime's cudaStream_t passed as void*; NULL means the legacy default stream of that device.
+ */
+#ifndef WEFT_H
+#define WEFT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define WEFT_API __declspec(dllexport)
+#else
+#define WEFT_API __attribute__((visibility("default")))
+#endif
+
+/* Bumped on any change to a signature or an ABI struct. lib/native.ts refuses a mismatch. */
+#define WEFT_ABI_VERSION 1
+
+enum WeftStatus {
+  WEFT_OK = 0,
+  WEFT_E_INVALID = -1,     /* an argument broke a documented rule; the message names it */
+  WEFT_E_CUDA = -2,        /* the CUDA runtime or driver returned an error */
+  WEFT_E_NO_DEVICE = -3,   /* no usable GPU, no driver, or device index out of range */
+  WEFT_E_OOM = -4,         /* device or pinned host allocation failed */
+  WEFT_E_TIMEOUT = -5,     /* a bounded wait ran out (GPU spin, bootstrap, proxy) */
+  WEFT_E_PEER = -6,        /* a peer rank is gone or reported failure */
+  WEFT_E_UNSUPPORTED = -7, /* valid request this build or machine cannot serve */
+  WEFT_E_TRANSPORT = -8,   /* the inter-node transport failed */
+  WEFT_E_INTERNAL = -9     /* a bug in weft: please report the message */
+};
+
+/* ---- library --------------------------------------------------------------------------------- */
+
+WEFT_API int weft_abi_version(int32_t* out_version);
+WEFT_API const char* weft_last_error(void);
+/* Library version string ("0.1.0"), CUDA runtime and driver versions (0 when no driver). */
+WEFT_API int weft_version(const char** out_version, int32_t* out_runtime, int32_t* out_driver);
+/* JSON object {"Struct": {"size": n, "field": offset, ...}, ...} describing every ABI struct. */
+WEFT_API int weft_abi_layout(const char** out_json);
+
+/* ---- devices and topology -------------------------------------------------------------------- */
+
+/* 0 with status WEFT_OK when there is no driver or no GPU: absence is not an error. */
+WEFT_API int weft_device_count(int32_t* out_count);
+
+typedef struct WeftDeviceProps {
+  uint32_t size;    /* sizeof(WeftDeviceProps), set by the caller */
+  uint32_t version; /* 1 */
+  char name[256];
+  char pci_bus_id[32]; /* "0000:19:00.0" */
+  uint64_t total_memory;
+  uint64_t free_memory;
+  int32_t sm_count;
+  int32_t cc_major;
+  int32_t cc_minor;
+  int32_t l2_bytes;
+  int32_t smem_per_block_optin;
+  int32_t clock_khz;
+  int32_t memory_clock_khz;
+  int32_t memory_bus_width;
+} WeftDeviceProps;
+#define WEFT_DEVICE_PROPS_INIT {sizeof(WeftDeviceProps), 1, {0}, {0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+WEFT_API int weft_device_props(int32_t device, WeftDeviceProps* out);
+/* out[i*n + j] for i, j < n = device count: 0 no peer access, 1 peer access over PCIe or unknown
+ * link, k+1 for k NVLink links (NVML, dlopen'ed, when present). Diagonal is 0. */
+WEFT_API int weft_peer_matrix(int32_t n, int32_t* out);
+/* Enables device -> peer access (idempotent). */
+WEFT_API int weft_peer_enable(int32_t device, int32_t peer);
+WEFT_API int weft_device_synchronize(int32_t device);
+
+/* ---- memory ---------------------------------------------------------------------------------- */
+
+WEFT_API int weft_malloc(int32_t device, uint64_t bytes, void** out_ptr);
+WEFT_API int weft_free(void* ptr);
+/* Pinned host memory mapped into every device's address space (cudaHostAllocMapped|Portable).
+ * out_device is the device-side alias of the same bytes (equal to the host pointer under UVA). */
+WEFT_API int weft_host_alloc(uint64_t bytes, void** out_host, void** out_device);
+WEFT_API int weft_host_free(void* host);
+
+/* Byte-wise memset of device memory, stream-ordered. */
+WEFT_API int weft_memset(void* dst, int32_t value, uint64_t bytes, void* stream);
+/* Fills count elements of elem_bytes (1, 2, 4 or 8) each with the low bits of pattern. */
+WEFT_API int weft_fill(void* dst, uint64_t count, int32_t elem_bytes, uint64_t pattern, void* stream);
+
+enum WeftCopyKind {
+  WEFT_COPY_DEFAULT = 0, /* inferred from the pointers (unified addressing) */
+  WEFT_COPY_H2D = 1,
+  WEFT_COPY_D2H = 2,
+  WEFT_COPY_D2D = 3
+};
+/* Stream-ordered copy. With a NULL stream and pageable host memory it completes before returning. */
+WEFT_API int weft_memcpy(void* dst, const void* src, uint64_t bytes, int32_t kind, void* stream);
+/* Copy between two devices' memory, over NVLink/PCIe peer access when enabled. */
+WEFT_API int weft_memcpy_peer(void* dst, int32_t dst_device, const void* src, int32_t src_device,
+                              uint64_t bytes, void* stream);
+
+/* ---- streams and events ---------------------------------------------------------------------- */
+
+WEFT_API int weft_stream_create(int32_t device, void** out_stream);
+WEFT_API int weft_stream_destroy(void* stream);
+WEFT_API int weft_stream_synchronize(void* stream);
+/* out_done = 1 when all work on the stream has finished, 0 while some is pending. */
+WEFT_API int weft_stream_query(void* stream, int32_t* out_done);
+
+WEFT_API int weft_event_create(int32_t device, void** out_event);
+WEFT_API int weft_event_destroy(void* event);
+WEFT_API int weft_event_record(void* event, void* stream);
+WEFT_API int weft_event_synchronize(void* event);
+WEFT_API int weft_event_elapsed(void* start, void* end, float* out_ms);
+
+/* ---- transports ---------------------------------------------------------------------------- */
+
+/* JSON {"libfabric": "1.20" | null, "providers": [{"name": "tcp;ofi_rxm", "hmem": false}, ...]}:
+ * the libfabric providers that offer reliable RMA endpoints here. */
+WEFT_API int weft_fabric_providers(const char** out_json);
+
+/* ---- test support: deterministic device-side data, simple references ------------------------- */
+
+enum WeftDtype { WEFT_BF16 = 0, WEFT_F16 = 1, WEFT_F32 = 2, WEFT_I32 = 3, WEFT_U8 = 4 };
+
+/* Fills count elements with uniform values in [lo, hi) from a counter-based hash of (seed, index):
+ * the same seed gives the same tensor on every device and every run. Float dtypes only. */
+WEFT_API int weft_fill_random(void* dst, int32_t dtype, uint64_t count, uint64_t seed, float lo,
+                              float hi, void* stream);
+/* sum((a-b)^2) and sum(b^2) in fp64 over count elements, plus the number of non-finite a's.
+ * out is device memory of 3 doubles (nonfinite count stored as a double). */
+WEFT_API int weft_diff_norms(const void* a, int32_t a_dtype, const void* b, int32_t b_dtype,
+                             uint64_t count, double* out_device, void* stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* WEFT_H */

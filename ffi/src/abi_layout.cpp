@@ -1,0 +1,60 @@
+// abi_layout.cpp — publishes sizeof and offsetof of every ABI struct, as the C compiler lays them
+// out, so test/abi.test.ts can check lib/'s packing field by field. Add each new ABI struct here.
+#include <cstddef>
+#include <string>
+
+#include "status.hpp"
+#include "weft.h"
+
+namespace {
+
+struct Layout {
+  std::string json = "{";
+  bool first_struct = true;
+  bool first_field = true;
+
+  void begin(const char* name, size_t size) {
+    json += (first_struct ? "\"" : "},\"") + std::string(name) + "\":{\"sizeof\":" +
+            std::to_string(size) + ",\"fields\":{";
+    first_struct = false;
+    first_field = true;
+  }
+  void field(const char* name, size_t offset) {
+    json += (first_field ? "\"" : ",\"") + std::string(name) + "\":" + std::to_string(offset);
+    first_field = false;
+  }
+  std::string end() { return json + (first_struct ? "}" : "}}}"); }
+};
+
+#define STRUCT(S) l.begin(#S, sizeof(S))
+#define FIELD(S, f) l.field(#f, offsetof(S, f))
+
+std::string build() {
+  Layout l;
+  STRUCT(WeftDeviceProps);
+  FIELD(WeftDeviceProps, size);
+  FIELD(WeftDeviceProps, version);
+  FIELD(WeftDeviceProps, name);
+  FIELD(WeftDeviceProps, pci_bus_id);
+  FIELD(WeftDeviceProps, total_memory);
+  FIELD(WeftDeviceProps, free_memory);
+  FIELD(WeftDeviceProps, sm_count);
+  FIELD(WeftDeviceProps, cc_major);
+  FIELD(WeftDeviceProps, cc_minor);
+  FIELD(WeftDeviceProps, l2_bytes);
+  FIELD(WeftDeviceProps, smem_per_block_optin);
+  FIELD(WeftDeviceProps, clock_khz);
+  FIELD(WeftDeviceProps, memory_clock_khz);
+  FIELD(WeftDeviceProps, memory_bus_width);
+  return l.end();
+}
+
+}  // namespace
+
+extern "C" WEFT_API int weft_abi_layout(const char** out_json) {
+  return weft::guard([&] {
+    WEFT_REQUIRE(out_json, "out_json must not be NULL");
+    static const std::string json = build();
+    *out_json = json.c_str();
+  });
+}

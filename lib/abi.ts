@@ -1,0 +1,23 @@
+// abi.ts — the TS packing of every ABI struct in weft.h. test/abi.test.ts checks each one against
+// the offsets the C compiler reports through weft_abi_layout().
+import { Struct } from "./struct.ts";
+
+export const DeviceProps = new Struct("WeftDeviceProps", {
+  size: "u32",
+  version: "u32",
+  name: { char: 256 },
+  pci_bus_id: { char: 32 },
+  total_memory: "u64",
+  free_memory: "u64",
+  sm_count: "i32",
+  cc_major: "i32",
+  cc_minor: "i32",
+  l2_bytes: "i32",
+  smem_per_block_optin: "i32",
+  clock_khz: "i32",
+  memory_clock_khz: "i32",
+  memory_bus_width: "i32",
+});
+
+/** Every ABI struct, by its C name. */
+export const ABI_STRUCTS: readonly Struct<any>[] = [DeviceProps];

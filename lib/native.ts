@@ -1,0 +1,182 @@
+// native.ts — the only file that imports bun:ffi. It finds and loads libweft.so, declares every
+// symbol of ffi/include/weft.h in one table, turns status codes into WeftErrors, and keeps the
+// Bun-specific pointer helpers in one place (a Deno adapter would replace this file alone).
+//
+// WEFT_TRACE_FFI=1 wraps every symbol: each call is logged to stderr and p50/p99 per symbol are
+// printed at exit. When unset, the raw symbols are used and tracing costs nothing.
+import { CString, dlopen, FFIType as T, ptr as bunPtr, toArrayBuffer, type Pointer } from "bun:ffi";
+import { existsSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath } from "node:url";
+
+import { errorFromStatus, LibraryError } from "./errors.ts";
+
+/** weft.h WEFT_ABI_VERSION this package was written against. */
+export const ABI_VERSION = 1;
+
+// Pointers are passed as T.ptr: a JS number (device/host address) or a TypedArray, which Bun
+// passes by address for the duration of the call. 64-bit sizes are T.u64 (number or bigint).
+export const symbols = {
+  // library
+  weft_abi_version: { args: [T.ptr /* int32_t* out */], returns: T.i32 },
+  weft_last_error: { args: [], returns: T.cstring },
+  weft_version: { args: [T.ptr /* const char** */, T.ptr /* int32_t* runtime */, T.ptr /* int32_t* driver */], returns: T.i32 },
+  weft_abi_layout: { args: [T.ptr /* const char** json */], returns: T.i32 },
+  // devices and topology
+  weft_device_count: { args: [T.ptr /* int32_t* */], returns: T.i32 },
+  weft_device_props: { args: [T.i32 /* device */, T.ptr /* WeftDeviceProps* */], returns: T.i32 },
+  weft_peer_matrix: { args: [T.i32 /* n */, T.ptr /* int32_t[n*n] */], returns: T.i32 },
+  weft_peer_enable: { args: [T.i32 /* device */, T.i32 /* peer */], returns: T.i32 },
+  weft_device_synchronize: { args: [T.i32], returns: T.i32 },
+  // memory
+  weft_malloc: { args: [T.i32 /* device */, T.u64 /* bytes */, T.ptr /* void** */], returns: T.i32 },
+  weft_free: { args: [T.ptr], returns: T.i32 },
+  weft_host_alloc: { args: [T.u64 /* bytes */, T.ptr /* void** host */, T.ptr /* void** device */], returns: T.i32 },
+  weft_host_free: { args: [T.ptr], returns: T.i32 },
+  weft_memset: { args: [T.ptr /* dst */, T.i32 /* value */, T.u64 /* bytes */, T.ptr /* stream */], returns: T.i32 },
+  weft_fill: { args: [T.ptr /* dst */, T.u64 /* count */, T.i32 /* elem_bytes */, T.u64 /* pattern */, T.ptr /* stream */], returns: T.i32 },
+  weft_memcpy: { args: [T.ptr /* dst */, T.ptr /* src */, T.u64 /* bytes */, T.i32 /* WeftCopyKind */, T.ptr /* stream */], returns: T.i32 },
+  weft_memcpy_peer: { args: [T.ptr /* dst */, T.i32 /* dst_device */, T.ptr /* src */, T.i32 /* src_device */, T.u64 /* bytes */, T.ptr /* stream */], returns: T.i32 },
+  // streams and events
+  weft_stream_create: { args: [T.i32 /* device */, T.ptr /* void** */], returns: T.i32 },
+  weft_stream_destroy: { args: [T.ptr], returns: T.i32 },
+  weft_stream_synchronize: { args: [T.ptr], returns: T.i32 },
+  weft_stream_query: { args: [T.ptr /* stream */, T.ptr /* int32_t* done */], returns: T.i32 },
+  weft_event_create: { args: [T.i32 /* device */, T.ptr /* void** */], returns: T.i32 },
+  weft_event_destroy: { args: [T.ptr], returns: T.i32 },
+  weft_event_record: { args: [T.ptr /* event */, T.ptr /* stream */], returns: T.i32 },
+  weft_event_synchronize: { args: [T.ptr], returns: T.i32 },
+  weft_event_elapsed: { args: [T.ptr /* start */, T.ptr /* end */, T.ptr /* float* ms */], returns: T.i32 },
+  // transports
+  weft_fabric_providers: { args: [T.ptr /* const char** json */], returns: T.i32 },
+  // test support
+  weft_fill_random: { args: [T.ptr /* dst */, T.i32 /* dtype */, T.u64 /* count */, T.u64 /* seed */, T.f32 /* lo */, T.f32 /* hi */, T.ptr /* stream */], returns: T.i32 },
+  weft_diff_norms: { args: [T.ptr /* a */, T.i32, T.ptr /* b */, T.i32, T.u64 /* count */, T.ptr /* double[3] device */, T.ptr /* stream */], returns: T.i32 },
+} as const;
+
+type RawSymbols = ReturnType<typeof dlopen<typeof symbols>>["symbols"];
+// Addresses travel through lib/ as plain numbers; Bun takes a number wherever it takes a Pointer.
+type Loose<F> = F extends (...args: infer P) => infer R
+  ? (...args: { [K in keyof P]: Pointer extends P[K] ? P[K] | number : P[K] }) => R
+  : never;
+type Symbols = { [K in keyof RawSymbols]: Loose<RawSymbols[K]> };
+
+/** The build outputs that are searched after WEFT_LIBRARY, in order. */
+export function libraryCandidates(): string[] {
+  const root = resolve(dirname(fileURLToPath(import.meta.url)), "..");
+  return [join(root, "build", "libweft.so"), join(root, "build", "Release", "libweft.so")];
+}
+
+const BUILD_HINT = "Build it with `npm run build` (or `cmake -S ffi -B build -G Ninja && cmake --build build`), " +
+  "or point WEFT_LIBRARY at an existing libweft.so.";
+
+function open(): Symbols {
+  const forced = process.env.WEFT_LIBRARY;
+  let path: string | undefined;
+  if (forced) {
+    if (!existsSync(forced)) {
+      throw new LibraryError(`WEFT_LIBRARY is set to '${forced}', which does not exist. ` +
+        `Unset WEFT_LIBRARY to use the build output, or point it at a libweft.so.`, { code: "E_LIBRARY_MISSING", op: "load" });
+    }
+    path = forced;
+  } else {
+    path = libraryCandidates().find((p) => existsSync(p));
+    if (!path) {
+      throw new LibraryError(`libweft.so was not found (looked in ${libraryCandidates().join(", ")}). ${BUILD_HINT}`,
+        { code: "E_LIBRARY_MISSING", op: "load" });
+    }
+  }
+  let lib: ReturnType<typeof dlopen<typeof symbols>>;
+  try {
+    lib = dlopen(path, symbols);
+  } catch (cause) {
+    throw new LibraryError(`'${path}' could not be loaded as libweft.so (${(cause as Error).message}). ` +
+      `It may be damaged, built for another machine, or not a shared library. ${BUILD_HINT}`,
+      { code: "E_LIBRARY_LOAD", op: "load", cause });
+  }
+  const v = new Int32Array(1);
+  lib.symbols.weft_abi_version(v);
+  if (v[0] !== ABI_VERSION) {
+    lib.close();
+    throw new LibraryError(`'${path}' has ABI version ${v[0]} but this package needs ${ABI_VERSION}: ` +
+      `the library and lib/ are from different versions. Rebuild with \`npm run build\`.`,
+      { code: "E_ABI_MISMATCH", op: "load" });
+  }
+  loadedPath = path;
+  const raw = lib.symbols as unknown as Symbols;
+  return process.env.WEFT_TRACE_FFI === "1" ? traced(raw) : raw;
+}
+
+let loaded: Symbols | undefined;
+let loadedPath: string | undefined;
+
+/** The loaded symbol table; loads libweft.so on first use and throws LibraryError if it cannot. */
+export function native(): Symbols {
+  return (loaded ??= open());
+}
+
+/** Where the library was loaded from, or undefined before the first load. */
+export function nativePath(): string | undefined {
+  return loadedPath;
+}
+
+/** Throws the WeftError matching a non-zero status, with weft_last_error()'s message. */
+export function check(status: number, op: string): void {
+  if (status !== 0) throw errorFromStatus(status, op, String(native().weft_last_error() ?? ""));
+}
+
+// ---- pointer helpers: the only Bun-specific memory calls in lib/ ----------------------------------
+
+/** Address of a typed array's bytes, valid only while the array is referenced and not resized. */
+export function addressOf(view: ArrayBufferView): number {
+  return bunPtr(view as Uint8Array) as number;
+}
+
+/** A zero-copy view of `bytes` bytes of native memory at `address` (pinned host memory). */
+export function viewNative(address: number, bytes: number): ArrayBuffer {
+  return toArrayBuffer(address as Pointer, 0, bytes);
+}
+
+/** The NUL-terminated string at `address`. */
+export function readCString(address: number): string {
+  return new CString(address as Pointer).toString();
+}
+
+/** Reads one pointer-sized out-parameter. */
+export function outPointer(cell: BigUint64Array): number {
+  return Number(cell[0]);
+}
+
+// ---- WEFT_TRACE_FFI -------------------------------------------------------------------------------
+
+function traced(raw: Symbols): Symbols {
+  const times = new Map<string, number[]>();
+  const wrapped: Record<string, unknown> = {};
+  for (const [name, fn] of Object.entries(raw) as [string, (...a: unknown[]) => unknown][]) {
+    const samples: number[] = [];
+    times.set(name, samples);
+    wrapped[name] = (...args: unknown[]) => {
+      const t0 = performance.now();
+      const r = fn(...args);
+      const dt = performance.now() - t0;
+      samples.push(dt);
+      process.stderr.write(`[weft ffi] ${name}(${args.map(fmtArg).join(", ")}) -> ${fmtArg(r)} ${(dt * 1000).toFixed(1)}us\n`);
+      return r;
+    };
+  }
+  process.on("exit", () => {
+    const rows = [...times].filter(([, s]) => s.length > 0).map(([name, s]) => {
+      s.sort((a, b) => a - b);
+      const q = (p: number) => (s[Math.min(s.length - 1, Math.floor(p * s.length))]! * 1000).toFixed(1);
+      return `  ${name.padEnd(28)} calls ${String(s.length).padStart(7)}  p50 ${q(0.5).padStart(8)}us  p99 ${q(0.99).padStart(8)}us`;
+    });
+    process.stderr.write(`[weft ffi] per-symbol latency\n${rows.join("\n")}\n`);
+  });
+  return wrapped as Symbols;
+}
+
+function fmtArg(a: unknown): string {
+  if (ArrayBuffer.isView(a)) return `<${a.constructor.name}[${a.byteLength}B]>`;
+  if (typeof a === "number" && a > 0xffffffff) return `0x${a.toString(16)}`;
+  return String(a);
+}

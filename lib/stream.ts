@@ -1,0 +1,96 @@
+// stream.ts — CUDA streams and events as handle classes, for stream-ordered work and timing.
+import { requireDevice } from "./device.ts";
+import { ArgumentError, DisposedError } from "./errors.ts";
+import { check, native, outPointer } from "./native.ts";
+
+const leaks = new FinalizationRegistry<string>((what) => {
+  console.warn(`weft: ${what} was garbage-collected without dispose(). Call dispose() or declare it with \`using\`.`);
+});
+
+abstract class Handle implements Disposable {
+  #handle: number;
+  #disposed = false;
+  readonly device: number;
+
+  protected constructor(handle: number, device: number, what: string) {
+    this.#handle = handle;
+    this.device = device;
+    leaks.register(this, what, this);
+  }
+
+  get handle(): number {
+    if (this.#disposed) throw new DisposedError(`${this.constructor.name}.handle`, this.constructor.name);
+    return this.#handle;
+  }
+
+  protected abstract destroy(handle: number): number;
+
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    leaks.unregister(this);
+    check(this.destroy(this.#handle), `${this.constructor.name}.dispose`);
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+}
+
+/** A non-blocking CUDA stream on one device. */
+export class Stream extends Handle {
+  static create(device = 0): Stream {
+    requireDevice(device, "Stream.create");
+    const out = new BigUint64Array(1);
+    check(native().weft_stream_create(device, out), "Stream.create");
+    return new Stream(outPointer(out), device, `Stream on device ${device}`);
+  }
+
+  protected destroy(h: number): number {
+    return native().weft_stream_destroy(h);
+  }
+
+  synchronize(): void {
+    check(native().weft_stream_synchronize(this.handle), "Stream.synchronize");
+  }
+
+  /** true when all work queued so far has finished. */
+  done(): boolean {
+    const out = new Int32Array(1);
+    check(native().weft_stream_query(this.handle, out), "Stream.done");
+    return out[0] === 1;
+  }
+}
+
+/** A CUDA event, for timing stream work. */
+export class Event extends Handle {
+  static create(device = 0): Event {
+    requireDevice(device, "Event.create");
+    const out = new BigUint64Array(1);
+    check(native().weft_event_create(device, out), "Event.create");
+    return new Event(outPointer(out), device, `Event on device ${device}`);
+  }
+
+  protected destroy(h: number): number {
+    return native().weft_event_destroy(h);
+  }
+
+  record(stream: Stream | null = null): this {
+    if (stream && stream.device !== this.device) {
+      throw new ArgumentError("Event.record", "stream", `is on device ${stream.device} but the event is on device ${this.device}`);
+    }
+    check(native().weft_event_record(this.handle, stream ? stream.handle : null), "Event.record");
+    return this;
+  }
+
+  synchronize(): void {
+    check(native().weft_event_synchronize(this.handle), "Event.synchronize");
+  }
+
+  /** Milliseconds from `start` to this event; both must have completed. */
+  elapsedSince(start: Event): number {
+    const out = new Float32Array(1);
+    check(native().weft_event_elapsed(start.handle, this.handle, out), "Event.elapsedSince");
+    return out[0]!;
+  }
+}

@@ -1,0 +1,238 @@
+// tensor.ts — a dense, row-major device tensor: shape, dtype, device, and the device memory it owns
+// (or wraps without owning). Host transfers are synchronous; device-side work is stream-ordered.
+import { requireDevice } from "./device.ts";
+import { bf16ToF32, DTYPES, f16ToF32, f32ToBf16, f32ToF16, isDType, scalarBits, type DType, type RawArray } from "./dtype.ts";
+import { ArgumentError, DisposedError } from "./errors.ts";
+import { addressOf, check, native, outPointer } from "./native.ts";
+
+export type Shape = readonly number[];
+
+/** What upload() accepts: the dtype's own typed array, Float32Array for bf16/f16 (rounded to
+ * nearest even), Uint16Array raw bits for bf16/f16, or a plain number array. */
+export type TensorData = RawArray | readonly number[];
+
+export interface TensorOptions {
+  device?: number;
+}
+
+const COPY_H2D = 1;
+const COPY_D2H = 2;
+const COPY_D2D = 3;
+
+/** Throws ArgumentError unless `shape` is a non-empty list of positive integers; returns numel. */
+export function checkShape(shape: unknown, op: string, argument = "shape"): number {
+  if (!Array.isArray(shape) || shape.length === 0) {
+    throw new ArgumentError(op, argument, `must be a non-empty array of positive integers (got ${JSON.stringify(shape)})`);
+  }
+  let n = 1;
+  shape.forEach((d, i) => {
+    if (typeof d !== "number" || !Number.isInteger(d) || d <= 0) {
+      throw new ArgumentError(op, `${argument}[${i}]`, `must be a positive integer (got ${JSON.stringify(d)})`);
+    }
+    n *= d;
+  });
+  if (!Number.isSafeInteger(n)) throw new ArgumentError(op, argument, `has more than 2^53 elements`);
+  return n;
+}
+
+export function checkDType(dtype: unknown, op: string, argument = "dtype"): DType {
+  if (!isDType(dtype)) {
+    throw new ArgumentError(op, argument, `must be one of ${Object.keys(DTYPES).join(", ")} (got ${JSON.stringify(dtype)})`);
+  }
+  return dtype;
+}
+
+// Leaks are reported, never cleaned up behind the user's back: freeing device memory from a GC
+// callback could race with kernels that still use it.
+const leaks = new FinalizationRegistry<string>((what) => {
+  console.warn(`weft: ${what} was garbage-collected without dispose(); its device memory stays allocated ` +
+    `until the process exits. Call dispose() or declare it with \`using\`.`);
+});
+
+export class Tensor implements Disposable {
+  readonly shape: Shape;
+  readonly dtype: DType;
+  readonly device: number;
+  readonly numel: number;
+  readonly bytes: number;
+  /** false for Tensor.wrap(): dispose() then forgets the pointer without freeing it. */
+  readonly owned: boolean;
+  #ptr: number;
+  #disposed = false;
+
+  protected constructor(ptr: number, shape: Shape, dtype: DType, device: number, owned: boolean) {
+    this.#ptr = ptr;
+    this.shape = Object.freeze([...shape]);
+    this.dtype = dtype;
+    this.device = device;
+    this.numel = shape.reduce((a, b) => a * b, 1);
+    this.bytes = this.numel * DTYPES[dtype].bytes;
+    this.owned = owned;
+    if (owned) leaks.register(this, `Tensor [${shape.join(", ")}] ${dtype} on device ${device} (${this.bytes} bytes)`, this);
+  }
+
+  /** Uninitialized device memory. */
+  static empty(shape: Shape, dtype: DType, opts: TensorOptions = {}): Tensor {
+    const op = "Tensor.empty";
+    const numel = checkShape(shape, op);
+    checkDType(dtype, op);
+    const device = opts.device ?? 0;
+    requireDevice(device, op);
+    const out = new BigUint64Array(1);
+    check(native().weft_malloc(device, numel * DTYPES[dtype].bytes, out), op);
+    return new Tensor(outPointer(out), shape, dtype, device, true);
+  }
+
+  /** A new device tensor holding `data`. */
+  static from(data: TensorData, shape: Shape, dtype: DType, opts: TensorOptions = {}): Tensor {
+    const op = "Tensor.from";
+    const numel = checkShape(shape, op);
+    checkDType(dtype, op);
+    const bits = toRaw(data, dtype, numel, op); // validate before allocating
+    const t = Tensor.empty(shape, dtype, opts);
+    try {
+      t.#uploadRaw(bits, op);
+    } catch (e) {
+      t.dispose();
+      throw e;
+    }
+    return t;
+  }
+
+  /** Views existing device memory at `ptr` without owning it. The caller keeps it alive. */
+  static wrap(ptr: number, shape: Shape, dtype: DType, device: number): Tensor {
+    const op = "Tensor.wrap";
+    if (!Number.isSafeInteger(ptr) || ptr <= 0) throw new ArgumentError(op, "ptr", `must be a non-null device address (got ${ptr})`);
+    checkShape(shape, op);
+    checkDType(dtype, op);
+    requireDevice(device, op);
+    return new Tensor(ptr, shape, dtype, device, false);
+  }
+
+  /** Device address of the first element. */
+  get ptr(): number {
+    this.guard("Tensor.ptr");
+    return this.#ptr;
+  }
+
+  get disposed(): boolean {
+    return this.#disposed;
+  }
+
+  /** Throws DisposedError after dispose(). */
+  guard(op: string): void {
+    if (this.#disposed) throw new DisposedError(op, `Tensor [${this.shape.join(", ")}] ${this.dtype}`);
+  }
+
+  upload(data: TensorData): this {
+    const op = "Tensor.upload";
+    this.guard(op);
+    this.#uploadRaw(toRaw(data, this.dtype, this.numel, op), op);
+    return this;
+  }
+
+  /** Copies the tensor to the host. bf16/f16 come back as Float32Array unless `raw` is set, then
+   * as their Uint16Array bits. */
+  download(opts: { raw?: boolean } = {}): RawArray {
+    const op = "Tensor.download";
+    this.guard(op);
+    const raw = allocRaw(this.dtype, this.numel);
+    check(native().weft_memcpy(raw, this.#ptr, this.bytes, COPY_D2H, null), op);
+    if (opts.raw || (this.dtype !== "bf16" && this.dtype !== "f16")) return raw;
+    return this.dtype === "bf16" ? bf16ToF32(raw as Uint16Array) : f16ToF32(raw as Uint16Array);
+  }
+
+  /** Sets every element to `value` (NaN included, for poisoning outputs). */
+  fill(value: number): this {
+    const op = "Tensor.fill";
+    this.guard(op);
+    if (typeof value !== "number") throw new ArgumentError(op, "value", `must be a number (got ${typeof value})`);
+    check(native().weft_fill(this.#ptr, this.numel, DTYPES[this.dtype].bytes, scalarBits(this.dtype, value), null), op);
+    return this;
+  }
+
+  /** Uniform random values in [lo, hi), generated on the device from `seed` (float dtypes). */
+  fillRandom(seed: number, lo = -1, hi = 1): this {
+    const op = "Tensor.fillRandom";
+    this.guard(op);
+    if (!DTYPES[this.dtype].float) throw new ArgumentError(op, "this.dtype", `must be a float dtype (got ${this.dtype})`);
+    if (!(hi > lo)) throw new ArgumentError(op, "hi", `must be greater than lo (got lo=${lo}, hi=${hi})`);
+    check(native().weft_fill_random(this.#ptr, DTYPES[this.dtype].code, this.numel, BigInt.asUintN(64, BigInt(Math.trunc(seed))), lo, hi, null), op);
+    return this;
+  }
+
+  /** Copies `src` into this tensor; across devices this is a peer copy. Sizes must match. */
+  copyFrom(src: Tensor): this {
+    const op = "Tensor.copyFrom";
+    this.guard(op);
+    if (!(src instanceof Tensor)) throw new ArgumentError(op, "src", "must be a Tensor");
+    src.guard(op);
+    if (src.bytes !== this.bytes) {
+      throw new ArgumentError(op, "src", `has ${src.bytes} bytes but the destination has ${this.bytes}: copies need equal sizes`);
+    }
+    if (src.device === this.device) check(native().weft_memcpy(this.#ptr, src.#ptr, this.bytes, COPY_D2D, null), op);
+    else check(native().weft_memcpy_peer(this.#ptr, this.device, src.#ptr, src.device, this.bytes, null), op);
+    return this;
+  }
+
+  /** Frees the device memory (when owned). Idempotent. */
+  dispose(): void {
+    if (this.#disposed) return;
+    this.#disposed = true;
+    leaks.unregister(this);
+    if (this.owned) check(native().weft_free(this.#ptr), "Tensor.dispose");
+    this.#ptr = 0;
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+
+  toString(): string {
+    return `Tensor([${this.shape.join(", ")}], ${this.dtype}, device ${this.device}${this.#disposed ? ", disposed" : ""})`;
+  }
+
+  #uploadRaw(raw: RawArray, op: string): void {
+    check(native().weft_memcpy(this.#ptr, raw, this.bytes, COPY_H2D, null), op);
+  }
+}
+
+function allocRaw(dtype: DType, n: number): RawArray {
+  switch (dtype) {
+    case "bf16": case "f16": return new Uint16Array(n);
+    case "f32": return new Float32Array(n);
+    case "i32": return new Int32Array(n);
+    case "u8": return new Uint8Array(n);
+  }
+}
+
+/** Validates `data` against dtype and element count and returns the raw bits to copy. */
+function toRaw(data: TensorData, dtype: DType, numel: number, op: string): RawArray {
+  const length = (data as { length?: unknown })?.length;
+  if (typeof length !== "number") throw new ArgumentError(op, "data", "must be a typed array or an array of numbers");
+  if (length !== numel) throw new ArgumentError(op, "data", `has ${length} elements but the shape needs ${numel}`);
+  if (Array.isArray(data)) {
+    const arr = data as readonly number[];
+    switch (dtype) {
+      case "bf16": return f32ToBf16(Float32Array.from(arr));
+      case "f16": return f32ToF16(Float32Array.from(arr));
+      case "f32": return Float32Array.from(arr);
+      case "i32": return Int32Array.from(arr);
+      case "u8": return Uint8Array.from(arr);
+    }
+  }
+  const accepted: Record<DType, string[]> = {
+    bf16: ["Float32Array", "Uint16Array"],
+    f16: ["Float32Array", "Uint16Array"],
+    f32: ["Float32Array"],
+    i32: ["Int32Array"],
+    u8: ["Uint8Array"],
+  };
+  const kind = (data as object).constructor?.name;
+  if (!accepted[dtype].includes(kind)) {
+    throw new ArgumentError(op, "data", `is a ${kind} but a ${dtype} tensor takes ${accepted[dtype].join(" or ")}`);
+  }
+  if (dtype === "bf16" && data instanceof Float32Array) return f32ToBf16(data);
+  if (dtype === "f16" && data instanceof Float32Array) return f32ToF16(data);
+  return data as RawArray;
+}

@@ -1,0 +1,42 @@
+import { expect, test } from "bun:test";
+import { join } from "node:path";
+
+import { gpuCount } from "./support/gpu.ts";
+
+const cli = join(import.meta.dir, "..", "lib", "cli.ts");
+
+function run(...args: string[]) {
+  const r = Bun.spawnSync([process.execPath, cli, ...args], { env: process.env });
+  return { code: r.exitCode, out: r.stdout.toString(), err: r.stderr.toString() };
+}
+
+test("weft info exits 0 and describes the runtime, GPUs and transports", () => {
+  const r = run("info");
+  expect(r.code).toBe(0);
+  expect(r.out).toContain("weft 0.1.0 (ABI 1)");
+  expect(r.out).toContain("CUDA runtime");
+  expect(r.out).toContain("libfabric");
+  if (gpuCount() === 0) expect(r.out).toContain("GPUs: none found");
+  else expect(r.out).toContain(`GPUs: ${gpuCount()}`);
+});
+
+test("weft info --json is machine-readable", () => {
+  const r = run("info", "--json");
+  expect(r.code).toBe(0);
+  const info = JSON.parse(r.out);
+  expect(info.abi).toBe(1);
+  expect(info.topology.devices.length).toBe(gpuCount());
+  expect(Array.isArray(info.fabric.providers)).toBe(true);
+});
+
+test("unknown commands exit 2 with usage", () => {
+  const r = run("frobnicate");
+  expect(r.code).toBe(2);
+  expect(r.err).toContain("usage: weft info");
+});
+
+test("a missing library is reported with how to build it, exit 1", () => {
+  const r = Bun.spawnSync([process.execPath, cli, "info"], { env: { ...process.env, WEFT_LIBRARY: "/nope/libweft.so" } });
+  expect(r.exitCode).toBe(1);
+  expect(r.stderr.toString()).toContain("WEFT_LIBRARY");
+});
