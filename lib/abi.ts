@@ -19,5 +19,16 @@ export const DeviceProps = new Struct("WeftDeviceProps", {
   memory_bus_width: "i32",
 });
 
+// communicator, symmetric heap, collectives (issue 3)
+
+// GEMM engine (issue 4)
+
+// inter-node: command FIFO, proxy, transport (issue 6)
+
 /** Every ABI struct, by its C name. */
-export const ABI_STRUCTS: readonly Struct<any>[] = [DeviceProps];
+export const ABI_STRUCTS: readonly Struct<any>[] = [
+  DeviceProps,
+  // issue 3
+  // issue 4
+  // issue 6
+];

@@ -8,3 +8,8 @@ export { deviceCount, deviceInfo, devices, enablePeerAccess, topology, type Devi
 export { Tensor, type Shape, type TensorData, type TensorOptions } from "./tensor.ts";
 export { Stream, Event } from "./stream.ts";
 export { runtimeInfo, formatInfo, fabricProviders, type RuntimeInfo } from "./info.ts";
+// communicator, symmetric heap, collectives (issue 3)
+
+// GEMM engine (issue 4)
+
+// inter-node: command FIFO, proxy, transport (issue 6)

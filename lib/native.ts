@@ -52,6 +52,14 @@ export const symbols = {
   // test support
   weft_fill_random: { args: [T.ptr /* dst */, T.i32 /* dtype */, T.u64 /* count */, T.u64 /* seed */, T.f32 /* lo */, T.f32 /* hi */, T.ptr /* stream */], returns: T.i32 },
   weft_diff_norms: { args: [T.ptr /* a */, T.i32, T.ptr /* b */, T.i32, T.u64 /* count */, T.ptr /* double[3] device */, T.ptr /* stream */], returns: T.i32 },
+  // communicator, symmetric heap, collectives (issue 3)
+
+  // GEMM engine (issue 4)
+
+  // inter-node: command FIFO, proxy, transport (issue 6)
+
+  // baselines for benchmarks (dlopen'ed cuBLASLt, NCCL)
+
 } as const;
 
 type RawSymbols = ReturnType<typeof dlopen<typeof symbols>>["symbols"];

@@ -145,6 +145,14 @@ WEFT_API int weft_fill_random(void* dst, int32_t dtype, uint64_t count, uint64_t
 WEFT_API int weft_diff_norms(const void* a, int32_t a_dtype, const void* b, int32_t b_dtype,
                              uint64_t count, double* out_device, void* stream);
 
+/* ---- communicator, symmetric heap, collectives (issue 3) ------------------------------------- */
+
+/* ---- GEMM engine (issue 4) ------------------------------------------------------------------- */
+
+/* ---- inter-node: command FIFO, proxy, transport (issue 6) ------------------------------------ */
+
+/* ---- baselines for benchmarks (dlopen'ed cuBLASLt, NCCL) ------------------------------------- */
+
 #ifdef __cplusplus
 }
 #endif

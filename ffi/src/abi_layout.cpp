@@ -46,6 +46,12 @@ std::string build() {
   FIELD(WeftDeviceProps, clock_khz);
   FIELD(WeftDeviceProps, memory_clock_khz);
   FIELD(WeftDeviceProps, memory_bus_width);
+  // communicator, symmetric heap, collectives (issue 3)
+
+  // GEMM engine (issue 4)
+
+  // inter-node: command FIFO, proxy, transport (issue 6)
+
   return l.end();
 }
 
