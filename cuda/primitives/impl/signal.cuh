@@ -1,0 +1,45 @@
+// Implementation of signal.cuh. Read the contract there.
+#pragma once
+
+namespace weft::sys {
+
+__device__ __forceinline__ uint64_t signal_load(const uint64_t* addr) {
+  uint64_t v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(addr) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void signal_store(uint64_t* addr, uint64_t value) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(addr), "l"(value) : "memory");
+}
+
+__device__ __forceinline__ void signal_add(uint64_t* addr, uint64_t value) {
+  asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(addr), "l"(value) : "memory");
+}
+
+__device__ __forceinline__ uint64_t globaltimer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__device__ inline WaitResult wait_at_least(const uint64_t* addr, uint64_t target, WaitBudget budget) {
+  if (signal_load(addr) >= target) return WaitResult::kOk;
+  const uint64_t limit = budget.timeout_ns ? budget.timeout_ns : kDefaultTimeoutNs;
+  const uint64_t start = globaltimer_ns();
+  // Backoff: start hot (NVLink round trips are ~1 us), settle at 1 us between polls so that a long
+  // wait does not flood the fabric with remote loads.
+  unsigned sleep_ns = 32;
+  for (uint32_t spins = 0;; ++spins) {
+    if (signal_load(addr) >= target) return WaitResult::kOk;
+    __nanosleep(sleep_ns);
+    if (sleep_ns < 1024) sleep_ns <<= 1;
+    // The timer and the abort word are checked every 64 polls: both cost a memory round trip.
+    if ((spins & 63) == 63) {
+      if (budget.abort && *budget.abort) return WaitResult::kAborted;
+      if (globaltimer_ns() - start > limit) return WaitResult::kTimeout;
+    }
+  }
+}
+
+}  // namespace weft::sys

@@ -1,0 +1,37 @@
+// signal.cuh — epoch-tagged 64-bit signals between GPUs (and between a GPU and the host).
+//
+// Contract:
+//   - A signal is a uint64_t in memory that every party can address: the symmetric heap (peers map
+//     it over NVLink) or pinned host-mapped memory (the host reads it with plain loads).
+//   - Writers publish with release semantics at system scope: every store the writing thread made
+//     before sys::signal_store() (and, after a __syncthreads(), every store its CTA made) is visible
+//     to whoever observes the new value with sys::signal_load().
+//   - Values only grow. Each launch of an op advances its epoch, and a waiter waits for
+//     `value >= epoch`, so no signal is ever reset between runs.
+//   - Every wait is bounded: sys::wait_at_least() spins with __nanosleep backoff, polls an optional
+//     host abort word, and gives up after `budget` nanoseconds (globaltimer) with a WaitResult that
+//     the caller reports (rank, peer, stage) instead of hanging the GPU.
+#pragma once
+
+#include <cstdint>
+
+namespace weft::sys {
+
+enum class WaitResult : int { kOk = 0, kTimeout = 1, kAborted = 2 };
+
+struct WaitBudget {
+  uint64_t timeout_ns;          // 0 = default (see kDefaultTimeoutNs)
+  const volatile uint64_t* abort;  // optional: non-zero means "give up now" (host-written)
+};
+
+constexpr uint64_t kDefaultTimeoutNs = 10ull * 1000 * 1000 * 1000;  // 10 s
+
+__device__ __forceinline__ uint64_t signal_load(const uint64_t* addr);
+__device__ __forceinline__ void signal_store(uint64_t* addr, uint64_t value);
+__device__ __forceinline__ void signal_add(uint64_t* addr, uint64_t value);
+__device__ __forceinline__ uint64_t globaltimer_ns();
+__device__ inline WaitResult wait_at_least(const uint64_t* addr, uint64_t target, WaitBudget budget);
+
+}  // namespace weft::sys
+
+#include "impl/signal.cuh"
