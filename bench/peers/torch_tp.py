@@ -1,0 +1,133 @@
+"""Peer baseline for bench/tp.ts: PyTorch's own tensor-parallel ops on the same shapes.
+
+Run on the GPU host in the same session as the TS bench:
+    torchrun --nproc-per-node=2 bench/peers/torch_tp.py --out $OUT/torch_tp.json
+
+Per shape (M, N, K) and world size W it times, with CUDA events, the median of >= 20 runs after
+warm-up, on random bf16 data:
+  ag_gemm   torch.ops.symm_mem.fused_all_gather_matmul   a [M/W, K] (gathered) x b [K, N/W]
+  gemm_rs   torch.ops.symm_mem.fused_matmul_reduce_scatter a [M, K/W] x b [K/W, N] -> [M/W, N]
+  gemm_ar   no fused op exists in torch: matmul then an all-reduce, the fastest of NCCL
+            (dist.all_reduce) and SymmetricMemory one-shot / two-shot; every variant is reported.
+Also the unfused torch sequences (NCCL collective + cuBLAS matmul) for reference.
+NVLink multicast stays off (TORCH_SYMM_MEM_DISABLE_MULTICAST=1 is forced below).
+"""
+import argparse
+import json
+import os
+
+os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
+os.environ["NCCL_NVLS_ENABLE"] = "0"
+os.environ["NVSHMEM_DISABLE_NVLS"] = "1"
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
+
+SHAPES = [
+    (1024, 8192, 8192), (4096, 8192, 8192), (8192, 8192, 8192), (16384, 8192, 8192),
+    (8192, 28672, 8192), (8192, 8192, 28672), (4096, 14336, 4096),
+]
+AR_DECODE = [(16, 8192, 8192), (128, 8192, 8192), (512, 8192, 8192)]
+
+
+def time_ms(fn, warmup=5, iters=25):
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(iters):
+        dist.barrier()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    t = torch.tensor(times, device="cuda")
+    # The op is done when the slowest rank is done.
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.median())
+
+
+def rand(*shape):
+    return torch.empty(shape, dtype=torch.bfloat16, device="cuda").uniform_(-1, 1)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--out", default="torch_tp.json")
+    p.add_argument("--iters", type=int, default=25)
+    args = p.parse_args()
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
+    dist.init_process_group("nccl")
+    group = dist.group.WORLD
+    name = group.group_name
+    try:
+        symm_mem.enable_symm_mem_for_group(name)
+    except Exception:  # newer torch enables it on demand
+        pass
+    torch.manual_seed(1234 + rank)
+    rows = []
+
+    def record(op, shape, variant, ms):
+        M, N, K = shape
+        rows.append({"op": op, "M": M, "N": N, "K": K, "W": world, "variant": variant, "ms": ms,
+                     "tflops_per_gpu": 2 * M * N * K / world / (ms * 1e-3) / 1e12})
+        if rank == 0:
+            print(f"{op:8s} {M:6d} {N:6d} {K:6d} {variant:28s} {ms:8.3f} ms", flush=True)
+
+    for shape in SHAPES:
+        M, N, K = shape
+        # AllGather + GEMM (column parallel): out = allgather(a) @ b.
+        a, b = rand(M // world, K), rand(K, N // world)
+        record("ag_gemm", shape, "torch_symm_mem_fused", time_ms(
+            lambda: torch.ops.symm_mem.fused_all_gather_matmul(a, [b], gather_dim=0, group_name=name), iters=args.iters))
+        gathered = torch.empty(M, K, dtype=torch.bfloat16, device="cuda")
+        record("ag_gemm", shape, "torch_nccl_then_cublas", time_ms(
+            lambda: (dist.all_gather_into_tensor(gathered, a), gathered @ b), iters=args.iters))
+        del a, b, gathered
+        # GEMM + ReduceScatter (row parallel): out = reduce_scatter(a @ b) over rows.
+        a, b = rand(M, K // world), rand(K // world, N)
+        record("gemm_rs", shape, "torch_symm_mem_fused", time_ms(
+            lambda: torch.ops.symm_mem.fused_matmul_reduce_scatter(a, b, "sum", scatter_dim=0, group_name=name), iters=args.iters))
+        out = torch.empty(M // world, N, dtype=torch.bfloat16, device="cuda")
+        record("gemm_rs", shape, "torch_cublas_then_nccl", time_ms(
+            lambda: dist.reduce_scatter_tensor(out, a @ b), iters=args.iters))
+        del a, b, out
+        torch.cuda.empty_cache()
+
+    for shape in SHAPES + AR_DECODE:
+        M, N, K = shape
+        a, b = rand(M, K // world), rand(K // world, N)
+        record("gemm_ar", shape, "torch_cublas_then_nccl", time_ms(
+            lambda: dist.all_reduce(a @ b), iters=args.iters))
+        buf = symm_mem.empty(M, N, dtype=torch.bfloat16, device="cuda")
+        symm_mem.rendezvous(buf, name)
+        if M * N * 2 <= 8 << 20:
+            try:
+                record("gemm_ar", shape, "torch_cublas_then_symm_one_shot", time_ms(
+                    lambda: torch.ops.symm_mem.one_shot_all_reduce(torch.matmul(a, b, out=buf), "sum", name), iters=args.iters))
+            except Exception as e:  # noqa: BLE001
+                if rank == 0:
+                    print(f"one_shot_all_reduce unavailable: {e}")
+        try:
+            record("gemm_ar", shape, "torch_cublas_then_symm_two_shot", time_ms(
+                lambda: torch.ops.symm_mem.two_shot_all_reduce_(torch.matmul(a, b, out=buf), "sum", name), iters=args.iters))
+        except Exception as e:  # noqa: BLE001
+            if rank == 0:
+                print(f"two_shot_all_reduce_ unavailable: {e}")
+        del a, b, buf
+        torch.cuda.empty_cache()
+
+    if rank == 0:
+        with open(args.out, "w") as f:
+            json.dump({"torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+                       "device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
