@@ -14,7 +14,7 @@ struct Layout {
   bool first_field = true;
 
   void begin(const char* name, size_t size) {
-    json += (first_struct ? "\"" : "},\"") + std::string(name) + "\":{\"sizeof\":" +
+    json += (first_struct ? "\"" : "}},\"") + std::string(name) + "\":{\"sizeof\":" +
             std::to_string(size) + ",\"fields\":{";
     first_struct = false;
     first_field = true;
