@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     bool ok = true;
     TileCoord t;
     while (scheduler.next(t)) {
-      ok &= accumulate_tile<Cfg>(acc, s, ring, k_blocks_of(t, p.problem), consumer);
+      accumulate_tile<Cfg>(acc, s, ring, k_blocks_of(t, p.problem), consumer, ok);
       store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged);
     }
     if (wg::thread() == 0) {

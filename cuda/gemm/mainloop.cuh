@@ -39,7 +39,8 @@ __device__ __forceinline__ bool produce(const KernelParams<typename Hooks::State
     for (int32_t i = 0; i < k_blocks; ++i) {
       const int32_t kb = t.k_begin + i;
       hook_ok &= Hooks::before_kblock_loads(p.hooks, t, kb);
-      ok &= cta::mbarrier_wait(s.empty(ring.stage), ring.parity ^ 1u);
+      // After a timeout, stop waiting (ok short-circuits): the kernel drains fast and reports.
+      ok = ok && cta::mbarrier_wait(s.empty(ring.stage), ring.parity ^ 1u);
       uint64_t* full = s.full(ring.stage);
       // Every CTA's barrier expects the whole stage: its own loads plus what the peer multicasts.
       cta::mbarrier_arrive_expect_tx(full, Cfg::kStageBytes);
@@ -93,23 +94,22 @@ __device__ __forceinline__ void release_slot(const SharedStorage<Cfg>& s, uint32
   }
 }
 
-// Accumulates one tile's 64 x TileN slice for consumer `consumer` into acc. Returns false if a
-// barrier wait ran out.
+// Accumulates one tile's 64 x TileN slice for consumer `consumer` into acc. `ok` turns false when a
+// barrier wait runs out (and then no further waits are made).
 template <class Cfg>
-__device__ __forceinline__ bool accumulate_tile(float (&acc)[Cfg::kTileN / 2], const SharedStorage<Cfg>& s,
-                                RingPosition<Cfg::kStages>& ring, int32_t k_blocks, int consumer) {
+__device__ __forceinline__ void accumulate_tile(float (&acc)[Cfg::kTileN / 2], const SharedStorage<Cfg>& s,
+                                RingPosition<Cfg::kStages>& ring, int32_t k_blocks, int consumer, bool& ok) {
   // B descriptors: K-major rows of 128 B (SBO = 8 rows); N-major 8 KiB boxes of 64 N (LBO) x 64 K,
   // 8 K rows per 1024 B (SBO).
   constexpr uint32_t kBLbo = Cfg::kBNMajor ? Cfg::kBBoxBytes : 0;
   constexpr uint32_t kBStepBytes = Cfg::kBNMajor ? 16 * 128 : 16 * 2;
-  bool ok = true;
   uint32_t previous = 0;
   // Zeroed accumulators and a constant scale-d: a run-time scale-d predicate makes ptxas serialize
   // the wgmma pipeline (C7514).
 #pragma unroll
   for (int i = 0; i < Cfg::kTileN / 2; ++i) acc[i] = 0.0f;
   for (int32_t kb = 0; kb < k_blocks; ++kb) {
-    ok &= cta::mbarrier_wait(s.full(ring.stage), ring.parity);
+    ok = ok && cta::mbarrier_wait(s.full(ring.stage), ring.parity);
     const uint64_t a_desc = wg::smem_desc_sw128(s.a(ring.stage) + consumer * Cfg::kConsumerRows * 128, 0, 1024);
     const uint64_t b_desc = wg::smem_desc_sw128(s.b(ring.stage), kBLbo, 1024);
     wg::fence();
@@ -129,7 +129,6 @@ __device__ __forceinline__ bool accumulate_tile(float (&acc)[Cfg::kTileN / 2], c
   if (k_blocks > 0) release_slot<Cfg>(s, previous);
 #pragma unroll
   for (int i = 0; i < Cfg::kTileN / 2; ++i) wg::fence_operand(acc[i]);
-  return ok;
 }
 
 }  // namespace weft::gemm

@@ -1,9 +1,10 @@
 // gemm(): validation on the CPU, then correctness on a GPU against fp32/fp64 references.
 import { describe, expect, test } from "bun:test";
 
-import { cublasLtAvailable } from "../../lib/baselines/cublaslt.ts";
+import { cublasLtAvailable, cublasLtGemmSync } from "../../lib/baselines/cublaslt.ts";
 import { ArgumentError } from "../../lib/errors.ts";
 import { gemm, gemmConfigFor, gemmSync, planGemm, type GemmConfig, type GemmOptions, type TensorDesc } from "../../lib/ops/gemm.ts";
+import { check, native } from "../../lib/native.ts";
 import { Stream } from "../../lib/stream.ts";
 import { Tensor } from "../../lib/tensor.ts";
 import { describeGpu } from "../support/gpu.ts";
@@ -117,6 +118,13 @@ interface Case {
   config?: GemmConfig;
 }
 
+// Problems above this many FLOPs are checked against cuBLASLt's fp32-output GEMM (an independent
+// implementation, every element compared) when it is installed: the CUDA-core reference runs at
+// ~25 TFLOP/s, so 8192 x 28672 x 8192 alone would spend minutes of scarce device time. Every
+// smaller problem, and every problem without cuBLASLt, uses the CUDA-core reference, itself checked
+// against an fp64 CPU loop below.
+const CUDA_CORE_REFERENCE_MAX_FLOPS = 1e12;
+
 /** Fresh random operands (rows padded to 16 bytes when needed, padding random too), NaN-poisoned
  * output, and the fp32 reference. */
 function setup(c: Case) {
@@ -124,7 +132,16 @@ function setup(c: Case) {
   const a = Tensor.empty([c.m, kp], "bf16").fillRandom(seed++);
   const b = (c.transB ? Tensor.empty([c.n, kp], "bf16") : Tensor.empty([c.k, np], "bf16")).fillRandom(seed++);
   const ref = Tensor.empty([c.m, c.n], "f32").fill(NaN);
-  referenceGemm(a, b, ref, c, c.transB);
+  const t0 = performance.now();
+  if (2 * c.m * c.n * c.k > CUDA_CORE_REFERENCE_MAX_FLOPS && cublasLtAvailable().available && kp === c.k && np === c.n) {
+    cublasLtGemmSync(a, b, ref, { transB: c.transB });
+    check(native().weft_device_synchronize(a.device), "reference");
+    console.log(`reference ${label(c)}: cuBLASLt fp32 out, ${(performance.now() - t0).toFixed(0)} ms`);
+  } else {
+    referenceGemm(a, b, ref, c, c.transB);
+    const ms = performance.now() - t0;
+    if (ms > 100) console.log(`reference ${label(c)}: CUDA cores, ${ms.toFixed(0)} ms (${(2 * c.m * c.n * c.k / ms / 1e9).toFixed(1)} TFLOP/s)`);
+  }
   const out = Tensor.empty([c.m, c.outF32 ? Math.ceil(c.n / 4) * 4 : np], c.outF32 ? "f32" : "bf16");
   return { a, b, ref, out, padded: kp !== c.k || out.shape[1] !== c.n, [Symbol.dispose]() { a.dispose(); b.dispose(); ref.dispose(); out.dispose(); } };
 }
@@ -133,7 +150,7 @@ const label = (c: Case) =>
   `${c.m}x${c.n}x${c.k} ${c.transB ? "b [N,K]" : "b [K,N]"}${c.outF32 ? " f32 out" : ""}${c.config ? " " + JSON.stringify(c.config) : ""}`;
 
 /** Runs one case and checks every element of the logical output (and that padding stayed NaN). */
-async function check(c: Case, t: ReturnType<typeof setup>, opts: GemmOptions = {}): Promise<number> {
+async function checkCase(c: Case, t: ReturnType<typeof setup>, opts: GemmOptions = {}): Promise<number> {
   t.out.fill(NaN);
   const shape = { m: c.m, n: c.n, k: c.k };
   await gemm(t.a, t.b, t.out, { transB: c.transB, shape, config: c.config, ...opts });
@@ -192,7 +209,7 @@ describeGpu("gemm on one GPU", 1, () => {
   for (const c of small) {
     test(`${label(c)} (every dim off-tile; padded rows)`, async () => {
       using t = setup(c);
-      await check(c, t);
+      await checkCase(c, t);
     });
   }
 
@@ -208,9 +225,9 @@ describeGpu("gemm on one GPU", 1, () => {
       using t = setup(base);
       using out32 = Tensor.empty([1000, 1000], "f32");
       for (const config of configs) {
-        await check({ ...base, config }, t);
+        await checkCase({ ...base, config }, t);
         const tf = { ...t, out: out32, padded: false };
-        await check({ ...base, config, outF32: true }, tf);
+        await checkCase({ ...base, config, outF32: true }, tf);
       }
     });
   }
@@ -228,7 +245,7 @@ describeGpu("gemm on one GPU", 1, () => {
     test(label(c), async () => {
       using t = setup(c);
       const config = gemmConfigFor(t.a, t.b, t.out, { transB: c.transB });
-      const rel = await check(c, t);
+      const rel = await checkCase(c, t);
       console.log(`gemm ${label(c)}: rel ${rel.toExponential(2)} with ${JSON.stringify(config)}`);
     });
   }
