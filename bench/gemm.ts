@@ -44,7 +44,7 @@ shapes.splice(1, 0, { m: 8192, n: 8192, k: 8192, transB: false });
 const sweepConfigs: GemmConfig[] = [
   { tileN: 256, clusterM: 1 }, { tileN: 256, clusterM: 2 }, { tileN: 128, clusterM: 1 }, { tileN: 128, clusterM: 2 },
   { tileN: 64, clusterN: 1 }, { tileN: 64, clusterN: 2 },
-  { tileN: 256, clusterM: 2, groupM: 2 }, { tileN: 256, clusterM: 2, groupM: 4 }, { tileN: 256, clusterM: 2, groupM: 16 },
+  { tileN: 256, clusterM: 1, groupM: 4 }, { tileN: 256, clusterM: 1, groupM: 16 }, { tileN: 256, clusterM: 2, groupM: 16 },
 ];
 
 interface Measured {
@@ -141,7 +141,8 @@ for (const shape of shapes) {
     `cuBLASLt ${theirs?.medianMs.toFixed(4) ?? "-"} ms (${theirs?.tflops.toFixed(0) ?? "-"}), ratio ${ratio?.toFixed(3) ?? "-"}`);
   if (sweep) {
     for (const r of results.filter((x) => x.name.startsWith("weft {"))) {
-      console.log(`    ${r.name.padEnd(52)} ${r.medianMs.toFixed(4)} ms ${r.tflops.toFixed(0).padStart(4)} TFLOP/s  x${theirs ? (theirs.medianMs / r.medianMs).toFixed(3) : "-"}  rel ${r.relVsCublas?.toExponential(1)}`);
+      const ctas = (r.config as { ctas?: number } | undefined)?.ctas;
+      console.log(`    ${r.name.padEnd(52)} ${r.medianMs.toFixed(4)} ms ${r.tflops.toFixed(0).padStart(4)} TFLOP/s  x${theirs ? (theirs.medianMs / r.medianMs).toFixed(3) : "-"}  rel ${r.relVsCublas?.toExponential(1)}  ${ctas} CTAs`);
     }
   }
 }

@@ -4,7 +4,9 @@
 // bf16 or 32 fp32 columns) into a 128-byte-swizzled staging buffer, then one thread issues the TMA
 // store of that box. Two buffers alternate, so filling one overlaps the store of the other; a buffer
 // is refilled only after bulk_wait_read<1> says the store issued two boxes ago has read it. Boxes
-// that lie entirely outside C are skipped; partial ones are clipped by TMA.
+// that lie entirely outside C are skipped; partial ones are clipped by TMA. TMA writes whole 16-byte
+// chunks, so the last partial chunk of each row (n not a multiple of 8 bf16 / 4 fp32) is written
+// from registers with plain stores instead (OutputTail).
 //
 // Fragment -> staging address: thread (warp w, lane l) holds rows r = 16w + l/4 (+8) and column
 // pairs 8*n8 + 2*(l%4). In a 128-byte-swizzled box the 16-byte chunk c of row r sits at chunk
@@ -54,6 +56,41 @@ __device__ __forceinline__ void stage_box(const float (&acc)[Cfg::kTileN / 2], u
   }
 }
 
+// Columns [tail.tma_cols, n) of this consumer's 64 rows, straight from registers (only the last
+// tile column of C has any).
+template <class Cfg, class Hooks>
+__device__ __forceinline__ void store_tail_columns(const float (&acc)[Cfg::kTileN / 2],
+                                                   const KernelParams<typename Hooks::State>& p, const TileCoord& t,
+                                                   int consumer) {
+  const int th = wg::thread();
+  const int32_t row_lo = t.m0 + consumer * Cfg::kConsumerRows + (th / 32) * 16 + (th % 32) / 4;
+  const int32_t col_base = t.n0 + 2 * (th % 4);
+  const int64_t ldc = p.tail.ldc;
+#pragma unroll
+  for (int n8 = 0; n8 < Cfg::kTileN / 8; ++n8) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int32_t col = col_base + 8 * n8 + j;
+      if (col < p.tail.tma_cols || col >= p.problem.n) continue;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int32_t row = row_lo + 8 * h;
+        if (row >= p.problem.m) continue;
+        const float v = acc[4 * n8 + 2 * h + j];
+        const int64_t at = int64_t(row) * ldc + col;
+        if constexpr (Cfg::kOutF32) {
+          float* c = static_cast<float*>(p.tail.c) + at;
+          if constexpr (Hooks::kEpilogue == EpilogueOp::kReduceAdd) atomicAdd(c, v); else *c = v;
+        } else {
+          __nv_bfloat16* c = static_cast<__nv_bfloat16*>(p.tail.c) + at;
+          if constexpr (Hooks::kEpilogue == EpilogueOp::kReduceAdd) atomicAdd(c, __float2bfloat16_rn(v));
+          else *c = __float2bfloat16_rn(v);
+        }
+      }
+    }
+  }
+}
+
 // `staged` counts boxes this consumer has staged so far (it picks the buffer), across tiles.
 template <class Cfg, class Hooks>
 __device__ __forceinline__ void store_tile(const float (&acc)[Cfg::kTileN / 2], const KernelParams<typename Hooks::State>& p,
@@ -65,7 +102,7 @@ __device__ __forceinline__ void store_tile(const float (&acc)[Cfg::kTileN / 2], 
 #pragma unroll
   for (int box = 0; box < Cfg::kOutBoxes; ++box) {
     const int32_t col0 = t.n0 + box * Cfg::kOutBoxCols;
-    if (col0 >= p.problem.n) break;
+    if (col0 >= p.tail.tma_cols) break;
     uint8_t* buf = s.out_box(consumer, staged & 1u);
     if (leader) cta::bulk_wait_read<1>();
     wg::sync(barrier_id);
@@ -82,7 +119,12 @@ __device__ __forceinline__ void store_tile(const float (&acc)[Cfg::kTileN / 2], 
     }
     ++staged;
   }
+  if (t.n0 + Cfg::kTileN > p.tail.tma_cols && t.n0 < p.problem.n) {
+    store_tail_columns<Cfg, Hooks>(acc, p, t, consumer);
+  }
   if constexpr (Hooks::kSignalsAfterStore) {
+    __threadfence_system();  // the tail's plain stores, before the leader publishes
+    wg::sync(barrier_id);
     if (leader) {
       cta::bulk_wait<0>();
       cta::fence_proxy_async_global();

@@ -47,7 +47,10 @@ struct CompletionWords {
 };
 
 struct PlainLaunch {
-  CUtensorMap a, b, c;
+  CUtensorMap a, b, c;  // c covers columns [0, c_tma_cols) only (see OutputTail in params.cuh)
+  void* c_ptr;
+  int64_t ldc;
+  int32_t c_tma_cols;
   int32_t m, n, k;
   int32_t group_m;  // tile-order band height in cluster tiles (> 0)
   bool b_n_major;
@@ -60,6 +63,9 @@ struct PlainLaunch {
 
 // Launches the engine with the default hooks on the current device.
 cudaError_t launch_plain(const PlainLaunch& l);
+// The number of CTAs launch_plain would start (persistent grid: co-resident clusters, tile count and
+// max_ctas permitting).
+cudaError_t plain_grid(const PlainLaunch& l, int* ctas);
 
 // Simple fp32-accumulating reference on CUDA cores (no tensor cores, no TMA): C (fp32, ldc) =
 // A · op(B). For tests only.

@@ -55,20 +55,30 @@ cudaError_t resident_clusters(int device, int* out) {
   return cudaSuccess;
 }
 
+// The persistent grid, in CTAs: one cluster per unit of work, at most what is co-resident, at most
+// max_ctas.
 template <class Cfg, class Hooks>
-cudaError_t launch(const KernelParams<typename Hooks::State>& p, int32_t max_ctas, cudaStream_t stream) {
+cudaError_t grid_ctas(const Problem& problem, int32_t max_ctas, int* ctas) {
   int device = 0;
   cudaError_t e = cudaGetDevice(&device);
   if (e != cudaSuccess) return e;
   int resident = 0;
   e = resident_clusters<Cfg, Hooks>(device, &resident);
   if (e != cudaSuccess) return e;
-
-  const int64_t units_m = (int64_t(p.problem.m) + Cfg::kTileM * Cfg::kClusterM - 1) / (Cfg::kTileM * Cfg::kClusterM);
-  const int64_t units_n = (int64_t(p.problem.n) + Cfg::kTileN * Cfg::kClusterN - 1) / (Cfg::kTileN * Cfg::kClusterN);
+  const int64_t units_m = (int64_t(problem.m) + Cfg::kTileM * Cfg::kClusterM - 1) / (Cfg::kTileM * Cfg::kClusterM);
+  const int64_t units_n = (int64_t(problem.n) + Cfg::kTileN * Cfg::kClusterN - 1) / (Cfg::kTileN * Cfg::kClusterN);
   int64_t clusters = std::min<int64_t>(units_m * units_n, resident);
   clusters = std::min<int64_t>(clusters, std::max<int64_t>(1, max_ctas / Cfg::kClusterSize));
   clusters = std::max<int64_t>(clusters, 1);
+  *ctas = static_cast<int>(clusters * Cfg::kClusterSize);
+  return cudaSuccess;
+}
+
+template <class Cfg, class Hooks>
+cudaError_t launch(const KernelParams<typename Hooks::State>& p, int32_t max_ctas, cudaStream_t stream) {
+  int ctas = 0;
+  cudaError_t e = grid_ctas<Cfg, Hooks>(p.problem, max_ctas, &ctas);
+  if (e != cudaSuccess) return e;
 
   cudaLaunchConfig_t cfg{};
   cudaLaunchAttribute attr{};
@@ -76,7 +86,7 @@ cudaError_t launch(const KernelParams<typename Hooks::State>& p, int32_t max_cta
   attr.val.clusterDim.x = Cfg::kClusterSize;
   attr.val.clusterDim.y = 1;
   attr.val.clusterDim.z = 1;
-  cfg.gridDim = dim3(static_cast<unsigned>(clusters * Cfg::kClusterSize));
+  cfg.gridDim = dim3(static_cast<unsigned>(ctas));
   cfg.blockDim = dim3(Cfg::kThreads);
   cfg.dynamicSmemBytes = Cfg::kSmemBytes;
   cfg.stream = stream;

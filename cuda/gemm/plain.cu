@@ -38,13 +38,22 @@ int pipeline_stages(const TileConfig& t, bool out_f32) {
   }
 }
 
-cudaError_t launch_plain(const PlainLaunch& l) {
+namespace {
+cudaError_t dispatch(const PlainLaunch& l, int* ctas) {
   if (!tile_config_supported(l.tile)) return cudaErrorInvalidConfiguration;
   switch (l.tile.tile_n) {
-    case 256: return launch_plain_n256(l);
-    case 128: return launch_plain_n128(l);
-    default: return launch_plain_n64(l);
+    case 256: return launch_plain_n256(l, ctas);
+    case 128: return launch_plain_n128(l, ctas);
+    default: return launch_plain_n64(l, ctas);
   }
+}
+}  // namespace
+
+cudaError_t launch_plain(const PlainLaunch& l) { return dispatch(l, nullptr); }
+
+cudaError_t plain_grid(const PlainLaunch& l, int* ctas) {
+  *ctas = 0;
+  return dispatch(l, ctas);
 }
 
 }  // namespace weft::gemm

@@ -12,8 +12,8 @@
 //   - Every wait is bounded: cta::mbarrier_wait() returns false after kMbarrierTimeoutNs (measured
 //     with %globaltimer), and the caller reports the failure and carries on, so the grid drains.
 //   - cluster::mbarrier_arrive(bar, rank) arrives on the barrier at the same shared-memory offset in
-//     CTA `rank` of the cluster (release at cluster scope: this thread's prior shared-memory reads
-//     are ordered before the peer's producer reuses the slot).
+//     CTA `rank` of the cluster. It orders this thread's prior accesses like a CTA-scope release: use
+//     it to hand back ring slots whose reads (wgmma) have completed, not to publish data to the peer.
 #pragma once
 
 #include <cstdint>

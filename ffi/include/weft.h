@@ -200,7 +200,7 @@ typedef struct WeftGemmChoice {
   int32_t cluster_m, cluster_n;
   int32_t group_m;
   int32_t stages; /* depth of the shared-memory ring */
-  int32_t ctas;   /* persistent grid upper bound (SMs or max_ctas) */
+  int32_t ctas;   /* CTAs of the persistent grid (co-resident clusters, tiles and max_ctas permitting) */
 } WeftGemmChoice;
 #define WEFT_GEMM_CHOICE_INIT {sizeof(WeftGemmChoice), 1, 0, 0, 0, 0, 0, 0, 0, 0}
 

@@ -51,11 +51,19 @@ WEFT_API int weft_gemm(const WeftGemmParams* params) {
     } else {
       encode_2d(&l.b, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, p.b, p.n, p.k, p.ldb, boxes.b, "b");
     }
+    // TMA stores write whole 16-byte chunks: its map stops at the last full chunk of a row and the
+    // kernel stores the remaining columns itself. (With fewer columns than one chunk the map is never
+    // used; it is encoded over one chunk so that it is valid.)
+    const int64_t chunk = v.out_f32 ? 4 : 8;
+    l.c_tma_cols = static_cast<int32_t>(p.n - p.n % chunk);
+    const uint64_t c_map_cols = l.c_tma_cols > 0 ? uint64_t(l.c_tma_cols) : uint64_t(chunk);
     if (v.out_f32) {
-      encode_2d(&l.c, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.c, p.n, p.m, p.ldc, boxes.c, "c");
+      encode_2d(&l.c, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.c, c_map_cols, p.m, p.ldc, boxes.c, "c");
     } else {
-      encode_2d(&l.c, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, p.c, p.n, p.m, p.ldc, boxes.c, "c");
+      encode_2d(&l.c, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, p.c, c_map_cols, p.m, p.ldc, boxes.c, "c");
     }
+    l.c_ptr = p.c;
+    l.ldc = p.ldc;
     l.m = static_cast<int32_t>(p.m);
     l.n = static_cast<int32_t>(p.n);
     l.k = static_cast<int32_t>(p.k);
@@ -85,7 +93,17 @@ WEFT_API int weft_gemm_choose(const WeftGemmParams* params, WeftGemmChoice* out)
     out->cluster_n = c.tile.cluster_n;
     out->group_m = c.group_m;
     out->stages = c.stages;
-    out->ctas = c.ctas;
+    gemm::PlainLaunch l{};
+    l.m = static_cast<int32_t>(params->m);
+    l.n = static_cast<int32_t>(params->n);
+    l.k = static_cast<int32_t>(params->k);
+    l.b_n_major = !v.b_nk;
+    l.out_f32 = v.out_f32;
+    l.tile = c.tile;
+    l.max_ctas = c.ctas;
+    int ctas = 0;
+    WEFT_CUDA(gemm::plain_grid(l, &ctas));
+    out->ctas = ctas;
   });
 }
 

@@ -101,18 +101,10 @@ Choice choose(const WeftGemmParams& p, const Validated& v) {
   } else {
     c.tile.tile_n = 64;
   }
-  // Pair CTAs along the dimension whose operand they can share: along M (sharing B) for wide tiles,
-  // along N (sharing A, the operand every N tile re-reads) for the narrow decode tiles.
-  if (p.cluster_m != 0 || p.cluster_n != 0) {
-    c.tile.cluster_m = p.cluster_m ? p.cluster_m : 1;
-    c.tile.cluster_n = p.cluster_n ? p.cluster_n : 1;
-  } else if (c.tile.tile_n >= 128) {
-    c.tile.cluster_m = tiles_m >= 2 ? 2 : 1;
-    c.tile.cluster_n = 1;
-  } else {
-    c.tile.cluster_m = 1;
-    c.tile.cluster_n = ceil_div(p.n, 64) >= 2 ? 2 : 1;
-  }
+  // Clusters of two (TMA multicast of the shared operand) are built and selectable, but not the
+  // default: see bench/NOTES-gemm.md for their measured cost on this engine.
+  c.tile.cluster_m = p.cluster_m ? p.cluster_m : 1;
+  c.tile.cluster_n = p.cluster_n ? p.cluster_n : 1;
   WEFT_REQUIRE(gemm::tile_config_supported(c.tile),
                "tile_n %d with cluster_m %d, cluster_n %d is not built; supported: tile_n 256 or 128 with "
                "cluster_m 1 or 2 (cluster_n 1), tile_n 64 with cluster_n 1 or 2 (cluster_m 1)",
