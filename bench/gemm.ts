@@ -42,9 +42,10 @@ const shapes: Shape[] = [
 shapes.splice(1, 0, { m: 8192, n: 8192, k: 8192, transB: false });
 
 const sweepConfigs: GemmConfig[] = [
-  { tileN: 256, clusterM: 1 }, { tileN: 256, clusterM: 2 }, { tileN: 128, clusterM: 1 }, { tileN: 128, clusterM: 2 },
-  { tileN: 64, clusterN: 1 }, { tileN: 64, clusterN: 2 },
-  { tileN: 256, clusterM: 1, groupM: 4 }, { tileN: 256, clusterM: 1, groupM: 16 }, { tileN: 256, clusterM: 2, groupM: 16 },
+  { tileN: 256, clusterM: 1, groupM: 2 }, { tileN: 256, clusterM: 1, groupM: 4 }, { tileN: 256, clusterM: 1, groupM: 8 },
+  { tileN: 256, clusterM: 1, groupM: 16 }, { tileN: 256, clusterM: 2, groupM: 2 }, { tileN: 256, clusterM: 2, groupM: 4 },
+  { tileN: 128, clusterM: 1, groupM: 4 }, { tileN: 128, clusterM: 2, groupM: 4 },
+  { tileN: 64, clusterN: 1, groupM: 4 }, { tileN: 64, clusterN: 2, groupM: 4 },
 ];
 
 interface Measured {

@@ -4,9 +4,10 @@
 // c, c + G, c + 2G, ... Unit u lies in a band of group_m cluster-tile rows and walks that band
 // column by column, so the clusters running at one time cover a square-ish patch of C: its A rows
 // and B columns are read from HBM once and served from L2 to the rest.
-//   Example, 8192 x 8192 with 128 x 256 tiles, cluster 2 x 1, group_m 8: a band is 2048 rows; the
-//   66 clusters of an H200 cover 2048 x ~2100 of C at a time, i.e. 32 MiB of A panel and ~34 MiB of
-//   B panel per full K sweep, streamed in 64-column k-slices that stay L2-resident between CTAs.
+//   Example, 8192 x 8192 with 128 x 256 tiles, clusters of one, group_m 4 (the default): a band is
+//   512 rows; the 132 CTAs of an H200 cover 512 x 8448 of C at a time, so a wave reads an 8 MiB A
+//   panel once and streams all of B past it in 64-column k-slices shared by the band's 4 rows.
+//   Bands of 8 and 16 (squarer patches) measured slower here (bench/NOTES-gemm.md).
 #pragma once
 
 #include <cstdint>
