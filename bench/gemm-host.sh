@@ -2,7 +2,8 @@
 # One call on the GPU host for the GEMM engine (issue 4): cuBLASLt ABI check, SASS check, GPU tests,
 # benchmark. Run from the repository root with libweft.so already in build/:
 #   bash .gpu/enter.sh bash bench/gemm-host.sh [tests|notests] [bench-args...]
-# Logs go to $OUT: nvidia-smi.txt, cublaslt-abi.txt, sass.txt, test.log, bench.log, gemm.json, gemm.md.
+# Logs go to $OUT: nvidia-smi.txt, cublaslt-abi.txt, sass.txt, test.log, bench.log, clocks.csv, gemm.json,
+# gemm.md.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/weft-out}
@@ -44,7 +45,11 @@ if [ "$mode" = tests ]; then
   REQUIRE_GPU=1 timeout 420 bun test test/ops/gemm.test.ts test/abi.test.ts test/tensor.test.ts 2>&1 | tee "$OUT/test.log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 fi
+# Clocks, power and temperature every 500 ms while the benchmark runs (read-only).
+nvidia-smi --query-gpu=timestamp,index,clocks.sm,power.draw,temperature.gpu --format=csv -lms 500 > "$OUT/clocks.csv" 2>&1 &
+smi=$!
 timeout 240 bun bench/gemm.ts "$@" 2>&1 | tee "$OUT/bench.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
+kill "$smi" 2>/dev/null
 cat "$OUT/cublaslt-abi.txt" "$OUT/sass.txt" | head -40
 exit $rc
