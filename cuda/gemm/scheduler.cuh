@@ -7,7 +7,7 @@
 //   Example, 8192 x 8192 with 128 x 256 tiles, clusters of one, group_m 4 (the default): a band is
 //   512 rows; the 132 CTAs of an H200 cover 512 x 8448 of C at a time, so a wave reads an 8 MiB A
 //   panel once and streams all of B past it in 64-column k-slices shared by the band's 4 rows.
-//   Bands of 8 and 16 (squarer patches) measured slower here (bench/NOTES-gemm.md).
+//   Bands of 2 to 16 measured within the card's clock drift of each other (bench/NOTES-gemm.md).
 #pragma once
 
 #include <cstdint>
