@@ -22,6 +22,42 @@ export const DeviceProps = new Struct("WeftDeviceProps", {
 // communicator, symmetric heap, collectives (issue 3)
 
 // GEMM engine (issue 4)
+export const GemmParams = new Struct("WeftGemmParams", {
+  size: "u32",
+  version: "u32",
+  a: "ptr",
+  b: "ptr",
+  c: "ptr",
+  m: "i64",
+  n: "i64",
+  k: "i64",
+  lda: "i64",
+  ldb: "i64",
+  ldc: "i64",
+  flags: "u32",
+  tile_n: "i32",
+  cluster_m: "i32",
+  cluster_n: "i32",
+  group_m: "i32",
+  max_ctas: "i32",
+  done: "ptr",
+  seq: "u64",
+  arrivals: "ptr",
+  stream: "ptr",
+});
+
+export const GemmChoice = new Struct("WeftGemmChoice", {
+  size: "u32",
+  version: "u32",
+  tile_m: "i32",
+  tile_n: "i32",
+  tile_k: "i32",
+  cluster_m: "i32",
+  cluster_n: "i32",
+  group_m: "i32",
+  stages: "i32",
+  ctas: "i32",
+});
 
 // inter-node: command FIFO, proxy, transport (issue 6)
 
@@ -30,5 +66,7 @@ export const ABI_STRUCTS: readonly Struct<any>[] = [
   DeviceProps,
   // issue 3
   // issue 4
+  GemmParams,
+  GemmChoice,
   // issue 6
 ];

@@ -11,5 +11,10 @@ export { runtimeInfo, formatInfo, fabricProviders, type RuntimeInfo } from "./in
 // communicator, symmetric heap, collectives (issue 3)
 
 // GEMM engine (issue 4)
+export {
+  gemm, gemmSync, gemmConfigFor, planGemm, validateGemmConfig,
+  type GemmConfig, type GemmConfigChoice, type GemmOptions, type GemmPlan, type GemmShape, type TensorDesc,
+} from "./ops/gemm.ts";
+export { cublasLtAvailable, cublasLtGemmSync } from "./baselines/cublaslt.ts";
 
 // inter-node: command FIFO, proxy, transport (issue 6)

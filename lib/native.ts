@@ -55,10 +55,15 @@ export const symbols = {
   // communicator, symmetric heap, collectives (issue 3)
 
   // GEMM engine (issue 4)
+  weft_gemm: { args: [T.ptr /* const WeftGemmParams* */], returns: T.i32 },
+  weft_gemm_choose: { args: [T.ptr /* const WeftGemmParams* */, T.ptr /* WeftGemmChoice* out */], returns: T.i32 },
+  weft_reference_gemm: { args: [T.ptr /* a */, T.ptr /* b */, T.ptr /* float* c */, T.i64 /* m */, T.i64 /* n */, T.i64 /* k */, T.i64 /* lda */, T.i64 /* ldb */, T.i64 /* ldc */, T.i32 /* b_nk */, T.ptr /* stream */], returns: T.i32 },
 
   // inter-node: command FIFO, proxy, transport (issue 6)
 
   // baselines for benchmarks (dlopen'ed cuBLASLt, NCCL)
+  weft_cublaslt_available: { args: [T.ptr /* int32_t* */, T.ptr /* const char** path */], returns: T.i32 },
+  weft_cublaslt_gemm: { args: [T.ptr /* const WeftGemmParams* */], returns: T.i32 },
 
 } as const;
 

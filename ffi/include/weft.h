@@ -145,13 +145,80 @@ WEFT_API int weft_fill_random(void* dst, int32_t dtype, uint64_t count, uint64_t
 WEFT_API int weft_diff_norms(const void* a, int32_t a_dtype, const void* b, int32_t b_dtype,
                              uint64_t count, double* out_device, void* stream);
 
+/* GEMM reference for tests (issue 4): C (fp32, row stride ldc) = A · op(B) on CUDA cores, same
+ * layouts as weft_gemm (b_nk = 1: B is [N, K]). Slow and simple on purpose. */
+WEFT_API int weft_reference_gemm(const void* a, const void* b, float* c, int64_t m, int64_t n, int64_t k,
+                                 int64_t lda, int64_t ldb, int64_t ldc, int32_t b_nk, void* stream);
+
 /* ---- communicator, symmetric heap, collectives (issue 3) ------------------------------------- */
 
 /* ---- GEMM engine (issue 4) ------------------------------------------------------------------- */
 
+/* C = A · op(B), bf16 inputs, fp32 accumulation, bf16 (or fp32) output, on one device.
+ *   A [M, K] row-major, row stride lda elements (lda >= K)
+ *   B [N, K] row-major when WEFT_GEMM_B_NK is set (y = x·Wᵀ, the weights layout), else [K, N]
+ *     row-major; row stride ldb (>= K or >= N)
+ *   C [M, N] row-major, row stride ldc (>= N); elements outside the M x N region are not touched.
+ * Any M, N, K >= 1. The copy engine (TMA) needs 16-byte aligned base pointers and row strides
+ * (lda, ldb multiples of 8; ldc a multiple of 8 for bf16, 4 for fp32): pad rows to get there.
+ * The call is stream-ordered and returns after the launch. With `done` set, the last CTA writes
+ * `seq` (or seq | 1<<63 on a device-side failure) to done[0] with release semantics; `arrivals` is
+ * then two device words that are 0 before the launch (the kernel leaves them 0 again). */
+enum WeftGemmFlags {
+  WEFT_GEMM_B_NK = 1,    /* B is [N, K] row-major */
+  WEFT_GEMM_OUT_F32 = 2  /* C is fp32 */
+};
+
+typedef struct WeftGemmParams {
+  uint32_t size;    /* sizeof(WeftGemmParams) */
+  uint32_t version; /* 1 */
+  const void* a;
+  const void* b;
+  void* c;
+  int64_t m, n, k;
+  int64_t lda, ldb, ldc; /* row strides in elements */
+  uint32_t flags;        /* WeftGemmFlags */
+  /* Configuration override; 0 = chosen by the heuristic. Validated together (weft_gemm_choose). */
+  int32_t tile_n;    /* 64, 128 or 256 columns per CTA tile (rows are always 128) */
+  int32_t cluster_m; /* 1 or 2: pairs of CTAs on neighbouring M tiles multicast the shared B tile */
+  int32_t cluster_n; /* 1 or 2: pairs on neighbouring N tiles multicast the shared A tile */
+  int32_t group_m;   /* tile-order band height in cluster tiles (L2 reuse), >= 1 */
+  int32_t max_ctas;  /* cap on the persistent grid; 0 = every SM */
+  /* Completion (optional): host-mapped done[2] (device alias), value to publish, device arrivals[2]. */
+  uint64_t* done;
+  uint64_t seq;
+  uint32_t* arrivals;
+  void* stream; /* cudaStream_t on the operands' device; NULL = legacy default stream */
+} WeftGemmParams;
+#define WEFT_GEMM_PARAMS_INIT {sizeof(WeftGemmParams), 1, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, NULL, NULL}
+
+/* The configuration a call with these params runs (override fields applied, the rest chosen). */
+typedef struct WeftGemmChoice {
+  uint32_t size;    /* sizeof(WeftGemmChoice) */
+  uint32_t version; /* 1 */
+  int32_t tile_m, tile_n, tile_k;
+  int32_t cluster_m, cluster_n;
+  int32_t group_m;
+  int32_t stages; /* depth of the shared-memory ring */
+  int32_t ctas;   /* CTAs of the persistent grid (co-resident clusters, tiles and max_ctas permitting) */
+} WeftGemmChoice;
+#define WEFT_GEMM_CHOICE_INIT {sizeof(WeftGemmChoice), 1, 0, 0, 0, 0, 0, 0, 0, 0}
+
+WEFT_API int weft_gemm(const WeftGemmParams* params);
+/* Validates params exactly as weft_gemm does and reports the configuration, launching nothing. */
+WEFT_API int weft_gemm_choose(const WeftGemmParams* params, WeftGemmChoice* out);
+
 /* ---- inter-node: command FIFO, proxy, transport (issue 6) ------------------------------------ */
 
 /* ---- baselines for benchmarks (dlopen'ed cuBLASLt, NCCL) ------------------------------------- */
+
+/* 1 when libcublasLt.so.13 (or libcublasLt.so) could be loaded, else 0 (not an error); out_path
+ * (optional) receives the file that was loaded, or the reason it was not. */
+WEFT_API int weft_cublaslt_available(int32_t* out_available, const char** out_path);
+/* The same GEMM as weft_gemm, computed by cuBLASLt (heuristic algorithm, 32 MiB workspace per
+ * device). Honours a, b, c, m, n, k, lda, ldb, ldc, flags and stream; ignores the override and
+ * completion fields. WEFT_E_UNSUPPORTED when cuBLASLt is missing. */
+WEFT_API int weft_cublaslt_gemm(const WeftGemmParams* params);
 
 #ifdef __cplusplus
 }

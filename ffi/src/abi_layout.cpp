@@ -14,7 +14,7 @@ struct Layout {
   bool first_field = true;
 
   void begin(const char* name, size_t size) {
-    json += (first_struct ? "\"" : "},\"") + std::string(name) + "\":{\"sizeof\":" +
+    json += (first_struct ? "\"" : "}},\"") + std::string(name) + "\":{\"sizeof\":" +
             std::to_string(size) + ",\"fields\":{";
     first_struct = false;
     first_field = true;
@@ -49,6 +49,39 @@ std::string build() {
   // communicator, symmetric heap, collectives (issue 3)
 
   // GEMM engine (issue 4)
+  STRUCT(WeftGemmParams);
+  FIELD(WeftGemmParams, size);
+  FIELD(WeftGemmParams, version);
+  FIELD(WeftGemmParams, a);
+  FIELD(WeftGemmParams, b);
+  FIELD(WeftGemmParams, c);
+  FIELD(WeftGemmParams, m);
+  FIELD(WeftGemmParams, n);
+  FIELD(WeftGemmParams, k);
+  FIELD(WeftGemmParams, lda);
+  FIELD(WeftGemmParams, ldb);
+  FIELD(WeftGemmParams, ldc);
+  FIELD(WeftGemmParams, flags);
+  FIELD(WeftGemmParams, tile_n);
+  FIELD(WeftGemmParams, cluster_m);
+  FIELD(WeftGemmParams, cluster_n);
+  FIELD(WeftGemmParams, group_m);
+  FIELD(WeftGemmParams, max_ctas);
+  FIELD(WeftGemmParams, done);
+  FIELD(WeftGemmParams, seq);
+  FIELD(WeftGemmParams, arrivals);
+  FIELD(WeftGemmParams, stream);
+  STRUCT(WeftGemmChoice);
+  FIELD(WeftGemmChoice, size);
+  FIELD(WeftGemmChoice, version);
+  FIELD(WeftGemmChoice, tile_m);
+  FIELD(WeftGemmChoice, tile_n);
+  FIELD(WeftGemmChoice, tile_k);
+  FIELD(WeftGemmChoice, cluster_m);
+  FIELD(WeftGemmChoice, cluster_n);
+  FIELD(WeftGemmChoice, group_m);
+  FIELD(WeftGemmChoice, stages);
+  FIELD(WeftGemmChoice, ctas);
 
   // inter-node: command FIFO, proxy, transport (issue 6)
 

@@ -1,0 +1,137 @@
+// epilogue.cuh — accumulators -> shared memory -> TMA store (or add) into C, per consumer warpgroup.
+//
+// Each consumer owns 64 rows x TileN columns. It converts them box by box (64 rows x 128 bytes: 64
+// bf16 or 32 fp32 columns) into a 128-byte-swizzled staging buffer, then one thread issues the TMA
+// store of that box. Two buffers alternate, so filling one overlaps the store of the other; a buffer
+// is refilled only after bulk_wait_read<1> says the store issued two boxes ago has read it. Boxes
+// that lie entirely outside C are skipped; partial ones are clipped by TMA. TMA writes whole 16-byte
+// chunks, so the last partial chunk of each row (n not a multiple of 8 bf16 / 4 fp32) is written
+// from registers with plain stores instead (OutputTail).
+//
+// Fragment -> staging address: thread (warp w, lane l) holds rows r = 16w + l/4 (+8) and column
+// pairs 8*n8 + 2*(l%4). In a 128-byte-swizzled box the 16-byte chunk c of row r sits at chunk
+// c ^ (r % 8), which also spreads a warp's eight rows over all 32 banks.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include "../primitives/tma.cuh"
+#include "../primitives/warpgroup.cuh"
+#include "config.cuh"
+#include "hooks.cuh"
+#include "params.cuh"
+
+namespace weft::gemm {
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+template <class Cfg>
+__device__ __forceinline__ void stage_box(const float (&acc)[Cfg::kTileN / 2], uint8_t* buf, int box) {
+  const int t = wg::thread();
+  const int r = (t / 32) * 16 + (t % 32) / 4;  // and r + 8
+  const int pair = t % 4;                       // column pair within an 8-column group
+  const int swz = r % 8;                        // (r + 8) % 8 is the same
+  if constexpr (!Cfg::kOutF32) {
+    // 64 bf16 columns = 8 groups of 8 = 8 chunks of 16 bytes.
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const int n8 = box * 8 + j;
+      const int offset = ((j ^ swz) * 16) + pair * 4;
+      *reinterpret_cast<uint32_t*>(buf + r * 128 + offset) = pack_bf16x2(acc[4 * n8 + 0], acc[4 * n8 + 1]);
+      *reinterpret_cast<uint32_t*>(buf + (r + 8) * 128 + offset) = pack_bf16x2(acc[4 * n8 + 2], acc[4 * n8 + 3]);
+    }
+  } else {
+    // 32 fp32 columns = 4 groups of 8 = 8 chunks of 4 floats; a column pair is half a chunk.
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int n8 = box * 4 + j;
+      const int chunk = 2 * j + pair / 2;
+      const int offset = ((chunk ^ swz) * 16) + (pair % 2) * 8;
+      *reinterpret_cast<float2*>(buf + r * 128 + offset) = make_float2(acc[4 * n8 + 0], acc[4 * n8 + 1]);
+      *reinterpret_cast<float2*>(buf + (r + 8) * 128 + offset) = make_float2(acc[4 * n8 + 2], acc[4 * n8 + 3]);
+    }
+  }
+}
+
+// Columns [tail.tma_cols, n) of this consumer's 64 rows, straight from registers (only the last
+// tile column of C has any).
+template <class Cfg, class Hooks>
+__device__ __forceinline__ void store_tail_columns(const float (&acc)[Cfg::kTileN / 2],
+                                                   const KernelParams<typename Hooks::State>& p, const TileCoord& t,
+                                                   int consumer) {
+  const int th = wg::thread();
+  const int32_t row_lo = t.m0 + consumer * Cfg::kConsumerRows + (th / 32) * 16 + (th % 32) / 4;
+  const int32_t col_base = t.n0 + 2 * (th % 4);
+  const int64_t ldc = p.tail.ldc;
+#pragma unroll
+  for (int n8 = 0; n8 < Cfg::kTileN / 8; ++n8) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int32_t col = col_base + 8 * n8 + j;
+      if (col < p.tail.tma_cols || col >= p.problem.n) continue;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int32_t row = row_lo + 8 * h;
+        if (row >= p.problem.m) continue;
+        const float v = acc[4 * n8 + 2 * h + j];
+        const int64_t at = int64_t(row) * ldc + col;
+        if constexpr (Cfg::kOutF32) {
+          float* c = static_cast<float*>(p.tail.c) + at;
+          if constexpr (Hooks::kEpilogue == EpilogueOp::kReduceAdd) atomicAdd(c, v); else *c = v;
+        } else {
+          __nv_bfloat16* c = static_cast<__nv_bfloat16*>(p.tail.c) + at;
+          if constexpr (Hooks::kEpilogue == EpilogueOp::kReduceAdd) atomicAdd(c, __float2bfloat16_rn(v));
+          else *c = __float2bfloat16_rn(v);
+        }
+      }
+    }
+  }
+}
+
+// `staged` counts boxes this consumer has staged so far (it picks the buffer), across tiles.
+template <class Cfg, class Hooks>
+__device__ __forceinline__ void store_tile(const float (&acc)[Cfg::kTileN / 2], const KernelParams<typename Hooks::State>& p,
+                           const SharedStorage<Cfg>& s, const TileCoord& t, int consumer, uint32_t& staged) {
+  const int32_t row0 = t.m0 + consumer * Cfg::kConsumerRows;
+  if (row0 >= p.problem.m) return;  // uniform over the warpgroup
+  const uint32_t barrier_id = 1 + consumer;
+  const bool leader = wg::thread() == 0;
+#pragma unroll
+  for (int box = 0; box < Cfg::kOutBoxes; ++box) {
+    const int32_t col0 = t.n0 + box * Cfg::kOutBoxCols;
+    if (col0 >= p.tail.tma_cols) break;
+    uint8_t* buf = s.out_box(consumer, staged & 1u);
+    if (leader) cta::bulk_wait_read<1>();
+    wg::sync(barrier_id);
+    stage_box<Cfg>(acc, buf, box);
+    cta::fence_proxy_async_shared();
+    wg::sync(barrier_id);
+    if (leader) {
+      if constexpr (Hooks::kEpilogue == EpilogueOp::kReduceAdd) {
+        cta::reduce_add_2d(&p.c, buf, col0, row0);
+      } else {
+        cta::store_2d(&p.c, buf, col0, row0);
+      }
+      cta::bulk_commit();
+    }
+    ++staged;
+  }
+  if (t.n0 + Cfg::kTileN > p.tail.tma_cols && t.n0 < p.problem.n) {
+    store_tail_columns<Cfg, Hooks>(acc, p, t, consumer);
+  }
+  if constexpr (Hooks::kSignalsAfterStore) {
+    __threadfence_system();  // the tail's plain stores, before the leader publishes
+    wg::sync(barrier_id);
+    if (leader) {
+      cta::bulk_wait<0>();
+      cta::fence_proxy_async_global();
+      __threadfence_system();
+      Hooks::after_tile_stored(p.hooks, t, consumer);
+    }
+  }
+}
+
+}  // namespace weft::gemm

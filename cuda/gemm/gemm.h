@@ -1,0 +1,75 @@
+// gemm.h — the host-side face of the GEMM engine, included by ffi/src (plain C++, no device code).
+//
+// The engine computes C = A · op(B) in bf16 with fp32 accumulation:
+//   A  [M, K] row-major bf16, row stride lda (elements)
+//   B  [N, K] row-major (b_n_major = false, y = x·Wᵀ) or [K, N] row-major (b_n_major = true)
+//   C  [M, N] row-major bf16 or fp32, row stride ldc
+// Operands travel as CUtensorMaps that the caller encodes with the box sizes box_dims() returns, so
+// a fused op can point them at padded buffers or at peer memory.
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace weft::gemm {
+
+// Fixed by the kernel: 128 rows per CTA tile (two consumer warpgroups x 64), 64 K per stage.
+constexpr int kTileM = 128;
+constexpr int kTileK = 64;
+
+// One instantiated kernel shape. Valid combinations are listed by tile_config_supported().
+struct TileConfig {
+  int tile_n;     // 64, 128 or 256 columns of C per CTA tile
+  int cluster_m;  // 2: two CTAs on neighbouring M tiles share (multicast) the B tile
+  int cluster_n;  // 2: two CTAs on neighbouring N tiles share (multicast) the A tile
+};
+
+bool tile_config_supported(const TileConfig& t);
+
+// TMA box sizes {inner, outer} in elements for each operand's tensor map.
+struct Boxes {
+  uint32_t a[2];
+  uint32_t b[2];
+  uint32_t c[2];
+};
+Boxes box_dims(const TileConfig& t, bool b_n_major, bool out_f32);
+
+// Pipeline depth the kernel uses for this shape (a function of shared memory per stage).
+int pipeline_stages(const TileConfig& t, bool out_f32);
+
+// The host-mapped completion words of cuda/primitives/completion.cuh, as plain data.
+struct CompletionWords {
+  uint64_t* done;
+  uint64_t seq;
+  uint32_t* arrivals;
+};
+
+struct PlainLaunch {
+  CUtensorMap a, b, c;  // c covers columns [0, c_tma_cols) only (see OutputTail in params.cuh)
+  void* c_ptr;
+  int64_t ldc;
+  int32_t c_tma_cols;
+  int32_t m, n, k;
+  int32_t group_m;  // tile-order band height in cluster tiles (> 0)
+  bool b_n_major;
+  bool out_f32;
+  TileConfig tile;
+  int32_t max_ctas;  // > 0
+  CompletionWords completion;
+  cudaStream_t stream;
+};
+
+// Launches the engine with the default hooks on the current device.
+cudaError_t launch_plain(const PlainLaunch& l);
+// The number of CTAs launch_plain would start (persistent grid: co-resident clusters, tile count and
+// max_ctas permitting).
+cudaError_t plain_grid(const PlainLaunch& l, int* ctas);
+
+// Simple fp32-accumulating reference on CUDA cores (no tensor cores, no TMA): C (fp32, ldc) =
+// A · op(B). For tests only.
+cudaError_t reference_gemm(const void* a, const void* b, float* c, int64_t m, int64_t n, int64_t k, int64_t lda,
+                           int64_t ldb, int64_t ldc, bool b_n_major, cudaStream_t stream);
+
+}  // namespace weft::gemm

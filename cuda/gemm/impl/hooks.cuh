@@ -1,0 +1,17 @@
+// Implementation of hooks.cuh's building blocks. Read the contract there.
+#pragma once
+
+namespace weft::gemm {
+
+__device__ inline bool RowSignalGate::wait(const TileCoord& t) const {
+  const uint64_t* word = signals + t.m0 / rows_per_signal;
+  return sys::wait_at_least(word, epoch, budget) == sys::WaitResult::kOk;
+}
+
+__device__ inline void HalfTileFlagPublisher::publish(const TileCoord& t, int consumer) const {
+  // The caller's data is complete and fenced (after_tile_stored's guarantee); the release store
+  // orders it before the flag for any reader that acquires the flag.
+  sys::signal_store(flags + (int64_t(t.m0 / 64) + consumer) * tiles_n + t.tile_n, epoch);
+}
+
+}  // namespace weft::gemm

@@ -1,0 +1,83 @@
+// kernel.cuh — the persistent, warp-specialised GEMM kernel: one CTA per SM (at most), warpgroup 0
+// produces (TMA), warpgroups 1 and 2 consume (wgmma) and store. See mainloop.cuh and epilogue.cuh.
+#pragma once
+
+#include "../primitives/cluster.cuh"
+#include "../primitives/completion.cuh"
+#include "../primitives/mbarrier.cuh"
+#include "../primitives/tma.cuh"
+#include "../primitives/warpgroup.cuh"
+#include "config.cuh"
+#include "epilogue.cuh"
+#include "hooks.cuh"
+#include "mainloop.cuh"
+#include "params.cuh"
+#include "scheduler.cuh"
+
+namespace weft::gemm {
+
+template <class Cfg>
+__device__ __forceinline__ void finish(const Completion& c) {
+  // A peer may still multicast into our ring or arrive on our barriers until it is done too.
+  if constexpr (Cfg::kClusterSize > 1) cluster::sync();
+  cta::finish(c);
+}
+
+template <class Cfg, class Hooks>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    gemm_kernel(const __grid_constant__ KernelParams<typename Hooks::State> p) {
+  extern __shared__ uint8_t smem_raw[];
+  const SharedStorage<Cfg> s(smem_raw);
+  const uint32_t rank = Cfg::kClusterSize > 1 ? cluster::rank() : 0;
+
+  if (threadIdx.x == 0) {
+    for (uint32_t i = 0; i < Cfg::kStages; ++i) {
+      cta::mbarrier_init(s.full(i), 1);  // the local producer's arrive_expect_tx
+      cta::mbarrier_init(s.empty(i), Cfg::kConsumers * Cfg::kClusterSize);
+    }
+    cluster::fence_mbarrier_init();
+    cta::prefetch_tensor_map(&p.a);
+    cta::prefetch_tensor_map(&p.b);
+    cta::prefetch_tensor_map(&p.c);
+  }
+  if constexpr (Cfg::kClusterSize > 1) {
+    cluster::sync();  // peers' barriers are initialised before anyone multicasts into them
+  } else {
+    __syncthreads();
+  }
+
+  if (wg::index() == 0) {
+    wg::release_registers<Cfg::kProducerRegisters>();
+    if (wg::thread() == 0) {
+      bool hook_ok = true;
+      const bool ok = produce<Cfg, Hooks>(p, s, rank, hook_ok);
+      if (!ok) cta::fail(p.completion, kFailBarrierTimeout, kStageProducer);
+      if (!hook_ok) cta::fail(p.completion, kFailHookWait, kStageProducer);
+    }
+    __syncwarp();
+    finish<Cfg>(p.completion);
+  } else {
+    wg::claim_registers<Cfg::kConsumerRegisters>();
+    const int consumer = wg::index() - 1;
+    typename Hooks::template Scheduler<Cfg> scheduler(p.problem, p.hooks, rank);
+    RingPosition<Cfg::kStages> ring;
+    float acc[Cfg::kTileN / 2];
+    uint32_t staged = 0;
+    bool ok = true;
+    TileCoord t;
+    while (scheduler.next(t)) {
+      accumulate_tile<Cfg>(acc, s, ring, k_blocks_of(t, p.problem), consumer, ok);
+      store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged);
+    }
+    if (wg::thread() == 0) {
+      // Stores must finish reading shared memory before the CTA exits, and their writes must be
+      // complete before finish() publishes completion.
+      cta::bulk_wait<0>();
+      cta::fence_proxy_async_global();
+      if (!ok) cta::fail(p.completion, kFailBarrierTimeout, kStageConsumer);
+    }
+    finish<Cfg>(p.completion);
+  }
+}
+
+}  // namespace weft::gemm

@@ -1,0 +1,134 @@
+// mainloop.cuh — the two roles of the engine's warp specialisation.
+//
+// Producer (one thread of warpgroup 0): for each tile and k-block, wait until the ring slot is free
+// in every CTA of the cluster, announce the slot's bytes on its `full` barrier, and issue the TMA
+// loads. With a cluster of two, each CTA loads half of the shared operand and multicasts it into
+// both CTAs, so that operand is read from L2 once per cluster.
+//
+// Consumers (warpgroups 1 and 2, 64 rows each): wait for `full`, issue TileK/16 wgmma k16 steps on
+// the slot, keep one batch in flight, and release the previous slot on `empty` in every CTA of the
+// cluster once its wgmmas are done (the peer multicasts into our slot, so it must hear that we are
+// done with it too). The ring's `empty` barrier therefore counts kConsumers x kClusterSize arrivals.
+#pragma once
+
+#include "../primitives/cluster.cuh"
+#include "../primitives/mbarrier.cuh"
+#include "../primitives/tma.cuh"
+#include "../primitives/wgmma.cuh"
+#include "config.cuh"
+#include "hooks.cuh"
+#include "params.cuh"
+
+namespace weft::gemm {
+
+__device__ __forceinline__ int32_t k_blocks_of(const TileCoord& t, const Problem& p) {
+  const int32_t total = (p.k + kTileK - 1) / kTileK;
+  return t.k_blocks >= 0 ? t.k_blocks : total - t.k_begin;
+}
+
+template <class Cfg, class Hooks>
+__device__ __forceinline__ bool produce(const KernelParams<typename Hooks::State>& p, const SharedStorage<Cfg>& s,
+                        uint32_t rank, bool& hook_ok) {
+  typename Hooks::template Scheduler<Cfg> scheduler(p.problem, p.hooks, rank);
+  RingPosition<Cfg::kStages> ring;
+  bool ok = true;
+  TileCoord t;
+  while (scheduler.next(t)) {
+    hook_ok &= Hooks::before_tile_loads(p.hooks, t);
+    const int32_t k_blocks = k_blocks_of(t, p.problem);
+    for (int32_t i = 0; i < k_blocks; ++i) {
+      const int32_t kb = t.k_begin + i;
+      hook_ok &= Hooks::before_kblock_loads(p.hooks, t, kb);
+      // After a timeout, stop waiting (ok short-circuits): the kernel drains fast and reports.
+      ok = ok && cta::mbarrier_wait(s.empty(ring.stage), ring.parity ^ 1u);
+      uint64_t* full = s.full(ring.stage);
+      // Every CTA's barrier expects the whole stage: its own loads plus what the peer multicasts.
+      cta::mbarrier_arrive_expect_tx(full, Cfg::kStageBytes);
+      const int32_t k0 = kb * Cfg::kTileK;
+      uint8_t* a = s.a(ring.stage);
+      uint8_t* b = s.b(ring.stage);
+
+      if constexpr (Cfg::kShareA) {
+        const int32_t half = Cfg::kTileM / 2;
+        cluster::load_2d_multicast(a + rank * (Cfg::kABytes / 2), &p.a, full, k0, t.m0 + int32_t(rank) * half, 0x3);
+      } else {
+        cta::load_2d(a, &p.a, full, k0, t.m0);
+      }
+
+      if constexpr (!Cfg::kBNMajor) {
+        if constexpr (Cfg::kShareB) {
+          const int32_t half = Cfg::kTileN / 2;
+          cluster::load_2d_multicast(b + rank * (Cfg::kBBytes / 2), &p.b, full, k0, t.n0 + int32_t(rank) * half, 0x3);
+        } else {
+          cta::load_2d(b, &p.b, full, k0, t.n0);
+        }
+      } else {
+        constexpr int kBoxes = Cfg::kTileN / 64;
+        constexpr int kMine = Cfg::kShareB ? kBoxes / 2 : kBoxes;
+#pragma unroll
+        for (int j = 0; j < kMine; ++j) {
+          const int box = (Cfg::kShareB ? int(rank) * kMine : 0) + j;
+          if constexpr (Cfg::kShareB) {
+            cluster::load_2d_multicast(b + box * Cfg::kBBoxBytes, &p.b, full, t.n0 + box * 64, k0, 0x3);
+          } else {
+            cta::load_2d(b + box * Cfg::kBBoxBytes, &p.b, full, t.n0 + box * 64, k0);
+          }
+        }
+      }
+      ring.advance();
+    }
+  }
+  return ok;
+}
+
+// Tells every CTA of the cluster that this consumer warpgroup is done reading ring slot `stage`.
+template <class Cfg>
+__device__ __forceinline__ void release_slot(const SharedStorage<Cfg>& s, uint32_t stage) {
+  if (wg::thread() == 0) {
+    if constexpr (Cfg::kClusterSize == 1) {
+      cta::mbarrier_arrive(s.empty(stage));
+    } else {
+#pragma unroll
+      for (uint32_t r = 0; r < Cfg::kClusterSize; ++r) cluster::mbarrier_arrive(s.empty(stage), r);
+    }
+  }
+}
+
+// Accumulates one tile's 64 x TileN slice for consumer `consumer` into acc. `ok` turns false when a
+// barrier wait runs out (and then no further waits are made).
+template <class Cfg>
+__device__ __forceinline__ void accumulate_tile(float (&acc)[Cfg::kTileN / 2], const SharedStorage<Cfg>& s,
+                                RingPosition<Cfg::kStages>& ring, int32_t k_blocks, int consumer, bool& ok) {
+  // B descriptors: K-major rows of 128 B (SBO = 8 rows); N-major 8 KiB boxes of 64 N (LBO) x 64 K,
+  // 8 K rows per 1024 B (SBO).
+  constexpr uint32_t kBLbo = Cfg::kBNMajor ? Cfg::kBBoxBytes : 0;
+  constexpr uint32_t kBStepBytes = Cfg::kBNMajor ? 16 * 128 : 16 * 2;
+  uint32_t previous = 0;
+  // Zeroed accumulators and a constant scale-d: a run-time scale-d predicate makes ptxas serialize
+  // the wgmma pipeline (C7514).
+#pragma unroll
+  for (int i = 0; i < Cfg::kTileN / 2; ++i) acc[i] = 0.0f;
+  for (int32_t kb = 0; kb < k_blocks; ++kb) {
+    ok = ok && cta::mbarrier_wait(s.full(ring.stage), ring.parity);
+    const uint64_t a_desc = wg::smem_desc_sw128(s.a(ring.stage) + consumer * Cfg::kConsumerRows * 128, 0, 1024);
+    const uint64_t b_desc = wg::smem_desc_sw128(s.b(ring.stage), kBLbo, 1024);
+    wg::fence();
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kTileK / 16; ++kk) {
+      wg::mma_async<Cfg::kTileN, Cfg::kBNMajor>(acc, wg::desc_advance(a_desc, kk * 32),
+                                                wg::desc_advance(b_desc, kk * kBStepBytes));
+    }
+    wg::commit();
+    // Keep this batch in flight; the previous one is done, so its slot goes back to the producers.
+    wg::wait<1>();
+    if (kb > 0) release_slot<Cfg>(s, previous);
+    previous = ring.stage;
+    ring.advance();
+  }
+  wg::wait<0>();
+  if (k_blocks > 0) release_slot<Cfg>(s, previous);
+#pragma unroll
+  for (int i = 0; i < Cfg::kTileN / 2; ++i) wg::fence_operand(acc[i]);
+}
+
+}  // namespace weft::gemm

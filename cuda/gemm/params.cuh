@@ -1,0 +1,42 @@
+// params.cuh — the argument pack of one engine launch (passed as a __grid_constant__ parameter, so
+// the tensor maps have the param-space address TMA needs).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "../primitives/completion.cuh"
+
+namespace weft::gemm {
+
+struct Problem {
+  int32_t m, n, k;
+  int32_t group_m;  // tile-order band height, in cluster tiles along M
+};
+
+// TMA stores write whole 16-byte chunks, so a row whose length is not a multiple of 16 bytes would
+// get the bytes after column n overwritten. C's tensor map therefore covers only the first
+// tma_cols columns (n rounded down to 16 bytes); the epilogue writes the rest with ordinary stores.
+struct OutputTail {
+  void* c;           // C's first element (same memory as the tensor map's)
+  int64_t ldc;       // row stride in elements
+  int32_t tma_cols;  // columns [0, tma_cols) go through TMA, [tma_cols, n) through plain stores
+};
+
+template <class HookState>
+struct KernelParams {
+  CUtensorMap a;  // [M, K] bf16, box {64, 128 or 64}
+  CUtensorMap b;  // [N, K] (box {64, TileN or TileN/2}) or [K, N] (box {64, 64}) bf16
+  CUtensorMap c;  // [M, N] bf16 (box {64, 64}) or fp32 (box {32, 64}); may be peer memory
+  Problem problem;
+  OutputTail tail;
+  Completion completion;  // done == nullptr: no host notification
+  HookState hooks;
+};
+
+// Reasons a CTA reports through cta::fail (low 32 bits of done[1]); the stage field says which role.
+enum FailureCode : int32_t { kFailBarrierTimeout = 1, kFailHookWait = 2 };
+enum FailureStage : uint32_t { kStageProducer = 1, kStageConsumer = 2, kStageEpilogue = 3 };
+
+}  // namespace weft::gemm

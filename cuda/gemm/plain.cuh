@@ -1,0 +1,39 @@
+// plain.cuh — the plain GEMM: the engine with DefaultHooks, one instantiation per tile shape,
+// B layout and output type. Each plain_n*.cu instantiates one tile width (they compile in parallel).
+#pragma once
+
+#include "gemm.h"
+#include "launch.cuh"
+
+namespace weft::gemm {
+
+// grid_only: report the grid size in *ctas instead of launching.
+template <class Cfg>
+cudaError_t launch_plain_config(const PlainLaunch& l, int* ctas) {
+  KernelParams<DefaultHooks::State> p{};
+  p.a = l.a;
+  p.b = l.b;
+  p.c = l.c;
+  p.problem = Problem{l.m, l.n, l.k, l.group_m};
+  p.tail = OutputTail{l.c_ptr, l.ldc, l.c_tma_cols};
+  p.completion = Completion{l.completion.done, l.completion.seq, l.completion.arrivals};
+  if (ctas) return grid_ctas<Cfg, DefaultHooks>(p.problem, l.max_ctas, ctas);
+  return launch<Cfg, DefaultHooks>(p, l.max_ctas, l.stream);
+}
+
+template <int TileN, int ClusterM, int ClusterN>
+cudaError_t launch_plain_shape(const PlainLaunch& l, int* ctas) {
+  if (l.b_n_major) {
+    if (l.out_f32) return launch_plain_config<Config<TileN, ClusterM, ClusterN, true, true>>(l, ctas);
+    return launch_plain_config<Config<TileN, ClusterM, ClusterN, true, false>>(l, ctas);
+  }
+  if (l.out_f32) return launch_plain_config<Config<TileN, ClusterM, ClusterN, false, true>>(l, ctas);
+  return launch_plain_config<Config<TileN, ClusterM, ClusterN, false, false>>(l, ctas);
+}
+
+// ctas == nullptr: launch; otherwise report the grid size.
+cudaError_t launch_plain_n256(const PlainLaunch& l, int* ctas);
+cudaError_t launch_plain_n128(const PlainLaunch& l, int* ctas);
+cudaError_t launch_plain_n64(const PlainLaunch& l, int* ctas);
+
+}  // namespace weft::gemm

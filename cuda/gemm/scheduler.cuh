@@ -1,0 +1,55 @@
+// scheduler.cuh — the default persistent tile order: grouped ("swizzled") bands for L2 reuse.
+//
+// Work is handed out in cluster tiles (ClusterM x ClusterN CTA tiles); cluster c of G takes units
+// c, c + G, c + 2G, ... Unit u lies in a band of group_m cluster-tile rows and walks that band
+// column by column, so the clusters running at one time cover a square-ish patch of C: its A rows
+// and B columns are read from HBM once and served from L2 to the rest.
+//   Example, 8192 x 8192 with 128 x 256 tiles, clusters of one, group_m 4 (the default): a band is
+//   512 rows; the 132 CTAs of an H200 cover 512 x 8448 of C at a time, so a wave reads an 8 MiB A
+//   panel once and streams all of B past it in 64-column k-slices shared by the band's 4 rows.
+//   Bands of 2 to 16 measured within the card's clock drift of each other (bench/NOTES-gemm.md).
+#pragma once
+
+#include <cstdint>
+
+#include "hooks.cuh"
+#include "params.cuh"
+
+namespace weft::gemm {
+
+template <class Cfg>
+class GroupedScheduler {
+ public:
+  template <class HookState>
+  __device__ GroupedScheduler(const Problem& p, const HookState&, uint32_t cluster_rank)
+      : units_m_((p.m + Cfg::kTileM * Cfg::kClusterM - 1) / (Cfg::kTileM * Cfg::kClusterM)),
+        units_n_((p.n + Cfg::kTileN * Cfg::kClusterN - 1) / (Cfg::kTileN * Cfg::kClusterN)),
+        group_m_(p.group_m > 0 ? p.group_m : 1),
+        unit_(static_cast<int32_t>(blockIdx.x) / Cfg::kClusterSize),
+        stride_(static_cast<int32_t>(gridDim.x) / Cfg::kClusterSize),
+        rank_(static_cast<int32_t>(cluster_rank)) {}
+
+  __device__ bool next(TileCoord& t) {
+    if (unit_ >= units_m_ * units_n_) return false;
+    const int32_t per_band = group_m_ * units_n_;
+    const int32_t band = unit_ / per_band;
+    const int32_t first_m = band * group_m_;
+    const int32_t rows = min(group_m_, units_m_ - first_m);
+    const int32_t local = unit_ - band * per_band;
+    const int32_t um = first_m + local % rows;
+    const int32_t un = local / rows;
+    t.tile_m = um * Cfg::kClusterM + (Cfg::kClusterM == 2 ? rank_ : 0);
+    t.tile_n = un * Cfg::kClusterN + (Cfg::kClusterN == 2 ? rank_ : 0);
+    t.m0 = t.tile_m * Cfg::kTileM;
+    t.n0 = t.tile_n * Cfg::kTileN;
+    t.k_begin = 0;
+    t.k_blocks = -1;  // all of K
+    unit_ += stride_;
+    return true;
+  }
+
+ private:
+  int32_t units_m_, units_n_, group_m_, unit_, stride_, rank_;
+};
+
+}  // namespace weft::gemm

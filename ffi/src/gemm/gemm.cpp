@@ -1,0 +1,125 @@
+// gemm.cpp — weft_gemm: validates, picks the configuration, encodes the three tensor maps and
+// launches the engine (cuda/gemm) with the default hooks.
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include "device_guard.hpp"
+#include "driver.hpp"
+#include "gemm/gemm.h"
+#include "gemm_params.hpp"
+#include "status.hpp"
+#include "weft.h"
+
+using namespace weft;
+
+namespace {
+
+// A 2-D row-major tensor [outer, inner] with row stride `ld` elements, read or written in boxes of
+// box[0] x box[1] elements through 128-byte swizzled shared memory. Out-of-range box parts read as
+// zero and are not written.
+void encode_2d(CUtensorMap* map, CUtensorMapDataType type, uint64_t elem_bytes, const void* ptr, uint64_t inner,
+               uint64_t outer, uint64_t ld, const uint32_t box[2], const char* name) {
+  const cuuint64_t dims[2] = {inner, outer};
+  const cuuint64_t strides[1] = {ld * elem_bytes};
+  const cuuint32_t box_dims[2] = {box[0], box[1]};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = driver::tensorMapEncodeTiled()(
+      map, type, 2, const_cast<void*>(ptr), dims, strides, box_dims, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    WEFT_FAIL(WEFT_E_CUDA, "cuTensorMapEncodeTiled for %s failed (CUresult %d): %llu x %llu, stride %llu bytes", name,
+              static_cast<int>(r), static_cast<unsigned long long>(outer), static_cast<unsigned long long>(inner),
+              static_cast<unsigned long long>(ld * elem_bytes));
+}
+
+}  // namespace
+
+extern "C" {
+
+WEFT_API int weft_gemm(const WeftGemmParams* params) {
+  return guard([&] {
+    const gemm_abi::Validated v = gemm_abi::validate_problem(params);
+    const WeftGemmParams& p = *params;
+    DeviceGuard g(v.device);
+    const gemm_abi::Choice c = gemm_abi::choose(p, v);
+    const gemm::Boxes boxes = gemm::box_dims(c.tile, v.b_nk == false, v.out_f32);
+
+    gemm::PlainLaunch l{};
+    encode_2d(&l.a, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, p.a, p.k, p.m, p.lda, boxes.a, "a");
+    if (v.b_nk) {
+      encode_2d(&l.b, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, p.b, p.k, p.n, p.ldb, boxes.b, "b");
+    } else {
+      encode_2d(&l.b, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, p.b, p.n, p.k, p.ldb, boxes.b, "b");
+    }
+    // TMA stores write whole 16-byte chunks: its map stops at the last full chunk of a row and the
+    // kernel stores the remaining columns itself. (With fewer columns than one chunk the map is never
+    // used; it is encoded over one chunk so that it is valid.)
+    const int64_t chunk = v.out_f32 ? 4 : 8;
+    l.c_tma_cols = static_cast<int32_t>(p.n - p.n % chunk);
+    const uint64_t c_map_cols = l.c_tma_cols > 0 ? uint64_t(l.c_tma_cols) : uint64_t(chunk);
+    if (v.out_f32) {
+      encode_2d(&l.c, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 4, p.c, c_map_cols, p.m, p.ldc, boxes.c, "c");
+    } else {
+      encode_2d(&l.c, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, p.c, c_map_cols, p.m, p.ldc, boxes.c, "c");
+    }
+    l.c_ptr = p.c;
+    l.ldc = p.ldc;
+    l.m = static_cast<int32_t>(p.m);
+    l.n = static_cast<int32_t>(p.n);
+    l.k = static_cast<int32_t>(p.k);
+    l.group_m = c.group_m;
+    l.b_n_major = !v.b_nk;
+    l.out_f32 = v.out_f32;
+    l.tile = c.tile;
+    l.max_ctas = c.ctas;
+    l.completion = gemm::CompletionWords{p.done, p.seq, p.arrivals};
+    l.stream = static_cast<cudaStream_t>(p.stream);
+    WEFT_CUDA(gemm::launch_plain(l));
+  });
+}
+
+WEFT_API int weft_gemm_choose(const WeftGemmParams* params, WeftGemmChoice* out) {
+  return guard([&] {
+    WEFT_REQUIRE(out, "out must not be NULL");
+    WEFT_REQUIRE(out->size == sizeof(WeftGemmChoice) && out->version == 1,
+                 "out->size/version must be sizeof(WeftGemmChoice) (%zu) and 1", sizeof(WeftGemmChoice));
+    const gemm_abi::Validated v = gemm_abi::validate_problem(params);
+    DeviceGuard g(v.device);
+    const gemm_abi::Choice c = gemm_abi::choose(*params, v);
+    out->tile_m = gemm::kTileM;
+    out->tile_n = c.tile.tile_n;
+    out->tile_k = gemm::kTileK;
+    out->cluster_m = c.tile.cluster_m;
+    out->cluster_n = c.tile.cluster_n;
+    out->group_m = c.group_m;
+    out->stages = c.stages;
+    gemm::PlainLaunch l{};
+    l.m = static_cast<int32_t>(params->m);
+    l.n = static_cast<int32_t>(params->n);
+    l.k = static_cast<int32_t>(params->k);
+    l.b_n_major = !v.b_nk;
+    l.out_f32 = v.out_f32;
+    l.tile = c.tile;
+    l.max_ctas = c.ctas;
+    int ctas = 0;
+    WEFT_CUDA(gemm::plain_grid(l, &ctas));
+    out->ctas = ctas;
+  });
+}
+
+WEFT_API int weft_reference_gemm(const void* a, const void* b, float* c, int64_t m, int64_t n, int64_t k, int64_t lda,
+                                 int64_t ldb, int64_t ldc, int32_t b_nk, void* stream) {
+  return guard([&] {
+    WEFT_REQUIRE(a && b && c, "a, b and c must not be NULL");
+    WEFT_REQUIRE(m >= 1 && n >= 1 && k >= 1, "m, n and k must be >= 1");
+    WEFT_REQUIRE(lda >= k && ldb >= (b_nk ? k : n) && ldc >= n, "row strides must cover a row");
+    const int dev = pointer_device(a);
+    WEFT_REQUIRE(dev >= 0, "a must be device memory");
+    DeviceGuard g(dev);
+    auto s = static_cast<cudaStream_t>(stream);
+    WEFT_CUDA(gemm::reference_gemm(a, b, c, m, n, k, lda, ldb, ldc, b_nk == 0, s));
+    if (!stream) WEFT_CUDA(cudaStreamSynchronize(nullptr));
+  });
+}
+
+}  // extern "C"
