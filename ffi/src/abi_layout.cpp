@@ -14,7 +14,7 @@ struct Layout {
   bool first_field = true;
 
   void begin(const char* name, size_t size) {
-    json += (first_struct ? "\"" : "},\"") + std::string(name) + "\":{\"sizeof\":" +
+    json += (first_struct ? "\"" : "}},\"") + std::string(name) + "\":{\"sizeof\":" +
             std::to_string(size) + ",\"fields\":{";
     first_struct = false;
     first_field = true;
@@ -47,6 +47,64 @@ std::string build() {
   FIELD(WeftDeviceProps, memory_clock_khz);
   FIELD(WeftDeviceProps, memory_bus_width);
   // communicator, symmetric heap, collectives (issue 3)
+  STRUCT(WeftCommConfig);
+  FIELD(WeftCommConfig, size);
+  FIELD(WeftCommConfig, version);
+  FIELD(WeftCommConfig, device);
+  FIELD(WeftCommConfig, rank);
+  FIELD(WeftCommConfig, world_size);
+  FIELD(WeftCommConfig, reserved);
+  FIELD(WeftCommConfig, heap_bytes);
+  FIELD(WeftCommConfig, staged_bytes);
+  FIELD(WeftCommConfig, timeout_ns);
+  STRUCT(WeftCommInfo);
+  FIELD(WeftCommInfo, size);
+  FIELD(WeftCommInfo, version);
+  FIELD(WeftCommInfo, heap_base);
+  FIELD(WeftCommInfo, heap_bytes);
+  FIELD(WeftCommInfo, arena_base);
+  FIELD(WeftCommInfo, arena_bytes);
+  FIELD(WeftCommInfo, staged_bytes);
+  FIELD(WeftCommInfo, sm_count);
+  FIELD(WeftCommInfo, max_ctas);
+  STRUCT(WeftPeerHandle);
+  FIELD(WeftPeerHandle, size);
+  FIELD(WeftPeerHandle, version);
+  FIELD(WeftPeerHandle, process_token);
+  FIELD(WeftPeerHandle, device);
+  FIELD(WeftPeerHandle, rank);
+  FIELD(WeftPeerHandle, arena_base);
+  FIELD(WeftPeerHandle, arena_bytes);
+  FIELD(WeftPeerHandle, ipc);
+  STRUCT(WeftCollectiveParams);
+  FIELD(WeftCollectiveParams, size);
+  FIELD(WeftCollectiveParams, version);
+  FIELD(WeftCollectiveParams, kind);
+  FIELD(WeftCollectiveParams, dtype);
+  FIELD(WeftCollectiveParams, count);
+  FIELD(WeftCollectiveParams, input);
+  FIELD(WeftCollectiveParams, output);
+  FIELD(WeftCollectiveParams, root);
+  FIELD(WeftCollectiveParams, ctas);
+  FIELD(WeftCollectiveParams, algorithm);
+  FIELD(WeftCollectiveParams, reserved);
+  FIELD(WeftCollectiveParams, send_counts);
+  FIELD(WeftCollectiveParams, recv_counts);
+  FIELD(WeftCollectiveParams, stream);
+  FIELD(WeftCollectiveParams, done);
+  FIELD(WeftCollectiveParams, seq);
+  FIELD(WeftCollectiveParams, arrivals);
+  STRUCT(WeftNcclParams);
+  FIELD(WeftNcclParams, size);
+  FIELD(WeftNcclParams, version);
+  FIELD(WeftNcclParams, kind);
+  FIELD(WeftNcclParams, dtype);
+  FIELD(WeftNcclParams, count);
+  FIELD(WeftNcclParams, inputs);
+  FIELD(WeftNcclParams, outputs);
+  FIELD(WeftNcclParams, streams);
+  FIELD(WeftNcclParams, root);
+  FIELD(WeftNcclParams, reserved);
 
   // GEMM engine (issue 4)
 
