@@ -14,7 +14,7 @@ mkdir -p "$OUT"
   grep -nE "NCCL_(MAJOR|MINOR|PATCH) |ncclInt8 *=|ncclUint8 *=|ncclInt32 *=|ncclFloat16 *=|ncclFloat32 *=|ncclBfloat16 *=|ncclSum *=" /usr/include/nccl.h
 } > "$OUT/host.txt" 2>&1
 rc=0
-REQUIRE_GPU=1 timeout "${1:-240}" bun test 2>&1 | tee "$OUT/test.log"
+REQUIRE_GPU=1 WEFT_COMM_TIMEOUT_MS=3000 timeout "${1:-240}" bun test 2>&1 | tee "$OUT/test.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
 timeout "${2:-150}" bun bench/collectives.ts 2>&1 | tee "$OUT/bench.log"
 [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1

@@ -10,6 +10,8 @@ import { HeapAllocator } from "../lib/heap.ts";
 import { CHECKS, releaseDiffBuffers, type CheckContext } from "./support/collective-checks.ts";
 import { describeGpu, gpuCount } from "./support/gpu.ts";
 
+/** GPU wait bound for the suite: short on the device runner so that a broken kernel fails fast. */
+const GPU_TIMEOUT_MS = Number(process.env.WEFT_COMM_TIMEOUT_MS ?? 10_000);
 const LONG = 600_000;
 
 describe("HeapAllocator (the symmetric heap's offsets)", () => {
@@ -44,7 +46,7 @@ describeGpu("collectives, one process driving both GPUs (Communicator.local)", 2
   let ctx: CheckContext;
   beforeAll(async () => {
     const devices = [0, 1];
-    const comms = await Communicator.local({ devices, heapBytes: 1536 << 20 });
+    const comms = await Communicator.local({ devices, heapBytes: 1536 << 20, timeoutMs: GPU_TIMEOUT_MS });
     ctx = { comms, world: devices.length, spawn: (opts) => Communicator.local({ devices, ...opts }) };
   }, LONG);
   afterAll(async () => {

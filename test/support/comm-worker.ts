@@ -10,6 +10,8 @@ function report(x: unknown): void {
   process.stdout.write(JSON.stringify(x) + "\n");
 }
 
+/** GPU wait bound for the suite: short on the device runner so that a broken kernel fails fast. */
+const GPU_TIMEOUT_MS = Number(process.env.WEFT_COMM_TIMEOUT_MS ?? 10_000);
 const env = rankEnvFromProcess();
 const filter = new RegExp(process.env.CHECK_FILTER ?? ".");
 let failures = 0;
@@ -36,7 +38,7 @@ if (process.env.WEFT_FROM_ENV_PORT) {
 
 const store = await Store.connect({ rank: env.rank, worldSize: env.worldSize, addr: env.masterAddr, port: env.masterPort });
 const device = env.localRank;
-const comm = await Communicator.create(store, env, device, { heapBytes: 1536 << 20 });
+const comm = await Communicator.create(store, env, device, { heapBytes: 1536 << 20, timeoutMs: GPU_TIMEOUT_MS });
 const ctx: CheckContext = {
   comms: [comm],
   world: env.worldSize,
