@@ -173,7 +173,7 @@ for (const kind of ["allGather", "reduceScatter", "allReduce"] as NcclKind[]) {
     }
   }
 }
-for (const bytes of [8 * KiB, 64 * KiB, 256 * KiB]) {
+for (const bytes of [8 * KiB, 64 * KiB, 256 * KiB, 512 * KiB, 1 * MiB]) {
   const b = buffers("allReduce", bytes);
   try {
     for (const algorithm of ["staged", "direct"] as const) {
@@ -237,7 +237,9 @@ events.flat().forEach((e) => e.dispose());
   const outs = await Promise.all(procs.map(async (p) => (await new Response(p.stdout).text()).trim().split("\n").at(-1) ?? "{}"));
   outs.forEach((o, rank) => {
     try {
-      latency[`weft plan.run(), 2 processes, rank ${rank}`] = JSON.parse(o);
+      for (const [variant, v] of Object.entries(JSON.parse(o) as Record<string, { p50: number; p99: number; min: number; samples: number }>)) {
+        latency[`weft ${variant}, 2 processes, rank ${rank}`] = v;
+      }
     } catch {
       console.error(`latency worker ${rank} printed: ${o}`);
     }

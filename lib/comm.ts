@@ -27,12 +27,15 @@ import { checkDType, checkShape, Tensor, type Shape } from "./tensor.ts";
 export interface CommunicatorOptions {
   /** Bytes of symmetric heap per rank, for comm.empty() (default 1 GiB). The same on every rank. */
   heapBytes?: number;
-  /** Largest all-reduce (bytes per rank) that takes the staged one-shot path (default 256 KiB). */
+  /** Staging capacity per source rank, bytes: the largest all-reduce the staged one-shot path can
+   * take (default 1 MiB; by default it takes inputs up to 256 KiB, see ffi/src/comm/tuning.hpp). */
   stagedBytes?: number;
   /** Bound of every GPU-side wait for a peer, in ms (default 10 000). */
   timeoutMs?: number;
   /** Bound of every bootstrap wait (creation, teardown), in ms (default 120 000). */
   storeTimeoutMs?: number;
+  /** Completion ticker: µs of polling per event-loop turn (lib/completion.ts; default 0). */
+  pollSpinMicros?: number;
 }
 
 export interface FromEnvOptions extends CommunicatorOptions {
@@ -216,7 +219,7 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
     const op = "Communicator.create";
     requireDevice(device, op);
     const heapBytes = positiveInt(op, "heapBytes", opts.heapBytes ?? 1 << 30);
-    const stagedBytes = positiveInt(op, "stagedBytes", opts.stagedBytes ?? 256 << 10, 1 << 30);
+    const stagedBytes = positiveInt(op, "stagedBytes", opts.stagedBytes ?? 1 << 20, 1 << 30);
     const timeoutMs = positiveInt(op, "timeoutMs", opts.timeoutMs ?? 10_000);
     const storeTimeoutMs = positiveInt(op, "storeTimeoutMs", opts.storeTimeoutMs ?? 120_000);
     if (ident.worldSize !== store.worldSize || ident.rank !== store.rank) {
@@ -247,7 +250,7 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
       const infoBuf = CommInfo.alloc();
       check(native().weft_comm_info(handle, infoBuf), op);
       const info = CommInfo.read(infoBuf);
-      completion = Completion.create(device, { timeoutMs: timeoutMs + 30_000 });
+      completion = Completion.create(device, { timeoutMs: timeoutMs + 30_000, pollSpinMicros: opts.pollSpinMicros });
       stream = Stream.create(device);
       const mine = PeerHandle.alloc();
       check(native().weft_comm_export(handle, mine), op);
@@ -293,6 +296,16 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
   /** @internal SymmetricTensor.dispose() gives its range back. */
   release(offset: number, bytes: number): void {
     if (!this.#disposed) this.#heap.free(offset, bytes);
+  }
+
+  /** µs the completion ticker polls per event-loop turn (see CommunicatorOptions.pollSpinMicros). */
+  get pollSpinMicros(): number {
+    return this.#completion.pollSpinMicros;
+  }
+
+  set pollSpinMicros(us: number) {
+    if (!(us >= 0 && us <= 1000)) throw new ArgumentError("Communicator.pollSpinMicros", "us", `must be in [0, 1000] (got ${us})`);
+    this.#completion.pollSpinMicros = us;
   }
 
   /** Bytes of the heap not in use. */

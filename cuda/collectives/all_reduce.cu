@@ -75,10 +75,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) all_reduce_staged_kernel(
   const bool is_peer = p < a.world && p != a.rank;
   if (is_peer) write_desc(staged_desc(a, s, p, parity, a.rank), describe(a, p));
   __syncthreads();
-  if (is_peer) {
-    __threadfence_system();  // the CTA's slice (ordered by the barrier) before the flag
-    sys::signal_store(&staged_desc(a, s, p, parity, a.rank)->epoch, a.epoch);
-  }
+  // Release, cumulative through the barrier: the CTA's slice and the descriptor before the flag.
+  if (is_peer) sys::signal_store(&staged_desc(a, s, p, parity, a.rank)->epoch, a.epoch);
   bool failed = false;
   if (is_peer) failed = !await_desc(a, s, staged_desc(a, s, a.rank, parity, p), p, WEFT_STAGE_STAGED);
   if (!__syncthreads_or(failed)) {

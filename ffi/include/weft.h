@@ -167,7 +167,7 @@ typedef struct WeftCommConfig {
   uint64_t staged_bytes; /* per-source staging for small one-shot ops; rounded up to 4 KiB */
   uint64_t timeout_ns;   /* bound of every GPU-side wait; 0 = 10 s */
 } WeftCommConfig;
-#define WEFT_COMM_CONFIG_INIT {sizeof(WeftCommConfig), 1, 0, 0, 1, 0, 1ull << 30, 256ull << 10, 0}
+#define WEFT_COMM_CONFIG_INIT {sizeof(WeftCommConfig), 1, 0, 0, 1, 0, 1ull << 30, 1ull << 20, 0}
 
 typedef struct WeftCommInfo {
   uint32_t size;

@@ -517,7 +517,7 @@ export const CHECKS: Check[] = [
       const { deviceInfo } = await import("../../lib/device.ts");
       const before = ctx.comms.map((c) => deviceInfo(c.device).freeMemory);
       for (let round = 0; round < 3; round++) {
-        const comms = await ctx.spawn({ heapBytes: 4 << 30 });
+        const comms = await ctx.spawn({ heapBytes: 4 * 2 ** 30 });
         try {
           await checkAllReduce({ ...ctx, comms }, "bf16", 1 << 20, nextTag(), "auto");
         } finally {

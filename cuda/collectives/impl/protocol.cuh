@@ -181,11 +181,9 @@ __device__ inline bool cta_leave(const Args& a, const Shared& s, SignalTo signal
   const uint32_t p = threadIdx.x;
   bool failed = false;
   if (p < a.world && p != a.rank) {
-    if (signal_to(p)) {
-      // Cumulative through the barrier above: the whole CTA's stores are ordered before the flag.
-      __threadfence_system();
-      sys::signal_store(detail::done_slot(a, s, p, a.rank), a.epoch);
-    }
+    // st.release.sys is cumulative through the barrier above: every store the CTA made is
+    // ordered before the flag (the same pattern as a fence + relaxed flag, one fence cheaper).
+    if (signal_to(p)) sys::signal_store(detail::done_slot(a, s, p, a.rank), a.epoch);
     if (wait_for(p)) {
       const detail::Waited w = detail::wait_epoch(a, s, detail::done_slot(a, s, a.rank, p));
       if (w != detail::Waited::kOk) {
@@ -198,7 +196,19 @@ __device__ inline bool cta_leave(const Args& a, const Shared& s, SignalTo signal
 }
 
 __device__ inline void cta_finish(const Args& a) {
-  cta::finish(Completion{a.completion.done, a.completion.seq, a.completion.arrivals});
+  if (gridDim.x * gridDim.y * gridDim.z != 1) {
+    cta::finish(Completion{a.completion.done, a.completion.seq, a.completion.arrivals});
+    return;
+  }
+  // One CTA (barrier, small staged all-reduce): it is the last CTA, so completion.cuh's arrival
+  // count is not needed; the failed flag was set, if at all, by this CTA before the barrier.
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    volatile uint32_t* failed = a.completion.arrivals + 1;
+    const bool bad = *failed != 0;
+    if (bad) *failed = 0;
+    sys::signal_store(a.completion.done, bad ? (a.completion.seq | kFailedBit) : a.completion.seq);
+  }
 }
 
 }  // namespace weft::coll

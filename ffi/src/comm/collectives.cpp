@@ -104,10 +104,11 @@ WEFT_API int weft_collective(WeftComm* comm, const WeftCollectiveParams* p) {
         require_symmetric(c, p->output, p->count * elem, "output", op);
         payload = p->count * elem;
         const bool fits = payload <= c.layout.staged_bytes;
+        const bool small = fits && payload <= comm::tuning().staged_auto_bytes;
         WEFT_REQUIRE(p->algorithm != WEFT_ALGO_STAGED || fits,
                      "%s: the staged algorithm holds at most %llu bytes per rank (staged_bytes) but the input has %llu",
                      op, (unsigned long long)c.layout.staged_bytes, (unsigned long long)payload);
-        a.algo = p->algorithm == WEFT_ALGO_STAGED || (p->algorithm == WEFT_ALGO_AUTO && fits) ? coll::kStaged : coll::kDirect;
+        a.algo = p->algorithm == WEFT_ALGO_STAGED || (p->algorithm == WEFT_ALGO_AUTO && small) ? coll::kStaged : coll::kDirect;
         break;
       }
       case WEFT_ALL_TO_ALL: {

@@ -10,13 +10,21 @@
 namespace weft::comm {
 
 struct Tuning {
+  // all-reduce takes the staged one-shot path up to this many bytes per rank (and the
+  // communicator's staging capacity); above, the direct two-shot path
+  uint64_t staged_auto_bytes = 256 << 10;
   // staged one-shot all-reduce: one CTA per this many bytes of the input, up to staged_max_ctas
   uint64_t staged_bytes_per_cta = 32 << 10;
   uint32_t staged_max_ctas = 16;
-  // direct ops: one CTA per this many bytes of one rank's payload, up to the kind's cap
-  uint64_t direct_bytes_per_cta = 256 << 10;
-  uint32_t push_max_ctas = 32;  // all-gather, all-to-all, broadcast: NVLink stores
-  uint32_t pull_max_ctas = 64;  // reduce-scatter, two-shot all-reduce: NVLink loads need more in flight
+  // direct ops: one CTA per this many bytes of one rank's payload, up to the kind's cap. A CTA
+  // moves ~25 GB/s over NVLink on its own (sweep of 2026-11-30: 1 CTA takes 21 us for 256 KiB),
+  // so small payloads still get many CTAs.
+  uint64_t direct_bytes_per_cta = 16 << 10;
+  // 2xH200 sweep at 64 / 256 MiB (bench/results/collectives.md): all-gather 302/319 GB/s at 32
+  // CTAs, 327/348 at 64, 335/357 at 132; reduce-scatter 254/269 at 32, 299/323 at 64, 305/328 at
+  // 132. 64 takes nearly all of it and leaves half the SMs to whatever runs beside.
+  uint32_t push_max_ctas = 64;  // all-gather, all-to-all, broadcast: NVLink stores
+  uint32_t pull_max_ctas = 64;  // reduce-scatter, two-shot all-reduce: NVLink loads
 
   uint32_t ctas(uint32_t kind, uint32_t algo, uint64_t payload_bytes, uint32_t max_ctas) const {
     using namespace weft::coll;
