@@ -34,7 +34,8 @@ export interface CommunicatorOptions {
   timeoutMs?: number;
   /** Bound of every bootstrap wait (creation, teardown), in ms (default 120 000). */
   storeTimeoutMs?: number;
-  /** Completion ticker: µs of polling per event-loop turn (lib/completion.ts; default 0). */
+  /** Completion ticker: µs of polling per event-loop turn while a collective is pending (default
+   * 3: below one kernel launch, and it catches a short collective ~0.7 µs sooner; 0 = one pass). */
   pollSpinMicros?: number;
 }
 
@@ -250,7 +251,7 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
       const infoBuf = CommInfo.alloc();
       check(native().weft_comm_info(handle, infoBuf), op);
       const info = CommInfo.read(infoBuf);
-      completion = Completion.create(device, { timeoutMs: timeoutMs + 30_000, pollSpinMicros: opts.pollSpinMicros });
+      completion = Completion.create(device, { timeoutMs: timeoutMs + 30_000, pollSpinMicros: opts.pollSpinMicros ?? 3 });
       stream = Stream.create(device);
       const mine = PeerHandle.alloc();
       check(native().weft_comm_export(handle, mine), op);

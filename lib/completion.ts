@@ -7,9 +7,9 @@
 // slot with slot(), hands its three addresses to the kernel, and gets its result with
 // promise(seq) (async) or wait(seq) (spins: benchmarks only).
 //
-// promise() never makes FFI calls while it waits: a ticker reads the done words through a
-// zero-copy view with plain loads, re-arming itself with setImmediate only while some promise is
-// pending, so an idle process has no ticker at all.
+// promise() never makes FFI calls while it waits: one ticker per process reads the done words of
+// every Completion with pending promises through zero-copy views with plain loads, re-arming
+// itself with setImmediate only while some promise is pending, so an idle process has no ticker.
 //
 //   using c = Completion.create(device);
 //   const s = c.slot();
@@ -71,7 +71,6 @@ export class Completion implements Disposable {
   readonly #issued: Float64Array;
   #next = 1;
   readonly #pending = new Map<number, Pending>();
-  #ticking = false;
   #disposed = false;
   /** See CompletionOptions.pollSpinMicros. */
   pollSpinMicros = 0;
@@ -149,9 +148,10 @@ export class Completion implements Disposable {
     if (failure !== undefined) return failure === null ? Promise.resolve() : Promise.reject(failure);
     return new Promise<void>((resolve, reject) => {
       this.#pending.set(seq, { seq, index, op, deadline: performance.now() + this.timeoutMs, resolve, reject, describe });
-      if (!this.#ticking) {
-        this.#ticking = true;
-        setImmediate(this.#tick);
+      Completion.#active.add(this);
+      if (!Completion.#ticking) {
+        Completion.#ticking = true;
+        setImmediate(Completion.#tick);
       }
     });
   }
@@ -209,14 +209,26 @@ export class Completion implements Disposable {
     return describe ? describe(reason, seq) : genericFailure(reason, op);
   }
 
-  readonly #tick = (): void => {
-    const until = this.pollSpinMicros > 0 ? performance.now() + this.pollSpinMicros / 1000 : 0;
+  // ---- the process-wide ticker ----------------------------------------------------------------------
+  static readonly #active = new Set<Completion>();
+  static #ticking = false;
+
+  /** One event-loop turn: polls every Completion with pending promises, for up to the largest
+   * pollSpinMicros among them, then yields (setImmediate) while anything is still pending. */
+  static readonly #tick = (): void => {
+    let spin = 0;
+    for (const c of Completion.#active) spin = Math.max(spin, c.pollSpinMicros);
+    const until = performance.now() + spin / 1000;
     for (;;) {
-      this.#pass(performance.now());
-      if (this.#pending.size === 0 || this.#disposed || performance.now() >= until) break;
+      const now = performance.now();
+      for (const c of Completion.#active) {
+        if (!c.#disposed) c.#pass(now);
+        if (c.#disposed || c.#pending.size === 0) Completion.#active.delete(c);
+      }
+      if (Completion.#active.size === 0 || performance.now() >= until) break;
     }
-    if (this.#pending.size > 0 && !this.#disposed) setImmediate(this.#tick);
-    else this.#ticking = false;
+    if (Completion.#active.size > 0) setImmediate(Completion.#tick);
+    else Completion.#ticking = false;
   };
 
   #pass(now: number): void {

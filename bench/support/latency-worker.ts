@@ -3,8 +3,8 @@
 // so none is left waiting). Prints one JSON object: per variant {p50, p99, min, samples} in µs.
 //   launch: the plan.launch() call alone (host cost of one launch)
 //   runSync: launch, then spin on the completion word (no event loop)
-//   run: launch, then await the Promise (completion ticker, setImmediate per turn)
-//   run+spinN: the same with the ticker polling N µs per turn
+//   run: launch, then await the Promise (completion ticker; default pollSpinMicros)
+//   run+spinN: the same with the ticker polling N µs per turn (0: one pass per turn)
 import { rankEnvFromProcess, Store } from "../../lib/bootstrap.ts";
 import { Communicator } from "../../lib/comm.ts";
 
@@ -45,7 +45,8 @@ for (let i = 0; i < 2000; i++) await plan.run();
   }
   out.runSync = stats(t);
 }
-for (const spin of [3, 10]) {
+const defaultSpin = comm.pollSpinMicros;
+for (const spin of [0, 10]) {
   comm.pollSpinMicros = spin;
   const t = new Float64Array(iters);
   for (let i = 0; i < iters; i++) {
@@ -55,7 +56,7 @@ for (const spin of [3, 10]) {
   }
   out[`run+spin${spin}`] = stats(t);
 }
-comm.pollSpinMicros = 0;
+comm.pollSpinMicros = defaultSpin;
 x.dispose();
 y.dispose();
 await comm.dispose();

@@ -12,7 +12,7 @@ struct Config {
   static constexpr int kThreads = coll::kThreads;
 };
 
-__global__ void __launch_bounds__(Config::kThreads, 1) all_gather_kernel(const Args a) {
+__global__ void __launch_bounds__(Config::kThreads, 1) all_gather_kernel(const __grid_constant__ Args a) {
   const Shared s = cta_setup(a);
   if (cta_enter(a, s)) {
     const uint64_t bytes = a.count * a.elem_bytes;

@@ -32,7 +32,7 @@ __device__ __forceinline__ void split(uint64_t n, uint32_t elem, uint32_t part, 
   len = min(n, begin + each) - begin;
 }
 
-__global__ void __launch_bounds__(Config::kThreads, 1) all_reduce_direct_kernel(const Args a) {
+__global__ void __launch_bounds__(Config::kThreads, 1) all_reduce_direct_kernel(const __grid_constant__ Args a) {
   const Shared s = cta_setup(a);
   if (cta_enter(a, s)) {
     uint64_t begin, len;
@@ -61,7 +61,7 @@ __device__ __forceinline__ char* staged_data(const Args& a, const Shared& s, uin
          (uint64_t(parity) * a.world + writer) * a.layout.staged_bytes;
 }
 
-__global__ void __launch_bounds__(Config::kThreads, 1) all_reduce_staged_kernel(const Args a) {
+__global__ void __launch_bounds__(Config::kThreads, 1) all_reduce_staged_kernel(const __grid_constant__ Args a) {
   const Shared s = cta_setup(a);
   const uint32_t parity = uint32_t(a.epoch & 1);
   uint64_t begin, len;

@@ -13,7 +13,7 @@ struct Config {
   static constexpr int kThreads = coll::kThreads;
 };
 
-__global__ void __launch_bounds__(Config::kThreads, 1) all_to_all_kernel(const Args a) {
+__global__ void __launch_bounds__(Config::kThreads, 1) all_to_all_kernel(const __grid_constant__ Args a) {
   const Shared s = cta_setup(a);
   if (cta_enter(a, s)) {
     const uint64_t* send_off = a.a2a;

@@ -14,6 +14,9 @@ namespace weft::coll {
 // the pairwise CTA handshakes need to make progress.
 constexpr uint32_t kMaxCtas = 256;
 constexpr int kThreads = 512;
+// Up to this many ranks the arena bases also travel in the kernel parameters, so a kernel's first
+// peer address needs no dependent global load (the table is the general case).
+constexpr uint32_t kInlinePeers = 8;
 
 enum Kind : uint32_t {
   kAllGather = 0,
@@ -101,6 +104,7 @@ struct Args {
   const char* in;
   char* out;
   char* const* peers;   // device table [world]: every rank's arena base, mapped here
+  char* peer_inline[kInlinePeers];  // the same bases when world <= kInlinePeers
   const uint64_t* a2a;  // all-to-all, device [4][world]: send_off, send_count, recv_off, recv_count
   Layout layout;
   CompletionWords completion;

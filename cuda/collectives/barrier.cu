@@ -10,7 +10,7 @@ struct Config {
   static constexpr int kThreads = 32;  // one thread per peer is all the handshake needs
 };
 
-__global__ void __launch_bounds__(1024, 1) barrier_kernel(const Args a) {
+__global__ void __launch_bounds__(1024, 1) barrier_kernel(const __grid_constant__ Args a) {
   const Shared s = cta_setup(a);
   cta_enter(a, s);
   cta_finish(a);

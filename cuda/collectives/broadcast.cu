@@ -11,7 +11,7 @@ struct Config {
   static constexpr int kThreads = coll::kThreads;
 };
 
-__global__ void __launch_bounds__(Config::kThreads, 1) broadcast_kernel(const Args a) {
+__global__ void __launch_bounds__(Config::kThreads, 1) broadcast_kernel(const __grid_constant__ Args a) {
   const Shared s = cta_setup(a);
   if (cta_enter(a, s)) {
     const bool root = a.rank == a.root;

@@ -103,7 +103,9 @@ __device__ inline Shared cta_setup(const Args& a) {
   s.peers = reinterpret_cast<char**>(weft_coll_smem);
   s.remote_off = reinterpret_cast<uint64_t*>(weft_coll_smem + size_t(a.world) * 8);
   s.failed = reinterpret_cast<int*>(weft_coll_smem + size_t(a.world) * 16);
-  for (uint32_t i = threadIdx.x; i < a.world; i += blockDim.x) s.peers[i] = a.peers[i];
+  const bool inline_peers = a.world <= kInlinePeers;
+  for (uint32_t i = threadIdx.x; i < a.world; i += blockDim.x)
+    s.peers[i] = inline_peers ? a.peer_inline[i] : a.peers[i];
   __syncthreads();
   return s;
 }

@@ -77,6 +77,8 @@ WEFT_API int weft_collective(WeftComm* comm, const WeftCollectiveParams* p) {
     a.in = reinterpret_cast<const char*>(p->input);
     a.out = reinterpret_cast<char*>(p->output);
     a.peers = c.peer_table;
+    if (c.world <= coll::kInlinePeers)
+      for (uint32_t r = 0; r < c.world; ++r) a.peer_inline[r] = c.peer_base[r];
     a.a2a = c.a2a;
     a.layout = c.layout;
     a.timeout_ns = c.timeout_ns;
