@@ -1,9 +1,11 @@
 // One rank of bench/collectives.ts's per-process latency run: an 8 KiB allReduce (bf16) awaited
-// ITERS times per variant, in lockstep with the other ranks (every rank runs the same sequence,
-// so none is left waiting). Prints one JSON object: per variant {p50, p99, min, samples} in µs.
-//   launch: the plan.launch() call alone (host cost of one launch)
+// in lockstep with the other ranks (every rank runs the same sequence, so none is left waiting).
+// Variants run interleaved, BLOCK calls at a time for ROUNDS rounds, so that clock ramps and
+// host noise fall on all of them alike. Prints one JSON object: per variant {p50, p99, min,
+// samples} in µs.
+//   launch: the plan.launch() call alone (host cost of one launch), awaited outside the timing
 //   runSync: launch, then spin on the completion word (no event loop)
-//   run: launch, then await the Promise (completion ticker; default pollSpinMicros)
+//   run: launch, then await the Promise (completion ticker at the default pollSpinMicros)
 //   run+spinN: the same with the ticker polling N µs per turn (0: one pass per turn)
 import { rankEnvFromProcess, Store } from "../../lib/bootstrap.ts";
 import { Communicator } from "../../lib/comm.ts";
@@ -14,49 +16,56 @@ const comm = await Communicator.create(store, env, env.localRank, { heapBytes: 6
 const x = comm.empty([4096], "bf16").fillRandom(env.rank + 1);
 const y = comm.empty([4096], "bf16");
 const plan = comm.prepare.allReduce(x, y);
-const iters = Number(process.env.ITERS ?? 10000);
+const BLOCK = 1000;
+const ROUNDS = Number(process.env.ROUNDS ?? 6);
+const defaultSpin = comm.pollSpinMicros;
 
-function stats(t: Float64Array) {
-  t.sort();
-  return { p50: t[Math.floor(t.length / 2)]!, p99: t[Math.floor(t.length * 0.99)]!, min: t[0]!, samples: t.length };
-}
-
-const out: Record<string, ReturnType<typeof stats>> = {};
-for (let i = 0; i < 2000; i++) await plan.run();
-{
-  const launch = new Float64Array(iters);
-  const total = new Float64Array(iters);
-  for (let i = 0; i < iters; i++) {
+const variants: Record<string, () => Promise<number>> = {
+  launch: async () => {
     const t0 = performance.now();
     const seq = plan.launch();
-    launch[i] = (performance.now() - t0) * 1000;
+    const dt = performance.now() - t0;
     await plan.promise(seq);
-    total[i] = (performance.now() - t0) * 1000;
-  }
-  out.launch = stats(launch);
-  out.run = stats(total);
-}
-{
-  const t = new Float64Array(iters);
-  for (let i = 0; i < iters; i++) {
+    return dt;
+  },
+  runSync: async () => {
     const t0 = performance.now();
     plan.runSync();
-    t[i] = (performance.now() - t0) * 1000;
-  }
-  out.runSync = stats(t);
-}
-const defaultSpin = comm.pollSpinMicros;
-for (const spin of [0, 10]) {
-  comm.pollSpinMicros = spin;
-  const t = new Float64Array(iters);
-  for (let i = 0; i < iters; i++) {
+    return performance.now() - t0;
+  },
+  run: async () => {
+    comm.pollSpinMicros = defaultSpin;
     const t0 = performance.now();
     await plan.run();
-    t[i] = (performance.now() - t0) * 1000;
+    return performance.now() - t0;
+  },
+  "run+spin0": async () => {
+    comm.pollSpinMicros = 0;
+    const t0 = performance.now();
+    await plan.run();
+    return performance.now() - t0;
+  },
+  "run+spin10": async () => {
+    comm.pollSpinMicros = 10;
+    const t0 = performance.now();
+    await plan.run();
+    return performance.now() - t0;
+  },
+};
+
+for (let i = 0; i < 3000; i++) await plan.run();
+const samples: Record<string, number[]> = Object.fromEntries(Object.keys(variants).map((k) => [k, []]));
+for (let round = 0; round < ROUNDS; round++) {
+  for (const [name, f] of Object.entries(variants)) {
+    for (let i = 0; i < BLOCK; i++) samples[name]!.push((await f()) * 1000);
   }
-  out[`run+spin${spin}`] = stats(t);
 }
 comm.pollSpinMicros = defaultSpin;
+const out: Record<string, { p50: number; p99: number; min: number; samples: number }> = {};
+for (const [name, t] of Object.entries(samples)) {
+  t.sort((a, b) => a - b);
+  out[name] = { p50: t[Math.floor(t.length / 2)]!, p99: t[Math.floor(t.length * 0.99)]!, min: t[0]!, samples: t.length };
+}
 x.dispose();
 y.dispose();
 await comm.dispose();
