@@ -27,16 +27,7 @@ enum Kind : uint32_t {
   kBarrier = 5,
 };
 
-// kStagedLL is internal: the staged path for small inputs, with the epoch inside every 8-byte
-// word of data (all_reduce.cu); the launcher picks it, the user asks for kStaged.
-enum Algorithm : uint32_t { kAuto = 0, kStaged = 1, kDirect = 2, kStagedLL = 3 };
-
-// LL slots (their own region: stale bytes of another format could pass for a flag): per CTA
-// kLLDescWords descriptor words, then one 8-byte word per 4 bytes of input, for inputs up to
-// kLLMaxBytes.
-constexpr uint32_t kLLDescWords = 4;
-constexpr uint64_t kLLMaxBytes = 64 << 10;
-constexpr uint64_t kLLSlotBytes = uint64_t(kMaxCtas) * kLLDescWords * 8 + 2 * kLLMaxBytes + 64;
+enum Algorithm : uint32_t { kAuto = 0, kStaged = 1, kDirect = 2 };
 
 // The descriptor rank p's CTA c shows rank r before moving data (slot [c][p] of r's arena). The
 // receiver compares it with its own call: a mismatch is reported, never acted on. `epoch` is
@@ -62,7 +53,6 @@ static_assert(sizeof(PairDesc) == 64, "PairDesc is one 64-byte line: 3 vector st
 //   done          u64[kMaxCtas][world]          direct ops: rank p's CTA c finished its part
 //   staged_desc   PairDesc[2][kMaxCtas][world]  staged ops, by epoch parity
 //   staged_data   bytes[2][world][staged_bytes] staged ops: [parity][p] holds rank p's data
-//   ll            bytes[2][world][kLLSlotBytes]  staged LL ops: [parity][p], LL words from rank p
 //   heap          the user region (symmetric tensors), heap_bytes
 // Staged slots are double-buffered by epoch parity: rank p writes slot e%2 of rank r during op e
 // only after it saw r's signal of op e-1, so r has finished reading that slot (op e-2).
@@ -73,7 +63,6 @@ struct Layout {
   uint64_t staged_desc;
   uint64_t staged_data;
   uint64_t staged_bytes;
-  uint64_t ll;
   uint64_t heap;
   uint64_t total;
 };
@@ -89,8 +78,7 @@ inline Layout make_layout(uint32_t world, uint64_t staged_bytes, uint64_t heap_b
   l.staged_desc = l.done + round_up(uint64_t(kMaxCtas) * world * sizeof(uint64_t), kPage);
   l.staged_data = l.staged_desc + round_up(2ull * kMaxCtas * world * sizeof(PairDesc), kPage);
   l.staged_bytes = staged_bytes;
-  l.ll = round_up(l.staged_data + 2ull * world * staged_bytes, kPage);
-  l.heap = round_up(l.ll + 2ull * world * kLLSlotBytes, 2ull << 20);
+  l.heap = round_up(l.staged_data + 2ull * world * staged_bytes, 2ull << 20);
   l.total = l.heap + heap_bytes;
   return l;
 }

@@ -50,14 +50,6 @@ __device__ inline void write_desc(PairDesc* remote, const PairDesc& d);
 __device__ inline bool await_desc(const Args& a, const Shared& s, const PairDesc* slot, uint32_t peer,
                                   uint32_t wait_stage);
 
-// LL words: 8 bytes = {data: low 32 bits, flag: high 32 bits}, written with one 8-byte store, so
-// a reader that sees the flag sees the data with it. No fence and no separate flag: the receiver
-// polls the data itself. ll_wait() is bounded like every wait (timeout, abort word) and reports
-// nothing: the caller does, with detail::report_wait().
-__device__ inline void ll_put(uint64_t* word, uint32_t data, uint32_t flag);
-__device__ inline bool ll_wait(const Args& a, const Shared& s, const uint64_t* word, uint32_t flag,
-                               uint32_t& data, uint32_t stage, uint32_t peer);
-
 }  // namespace weft::coll
 
 #include "collectives/impl/protocol.cuh"

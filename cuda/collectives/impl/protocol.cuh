@@ -163,41 +163,6 @@ __device__ inline bool await_desc(const Args& a, const Shared& s, const PairDesc
   return true;
 }
 
-__device__ inline void ll_put(uint64_t* word, uint32_t data, uint32_t flag) {
-  const uint64_t v = (uint64_t(flag) << 32) | data;
-  asm volatile("st.volatile.global.u64 [%0], %1;" ::"l"(word), "l"(v) : "memory");
-}
-
-__device__ inline bool ll_wait(const Args& a, const Shared& s, const uint64_t* word, uint32_t flag,
-                               uint32_t& data, uint32_t stage, uint32_t peer) {
-  auto peek = [&] {
-    uint64_t v;
-    asm volatile("ld.volatile.global.u64 %0, [%1];" : "=l"(v) : "l"(word) : "memory");
-    return v;
-  };
-  uint64_t v = peek();
-  if (uint32_t(v >> 32) != flag) {
-    const uint64_t* abort_word = detail::word(s, a.rank, a.layout.abort);
-    const uint64_t start = sys::globaltimer_ns();
-    for (uint32_t spins = 1;; ++spins) {
-      v = peek();
-      if (uint32_t(v >> 32) == flag) break;
-      if ((spins & 15) == 0) {
-        detail::Waited w = detail::Waited::kOk;
-        if (sys::signal_load(abort_word) >= a.epoch) w = detail::Waited::kAborted;
-        else if (sys::globaltimer_ns() - start > a.timeout_ns) w = detail::Waited::kTimeout;
-        if (w != detail::Waited::kOk) {
-          detail::report_wait(a, s, w, stage, peer);
-          return false;
-        }
-      }
-      __nanosleep(32);
-    }
-  }
-  data = uint32_t(v);
-  return true;
-}
-
 __device__ inline bool cta_enter(const Args& a, const Shared& s) {
   const uint32_t p = threadIdx.x;
   bool failed = false;

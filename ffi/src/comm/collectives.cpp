@@ -2,7 +2,6 @@
 // the next epoch and launches the kernel of cuda/collectives/ on the caller's stream.
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <vector>
 
 #include "comm.hpp"
@@ -112,8 +111,6 @@ WEFT_API int weft_collective(WeftComm* comm, const WeftCollectiveParams* p) {
                      "%s: the staged algorithm holds at most %llu bytes per rank (staged_bytes) but the input has %llu",
                      op, (unsigned long long)c.layout.staged_bytes, (unsigned long long)payload);
         a.algo = p->algorithm == WEFT_ALGO_STAGED || (p->algorithm == WEFT_ALGO_AUTO && small) ? coll::kStaged : coll::kDirect;
-        if (a.algo == coll::kStaged && payload <= std::min(comm::tuning().ll_max_bytes, coll::kLLMaxBytes))
-          a.algo = coll::kStagedLL;
         break;
       }
       case WEFT_ALL_TO_ALL: {

@@ -15,8 +15,6 @@ struct Tuning {
   // (2xH200, 8 KiB .. 1 MiB: staged 9.0 / 11.4 / 11.6 / 12.4 / 15.3 us, direct 10.6 / 12.6 /
   // 13.1 / 14.1 / 15.8 us: staged wins up to 512 KiB, a tie at 1 MiB)
   uint64_t staged_auto_bytes = 512 << 10;
-  // staged inputs up to this size use LL words (epoch in every word, no fence before a flag)
-  uint64_t ll_max_bytes = 64 << 10;
   // staged one-shot all-reduce: one CTA per this many bytes of the input, up to staged_max_ctas
   uint64_t staged_bytes_per_cta = 32 << 10;
   uint32_t staged_max_ctas = 16;
@@ -35,7 +33,7 @@ struct Tuning {
     if (kind == kBarrier) return 1;
     uint64_t per = direct_bytes_per_cta;
     uint32_t cap = (kind == kReduceScatter || kind == kAllReduce) ? pull_max_ctas : push_max_ctas;
-    if (algo == kStaged || algo == kStagedLL) {
+    if (algo == kStaged) {
       per = staged_bytes_per_cta;
       cap = staged_max_ctas;
     }
