@@ -11,7 +11,7 @@ rc=0
 for step in "$@"; do
   case "$step" in
     info) bun lib/cli.ts info 2>&1 | tee "$OUT/info.txt" || rc=1 ;;
-    test) REQUIRE_GPU=1 bun test 2>&1 | tee "$OUT/test.txt"; [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1 ;;
+    test) REQUIRE_GPU=1 bun test --timeout 300000 2>&1 | tee "$OUT/test.txt"; [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1 ;;
     *) bun "bench/$step.ts" 2>&1 | tee "$OUT/bench-$step.txt"; [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1 ;;
   esac
 done
