@@ -16,7 +16,7 @@ import { measure } from "mitata";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
-import { NcclGroup, ncclVersion, type NcclKind } from "../lib/baseline/nccl.ts";
+import { NcclGroup, ncclVersion, type NcclKind } from "../lib/baselines/nccl.ts";
 import { Communicator, type CollectiveOptions, type CollectivePlan } from "../lib/comm.ts";
 import { deviceCount, deviceInfo } from "../lib/device.ts";
 import { DTYPES, type DType } from "../lib/dtype.ts";
