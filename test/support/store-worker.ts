@@ -76,9 +76,11 @@ try {
       break;
     }
     case "dies": {
-      await store.barrier("ready");
-      if (rank === worldSize - 1) process.exit(3); // no close(): the connection just drops
+      // Both barriers sit inside the try: the dying rank may leave before a slower rank has seen
+      // "ready" complete, and then that rank's "ready" is the wait that reports the PeerError.
       try {
+        await store.barrier("ready");
+        if (rank === worldSize - 1) process.exit(3); // no close(): the connection just drops
         await store.barrier("after", 10000);
         report({ rank, ok: true });
       } catch (e) {
