@@ -20,6 +20,73 @@ export const DeviceProps = new Struct("WeftDeviceProps", {
 });
 
 // communicator, symmetric heap, collectives (issue 3)
+export const CommConfig = new Struct("WeftCommConfig", {
+  size: "u32",
+  version: "u32",
+  device: "i32",
+  rank: "i32",
+  world_size: "i32",
+  reserved: "i32",
+  heap_bytes: "u64",
+  staged_bytes: "u64",
+  timeout_ns: "u64",
+});
+
+export const CommInfo = new Struct("WeftCommInfo", {
+  size: "u32",
+  version: "u32",
+  heap_base: "u64",
+  heap_bytes: "u64",
+  arena_base: "u64",
+  arena_bytes: "u64",
+  staged_bytes: "u64",
+  sm_count: "i32",
+  max_ctas: "i32",
+});
+
+export const PeerHandle = new Struct("WeftPeerHandle", {
+  size: "u32",
+  version: "u32",
+  process_token: "u64",
+  device: "i32",
+  rank: "i32",
+  arena_base: "u64",
+  arena_bytes: "u64",
+  ipc: { array: "u8", length: 64 },
+});
+
+export const CollectiveParams = new Struct("WeftCollectiveParams", {
+  size: "u32",
+  version: "u32",
+  kind: "i32",
+  dtype: "i32",
+  count: "u64",
+  input: "u64",
+  output: "u64",
+  root: "i32",
+  ctas: "i32",
+  algorithm: "i32",
+  reserved: "i32",
+  send_counts: "u64",
+  recv_counts: "u64",
+  stream: "u64",
+  done: "u64",
+  seq: "u64",
+  arrivals: "u64",
+});
+
+export const NcclParams = new Struct("WeftNcclParams", {
+  size: "u32",
+  version: "u32",
+  kind: "i32",
+  dtype: "i32",
+  count: "u64",
+  inputs: "u64",
+  outputs: "u64",
+  streams: "u64",
+  root: "i32",
+  reserved: "i32",
+});
 
 // GEMM engine (issue 4)
 export const GemmParams = new Struct("WeftGemmParams", {
@@ -65,6 +132,11 @@ export const GemmChoice = new Struct("WeftGemmChoice", {
 export const ABI_STRUCTS: readonly Struct<any>[] = [
   DeviceProps,
   // issue 3
+  CommConfig,
+  CommInfo,
+  PeerHandle,
+  CollectiveParams,
+  NcclParams,
   // issue 4
   GemmParams,
   GemmChoice,

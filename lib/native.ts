@@ -53,6 +53,15 @@ export const symbols = {
   weft_fill_random: { args: [T.ptr /* dst */, T.i32 /* dtype */, T.u64 /* count */, T.u64 /* seed */, T.f32 /* lo */, T.f32 /* hi */, T.ptr /* stream */], returns: T.i32 },
   weft_diff_norms: { args: [T.ptr /* a */, T.i32, T.ptr /* b */, T.i32, T.u64 /* count */, T.ptr /* double[3] device */, T.ptr /* stream */], returns: T.i32 },
   // communicator, symmetric heap, collectives (issue 3)
+  weft_comm_create: { args: [T.ptr /* const WeftCommConfig* */, T.ptr /* WeftComm** */], returns: T.i32 },
+  weft_comm_info: { args: [T.ptr /* comm */, T.ptr /* WeftCommInfo* */], returns: T.i32 },
+  weft_comm_export: { args: [T.ptr /* comm */, T.ptr /* WeftPeerHandle* */], returns: T.i32 },
+  weft_comm_import: { args: [T.ptr /* comm */, T.ptr /* const WeftPeerHandle* */], returns: T.i32 },
+  weft_comm_connect: { args: [T.ptr /* comm */], returns: T.i32 },
+  weft_comm_close_peers: { args: [T.ptr /* comm */], returns: T.i32 },
+  weft_comm_destroy: { args: [T.ptr /* comm */], returns: T.i32 },
+  weft_collective: { args: [T.ptr /* comm */, T.ptr /* const WeftCollectiveParams* */], returns: T.i32 },
+  weft_accumulate: { args: [T.ptr /* float* acc */, T.ptr /* src */, T.i32 /* src dtype */, T.u64 /* count */, T.ptr /* stream */], returns: T.i32 },
 
   // GEMM engine (issue 4)
   weft_gemm: { args: [T.ptr /* const WeftGemmParams* */], returns: T.i32 },
@@ -64,6 +73,11 @@ export const symbols = {
   // baselines for benchmarks (dlopen'ed cuBLASLt, NCCL)
   weft_cublaslt_available: { args: [T.ptr /* int32_t* */, T.ptr /* const char** path */], returns: T.i32 },
   weft_cublaslt_gemm: { args: [T.ptr /* const WeftGemmParams* */], returns: T.i32 },
+
+  weft_nccl_version: { args: [T.ptr /* int32_t* */], returns: T.i32 },
+  weft_nccl_create: { args: [T.i32 /* ndev */, T.ptr /* const int32_t* devices */, T.ptr /* WeftNccl** */], returns: T.i32 },
+  weft_nccl_destroy: { args: [T.ptr], returns: T.i32 },
+  weft_nccl_collective: { args: [T.ptr /* nccl */, T.ptr /* const WeftNcclParams* */], returns: T.i32 },
 
 } as const;
 

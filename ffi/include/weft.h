@@ -152,6 +152,119 @@ WEFT_API int weft_reference_gemm(const void* a, const void* b, float* c, int64_t
 
 /* ---- communicator, symmetric heap, collectives (issue 3) ------------------------------------- */
 
+/* A communicator is one rank's view of a group of GPUs on one host: a symmetric heap (one device
+ * arena of the same size on every rank), the peers' arenas mapped into this process (CUDA IPC
+ * across processes, direct peer access within one), and the epoch counter its collectives share.
+ * Creation and teardown are collective; lib/comm.ts drives them through the bootstrap store:
+ *   create -> export -> (all-gather the WeftPeerHandles) -> import every peer -> connect
+ *   ... collectives ...
+ *   (barrier) -> close_peers -> (barrier) -> destroy                                          */
+typedef struct WeftComm WeftComm;
+
+typedef struct WeftCommConfig {
+  uint32_t size;    /* sizeof(WeftCommConfig) */
+  uint32_t version; /* 1 */
+  int32_t device;
+  int32_t rank;
+  int32_t world_size;
+  int32_t reserved;
+  uint64_t heap_bytes;   /* user region of the symmetric heap; rounded up to 2 MiB */
+  uint64_t staged_bytes; /* per-source staging for small one-shot ops; rounded up to 4 KiB */
+  uint64_t timeout_ns;   /* bound of every GPU-side wait; 0 = 10 s */
+} WeftCommConfig;
+#define WEFT_COMM_CONFIG_INIT {sizeof(WeftCommConfig), 1, 0, 0, 1, 0, 1ull << 30, 1ull << 20, 0}
+
+typedef struct WeftCommInfo {
+  uint32_t size;
+  uint32_t version;
+  uint64_t heap_base;   /* device address of the user region (symmetric offset 0) */
+  uint64_t heap_bytes;
+  uint64_t arena_base;  /* the whole arena: control words, staging, then the user region */
+  uint64_t arena_bytes;
+  uint64_t staged_bytes;
+  int32_t sm_count;
+  int32_t max_ctas;     /* most CTAs one collective may use */
+} WeftCommInfo;
+
+/* What one rank tells the others so that they can map its arena. */
+typedef struct WeftPeerHandle {
+  uint32_t size;
+  uint32_t version;
+  uint64_t process_token; /* random per process: equal tokens map directly, others through IPC */
+  int32_t device;
+  int32_t rank;
+  uint64_t arena_base;
+  uint64_t arena_bytes;
+  uint8_t ipc[64]; /* cudaIpcMemHandle_t of the arena */
+} WeftPeerHandle;
+
+WEFT_API int weft_comm_create(const WeftCommConfig* config, WeftComm** out_comm);
+WEFT_API int weft_comm_info(WeftComm* comm, WeftCommInfo* out);
+WEFT_API int weft_comm_export(WeftComm* comm, WeftPeerHandle* out);
+/* Maps peer `handle->rank`'s arena: direct peer access when it lives in this process, else CUDA
+ * IPC. Fails with WEFT_E_UNSUPPORTED when this GPU cannot reach the peer's. */
+WEFT_API int weft_comm_import(WeftComm* comm, const WeftPeerHandle* handle);
+/* Every peer imported: publishes the peer table to the device. Then collectives may run. */
+WEFT_API int weft_comm_connect(WeftComm* comm);
+/* Waits for this rank's collectives, then unmaps every peer arena (IPC handles closed). */
+WEFT_API int weft_comm_close_peers(WeftComm* comm);
+/* Frees the arena and the handle. Call after every peer has closed its mappings (a barrier). */
+WEFT_API int weft_comm_destroy(WeftComm* comm);
+
+enum WeftCollectiveKind {
+  WEFT_ALL_GATHER = 0,     /* in: count elements; out: world*count (symmetric) */
+  WEFT_REDUCE_SCATTER = 1, /* in: world*count (symmetric); out: count; sum */
+  WEFT_ALL_REDUCE = 2,     /* in, out: count (both symmetric, may alias); sum */
+  WEFT_ALL_TO_ALL = 3,     /* in: sum(send_counts); out: sum(recv_counts) (symmetric) */
+  WEFT_BROADCAST = 4,      /* root's in (count) -> every out (symmetric) */
+  WEFT_BARRIER = 5
+};
+enum WeftAlgorithm { WEFT_ALGO_AUTO = 0, WEFT_ALGO_STAGED = 1, WEFT_ALGO_DIRECT = 2 };
+
+/* One collective launch: one persistent kernel on `stream`. When `done` is set, the kernel's
+ * last CTA publishes `seq` there (seq | 1<<63 on failure, with the reason in done[1]: code in
+ * the low 32 bits, stage above; see cuda/primitives/completion.cuh). */
+typedef struct WeftCollectiveParams {
+  uint32_t size;
+  uint32_t version;
+  int32_t kind;      /* WeftCollectiveKind */
+  int32_t dtype;     /* WeftDtype: sums take bf16, f16, f32; data movement takes any */
+  uint64_t count;    /* elements per rank, as described per kind (unused by all-to-all) */
+  uint64_t input;    /* device address on this rank */
+  uint64_t output;
+  int32_t root;      /* broadcast */
+  int32_t ctas;      /* 0 = chosen by size */
+  int32_t algorithm; /* WeftAlgorithm */
+  int32_t reserved;
+  uint64_t send_counts; /* all-to-all: host address of world_size uint64 element counts */
+  uint64_t recv_counts; /* all-to-all: host address of world_size uint64 element counts */
+  uint64_t stream;      /* cudaStream_t on this rank's device */
+  uint64_t done;        /* device alias of 2 host-mapped uint64 words, or 0 */
+  uint64_t seq;
+  uint64_t arrivals;    /* 2 device uint32 words, 0 between launches (required when done != 0) */
+} WeftCollectiveParams;
+
+WEFT_API int weft_collective(WeftComm* comm, const WeftCollectiveParams* params);
+/* A failed collective's reason word (done[1]): code (a WEFT_E_*) in bits 0..31, then the stage
+ * (WeftCollectiveStage) in bits 32..39, the disagreeing field (WeftCollectiveField) in bits
+ * 40..47 and the peer rank in bits 48..63. */
+enum WeftCollectiveStage {
+  WEFT_STAGE_ENTRY = 1,   /* waiting for a peer to enter the same collective */
+  WEFT_STAGE_CHECK = 2,   /* the peer entered a different collective (see the field) */
+  WEFT_STAGE_DONE = 3,    /* waiting for a peer to finish its part */
+  WEFT_STAGE_STAGED = 4,  /* waiting for a peer's staged data */
+  WEFT_STAGE_ABORTED = 5  /* another rank failed this collective and told everyone to stop */
+};
+enum WeftCollectiveField {
+  WEFT_FIELD_KIND = 1, WEFT_FIELD_DTYPE = 2, WEFT_FIELD_COUNT = 3, WEFT_FIELD_CTAS = 4,
+  WEFT_FIELD_ROOT = 5, WEFT_FIELD_WORLD = 6, WEFT_FIELD_ALGORITHM = 7, WEFT_FIELD_EPOCH = 8,
+  WEFT_FIELD_PAIR_COUNT = 9
+};
+
+/* Test support: acc[i] += float(src[i]) in fp32, the deliberately simple reference for sums. */
+WEFT_API int weft_accumulate(float* acc, const void* src, int32_t src_dtype, uint64_t count,
+                             void* stream);
+
 /* ---- GEMM engine (issue 4) ------------------------------------------------------------------- */
 
 /* C = A · op(B), bf16 inputs, fp32 accumulation, bf16 (or fp32) output, on one device.
@@ -219,6 +332,28 @@ WEFT_API int weft_cublaslt_available(int32_t* out_available, const char** out_pa
  * device). Honours a, b, c, m, n, k, lda, ldb, ldc, flags and stream; ignores the override and
  * completion fields. WEFT_E_UNSUPPORTED when cuBLASLt is missing. */
 WEFT_API int weft_cublaslt_gemm(const WeftGemmParams* params);
+
+/* NCCL (libnccl.so.2, dlopen'ed on first use): one communicator per local device in one process
+ * (ncclCommInitAll), each collective issued for every device inside one group call. */
+typedef struct WeftNccl WeftNccl;
+/* out_version: NCCL's version code (e.g. 22803), 0 when libnccl.so.2 is not present. */
+WEFT_API int weft_nccl_version(int32_t* out_version);
+WEFT_API int weft_nccl_create(int32_t ndev, const int32_t* devices, WeftNccl** out);
+WEFT_API int weft_nccl_destroy(WeftNccl* nccl);
+
+typedef struct WeftNcclParams {
+  uint32_t size;
+  uint32_t version;
+  int32_t kind;  /* WeftCollectiveKind (not BARRIER) */
+  int32_t dtype; /* WeftDtype */
+  uint64_t count;   /* as in WeftCollectiveParams; all-to-all: elements per peer */
+  uint64_t inputs;  /* host address of ndev device addresses */
+  uint64_t outputs; /* host address of ndev device addresses */
+  uint64_t streams; /* host address of ndev cudaStream_t */
+  int32_t root;
+  int32_t reserved;
+} WeftNcclParams;
+WEFT_API int weft_nccl_collective(WeftNccl* nccl, const WeftNcclParams* params);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,39 @@
+// all_to_all.cu — rank r's input block d (send_counts[d] elements) lands in rank d's output at the
+// place rank d reserved for rank r (its recv offset). Direct protocol, push. Each rank tells each
+// peer, in its entry descriptor, how many elements it expects from it and where they go; the
+// sender checks the count against its own send count before moving anything.
+#include "collectives/move.cuh"
+#include "collectives/protocol.cuh"
+
+namespace weft::coll {
+
+namespace {
+
+struct Config {
+  static constexpr int kThreads = coll::kThreads;
+};
+
+__global__ void __launch_bounds__(Config::kThreads, 1) all_to_all_kernel(const __grid_constant__ Args a) {
+  const Shared s = cta_setup(a);
+  if (cta_enter(a, s)) {
+    const uint64_t* send_off = a.a2a;
+    const uint64_t* send_count = a.a2a + a.world;
+    for (uint32_t i = 0; i < a.world; ++i) {
+      const uint32_t d = (a.rank + 1 + i) % a.world;  // peers first, self last
+      char* dst = on_rank(a, s, d, a.out) + s.remote_off[d] * a.elem_bytes;
+      copy_out(a.in + send_off[d] * a.elem_bytes, [&](uint32_t) { return dst; }, 1,
+               send_count[d] * a.elem_bytes, grid_workers());
+    }
+    cta_leave(a, s, [](uint32_t) { return true; }, [](uint32_t) { return true; });
+  }
+  cta_finish(a);
+}
+
+}  // namespace
+
+cudaError_t launch_all_to_all(const Args& a, cudaStream_t stream) {
+  all_to_all_kernel<<<a.nctas, Config::kThreads, shared_bytes(a.world), stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace weft::coll

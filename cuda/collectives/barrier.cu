@@ -1,0 +1,27 @@
+// barrier.cu — returns once every rank has entered the same barrier (and so finished all the
+// stream work it issued before it). One CTA, the direct protocol's entry handshake alone.
+#include "collectives/protocol.cuh"
+
+namespace weft::coll {
+
+namespace {
+
+struct Config {
+  static constexpr int kThreads = 32;  // one thread per peer is all the handshake needs
+};
+
+__global__ void __launch_bounds__(1024, 1) barrier_kernel(const __grid_constant__ Args a) {
+  const Shared s = cta_setup(a);
+  cta_enter(a, s);
+  cta_finish(a);
+}
+
+}  // namespace
+
+cudaError_t launch_barrier(const Args& a, cudaStream_t stream) {
+  const int threads = a.world <= Config::kThreads ? Config::kThreads : int((a.world + 31) / 32 * 32);
+  barrier_kernel<<<a.nctas, threads, shared_bytes(a.world), stream>>>(a);
+  return cudaGetLastError();
+}
+
+}  // namespace weft::coll

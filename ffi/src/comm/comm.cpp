@@ -1,0 +1,210 @@
+// comm.cpp — communicator lifetime: the symmetric arena, mapping peers (CUDA IPC across
+// processes, direct peer access within one), the device peer table, collective teardown.
+#include "comm.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+
+#include "device_guard.hpp"
+#include "status.hpp"
+#include "topology.hpp"
+
+using namespace weft;
+
+namespace {
+
+// Tells ranks in this process from ranks elsewhere: equal tokens share an address space.
+uint64_t process_token() {
+  static const uint64_t token = [] {
+    std::random_device rd;
+    return (uint64_t(rd()) << 32) ^ rd() ^ 1;
+  }();
+  return token;
+}
+
+}  // namespace
+
+namespace weft::comm {
+
+WeftComm& require(WeftComm* comm, bool connected) {
+  WEFT_REQUIRE(comm, "comm must not be NULL");
+  WEFT_REQUIRE(comm->arena, "comm was destroyed");
+  if (connected) WEFT_REQUIRE(comm->connected, "comm is not connected yet (weft_comm_connect) or its peers were closed");
+  return *comm;
+}
+
+}  // namespace weft::comm
+
+extern "C" {
+
+WEFT_API int weft_comm_create(const WeftCommConfig* config, WeftComm** out_comm) {
+  return guard([&] {
+    WEFT_REQUIRE(config && out_comm, "config and out_comm must not be NULL");
+    WEFT_REQUIRE(config->size >= sizeof(WeftCommConfig), "config->size is %u but WeftCommConfig needs %zu bytes (ABI mismatch)",
+                 config->size, sizeof(WeftCommConfig));
+    WEFT_REQUIRE(config->world_size >= 1 && config->world_size <= coll::kThreads,
+                 "world_size must be in [1, %d] (got %d)", coll::kThreads, config->world_size);
+    WEFT_REQUIRE(config->rank >= 0 && config->rank < config->world_size, "rank must be in [0, %d) (got %d)",
+                 config->world_size, config->rank);
+    WEFT_REQUIRE(config->heap_bytes > 0, "heap_bytes must be > 0");
+    DeviceGuard g(config->device);
+    auto comm = std::make_unique<WeftComm>();
+    comm->device = config->device;
+    comm->rank = uint32_t(config->rank);
+    comm->world = uint32_t(config->world_size);
+    comm->heap_bytes = coll::round_up(config->heap_bytes, 2ull << 20);
+    comm->timeout_ns = config->timeout_ns ? config->timeout_ns : 10'000'000'000ull;
+    const uint64_t staged = coll::round_up(config->staged_bytes ? config->staged_bytes : 4096, 4096);
+    comm->layout = coll::make_layout(comm->world, staged, comm->heap_bytes);
+    WEFT_CUDA(cudaDeviceGetAttribute(&comm->sm_count, cudaDevAttrMultiProcessorCount, config->device));
+    comm->max_ctas = std::min<uint32_t>(uint32_t(comm->sm_count), coll::kMaxCtas);
+
+    void* arena = nullptr;
+    cudaError_t e = cudaMalloc(&arena, comm->layout.total);
+    if (e == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      WEFT_FAIL(WEFT_E_OOM, "the symmetric heap needs %llu bytes on device %d (heap_bytes %llu plus %llu of control and staging) and they are not free",
+                (unsigned long long)comm->layout.total, config->device, (unsigned long long)comm->heap_bytes,
+                (unsigned long long)comm->layout.heap);
+    }
+    WEFT_CUDA(e);
+    comm->arena = static_cast<char*>(arena);
+    try {
+      // Signals start at 0 once, here; after that the epoch rule means nothing is ever reset.
+      WEFT_CUDA(cudaMemset(comm->arena, 0, comm->layout.heap));
+      WEFT_CUDA(cudaMalloc(reinterpret_cast<void**>(&comm->peer_table), sizeof(char*) * comm->world));
+      WEFT_CUDA(cudaMalloc(reinterpret_cast<void**>(&comm->a2a), sizeof(uint64_t) * 4 * comm->world));
+      WEFT_CUDA(cudaDeviceSynchronize());
+    } catch (...) {
+      if (comm->peer_table) (void)cudaFree(comm->peer_table);
+      if (comm->a2a) (void)cudaFree(comm->a2a);
+      (void)cudaFree(comm->arena);
+      throw;
+    }
+    comm->peer_base.assign(comm->world, nullptr);
+    comm->peer_ipc.assign(comm->world, false);
+    comm->peer_base[comm->rank] = comm->arena;
+    *out_comm = comm.release();
+  });
+}
+
+WEFT_API int weft_comm_info(WeftComm* comm, WeftCommInfo* out) {
+  return guard([&] {
+    WeftComm& c = comm::require(comm, false);
+    WEFT_REQUIRE(out && out->size >= sizeof(WeftCommInfo), "out must be a WeftCommInfo with size set");
+    out->version = 1;
+    out->heap_base = reinterpret_cast<uint64_t>(c.arena + c.layout.heap);
+    out->heap_bytes = c.heap_bytes;
+    out->arena_base = reinterpret_cast<uint64_t>(c.arena);
+    out->arena_bytes = c.layout.total;
+    out->staged_bytes = c.layout.staged_bytes;
+    out->sm_count = c.sm_count;
+    out->max_ctas = int32_t(c.max_ctas);
+  });
+}
+
+WEFT_API int weft_comm_export(WeftComm* comm, WeftPeerHandle* out) {
+  return guard([&] {
+    WeftComm& c = comm::require(comm, false);
+    WEFT_REQUIRE(out && out->size >= sizeof(WeftPeerHandle), "out must be a WeftPeerHandle with size set");
+    static_assert(sizeof(cudaIpcMemHandle_t) == sizeof(out->ipc), "cudaIpcMemHandle_t is 64 bytes");
+    DeviceGuard g(c.device);
+    cudaIpcMemHandle_t h{};
+    WEFT_CUDA(cudaIpcGetMemHandle(&h, c.arena));
+    out->version = 1;
+    out->process_token = process_token();
+    out->device = c.device;
+    out->rank = int32_t(c.rank);
+    out->arena_base = reinterpret_cast<uint64_t>(c.arena);
+    out->arena_bytes = c.layout.total;
+    std::memcpy(out->ipc, &h, sizeof h);
+  });
+}
+
+WEFT_API int weft_comm_import(WeftComm* comm, const WeftPeerHandle* handle) {
+  return guard([&] {
+    WeftComm& c = comm::require(comm, false);
+    WEFT_REQUIRE(handle && handle->size >= sizeof(WeftPeerHandle), "handle must be a WeftPeerHandle with size set");
+    const int32_t peer = handle->rank;
+    WEFT_REQUIRE(peer >= 0 && uint32_t(peer) < c.world && uint32_t(peer) != c.rank,
+                 "handle->rank must be another rank in [0, %u) (got %d)", c.world, peer);
+    WEFT_REQUIRE(!c.peer_base[peer], "rank %d is already imported", peer);
+    WEFT_REQUIRE(handle->arena_bytes == c.layout.total,
+                 "rank %d's arena is %llu bytes but this rank's is %llu: every rank must create the communicator with the same heap and staging sizes",
+                 peer, (unsigned long long)handle->arena_bytes, (unsigned long long)c.layout.total);
+    DeviceGuard g(c.device);
+    if (handle->process_token == process_token()) {
+      if (handle->device != c.device) enable_peer_access(c.device, handle->device);
+      c.peer_base[peer] = reinterpret_cast<char*>(handle->arena_base);
+      return;
+    }
+    cudaIpcMemHandle_t h;
+    std::memcpy(&h, handle->ipc, sizeof h);
+    void* p = nullptr;
+    cudaError_t e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError();
+      WEFT_FAIL(e == cudaErrorPeerAccessUnsupported ? WEFT_E_UNSUPPORTED : WEFT_E_CUDA,
+                "rank %u (device %d) could not map rank %d's arena through CUDA IPC: %s (%s). The GPUs must be on one host with peer access (NVLink or PCIe P2P)",
+                c.rank, c.device, peer, cudaGetErrorName(e), cudaGetErrorString(e));
+    }
+    c.peer_base[peer] = static_cast<char*>(p);
+    c.peer_ipc[peer] = true;
+  });
+}
+
+WEFT_API int weft_comm_connect(WeftComm* comm) {
+  return guard([&] {
+    WeftComm& c = comm::require(comm, false);
+    for (uint32_t r = 0; r < c.world; ++r) WEFT_REQUIRE(c.peer_base[r], "rank %u has not been imported yet", r);
+    DeviceGuard g(c.device);
+    WEFT_CUDA(cudaMemcpy(c.peer_table, c.peer_base.data(), sizeof(char*) * c.world, cudaMemcpyHostToDevice));
+    c.connected = true;
+  });
+}
+
+WEFT_API int weft_comm_close_peers(WeftComm* comm) {
+  return guard([&] {
+    WeftComm& c = comm::require(comm, false);
+    DeviceGuard g(c.device);
+    c.connected = false;
+    // Collectives of this rank may still read or write peer arenas: let them finish first.
+    WEFT_CUDA(cudaDeviceSynchronize());
+    std::string first_error;
+    for (uint32_t r = 0; r < c.world; ++r) {
+      if (c.peer_ipc[r]) {
+        cudaError_t e = cudaIpcCloseMemHandle(c.peer_base[r]);
+        if (e != cudaSuccess && first_error.empty()) {
+          (void)cudaGetLastError();
+          first_error = format("cudaIpcCloseMemHandle of rank %u's arena failed: %s", r, cudaGetErrorString(e));
+        }
+        c.peer_ipc[r] = false;
+      }
+      if (r != c.rank) c.peer_base[r] = nullptr;
+    }
+    if (!first_error.empty()) WEFT_FAIL(WEFT_E_CUDA, "%s", first_error.c_str());
+  });
+}
+
+WEFT_API int weft_comm_destroy(WeftComm* comm) {
+  return guard([&] {
+    if (!comm) return;
+    std::unique_ptr<WeftComm> owned(comm);
+    if (!comm->arena) return;
+    DeviceGuard g(comm->device);
+    for (uint32_t r = 0; r < comm->world; ++r)
+      if (comm->peer_ipc[r]) (void)cudaIpcCloseMemHandle(comm->peer_base[r]);
+    WEFT_CUDA(cudaDeviceSynchronize());
+    WEFT_CUDA(cudaFree(comm->peer_table));
+    WEFT_CUDA(cudaFree(comm->a2a));
+    WEFT_CUDA(cudaFree(comm->arena));
+    comm->arena = nullptr;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,35 @@
+// comm.hpp — the native side of a communicator (one rank): its symmetric arena, the peers'
+// arenas mapped here, the device peer table and the epoch its collectives share.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "collectives/args.h"
+#include "weft.h"
+
+struct WeftComm {
+  int32_t device = 0;
+  uint32_t rank = 0;
+  uint32_t world = 1;
+  uint64_t heap_bytes = 0;
+  uint64_t timeout_ns = 0;
+  weft::coll::Layout layout{};
+  char* arena = nullptr;
+  // peer_base[r]: rank r's arena as this process addresses it (peer_base[rank] == arena).
+  std::vector<char*> peer_base;
+  std::vector<bool> peer_ipc;  // opened with cudaIpcOpenMemHandle: closed at teardown
+  char** peer_table = nullptr; // device copy of peer_base
+  uint64_t* a2a = nullptr;     // device [4][world], all-to-all offsets and counts
+  uint64_t epoch = 0;          // last epoch launched; every rank advances it identically
+  int32_t sm_count = 0;
+  uint32_t max_ctas = 0;
+  bool connected = false;
+};
+
+namespace weft::comm {
+
+// Throws unless `comm` is a live, connected communicator (when `connected`).
+WeftComm& require(WeftComm* comm, bool connected);
+
+}  // namespace weft::comm

@@ -1,0 +1,256 @@
+// completion.ts — how the host learns that a GPU op is done without blocking the event loop
+// (DESIGN.md "Completion"; device side: cuda/primitives/completion.cuh).
+//
+// A Completion owns a ring of slots for one device. Each slot is two 64-bit words of pinned,
+// host-mapped memory (done: the last published sequence number, with bit 63 set on failure;
+// reason: why it failed) and two 32-bit arrival counters in device memory. An op launch takes a
+// slot with slot(), hands its three addresses to the kernel, and gets its result with
+// promise(seq) (async) or wait(seq) (spins: benchmarks only).
+//
+// promise() never makes FFI calls while it waits: one ticker per process reads the done words of
+// every Completion with pending promises through zero-copy views with plain loads, re-arming
+// itself with setImmediate only while some promise is pending, so an idle process has no ticker.
+//
+//   using c = Completion.create(device);
+//   const s = c.slot();
+//   launch({ done: s.done, seq: s.seq, arrivals: s.arrivals });
+//   await c.promise(s.seq, "myOp");
+import { requireDevice } from "./device.ts";
+import { ArgumentError, DisposedError, TimeoutError, WeftError } from "./errors.ts";
+import { check, native, outPointer, viewNative } from "./native.ts";
+
+/** Addresses and sequence number for one launch. */
+export interface CompletionSlot {
+  /** Device alias of the slot's two host-mapped 64-bit words (done, reason). */
+  readonly done: number;
+  /** Device address of the slot's two 32-bit arrival counters (0 between launches). */
+  readonly arrivals: number;
+  /** The value the kernel publishes in `done` when it finishes. */
+  readonly seq: number;
+}
+
+/** Turns a failed op's reason word (code in bits 0..31, stage above) into the error to reject with. */
+export type FailureDescriber = (reason: bigint, seq: number) => Error;
+
+export interface CompletionOptions {
+  /** Ring size: launches that may be in flight at once (default 4096). */
+  slots?: number;
+  /** Host-side bound on how long a promise may stay pending (default 60 000 ms). GPU-side waits
+   * have their own, shorter bounds; this one catches a kernel that never runs at all. */
+  timeoutMs?: number;
+  /** How long one ticker turn keeps polling before it yields to the event loop, µs (default 0:
+   * one pass per turn). A few µs catch short ops sooner; keep it below an FFI launch (~3 µs). */
+  pollSpinMicros?: number;
+}
+
+const FAILED = 1n << 63n;
+
+interface Pending {
+  seq: number;
+  index: number;
+  op: string;
+  deadline: number;
+  resolve(): void;
+  reject(e: Error): void;
+  describe?: FailureDescriber;
+}
+
+const leaks = new FinalizationRegistry<string>((what) => {
+  console.warn(`weft: ${what} was garbage-collected without dispose(); its pinned memory stays allocated until exit.`);
+});
+
+export class Completion implements Disposable {
+  readonly device: number;
+  readonly slots: number;
+  readonly timeoutMs: number;
+  #host: number;
+  #hostDevice: number;
+  #arrivals: number;
+  #words: BigUint64Array;
+  /** Sequence number last handed out for each slot (0: never used). */
+  readonly #issued: Float64Array;
+  #next = 1;
+  readonly #pending = new Map<number, Pending>();
+  #disposed = false;
+  /** See CompletionOptions.pollSpinMicros. */
+  pollSpinMicros = 0;
+
+  private constructor(device: number, slots: number, timeoutMs: number, host: number, hostDevice: number, arrivals: number) {
+    this.device = device;
+    this.slots = slots;
+    this.timeoutMs = timeoutMs;
+    this.#host = host;
+    this.#hostDevice = hostDevice;
+    this.#arrivals = arrivals;
+    this.#words = new BigUint64Array(viewNative(host, slots * 16));
+    this.#issued = new Float64Array(slots);
+    leaks.register(this, `Completion on device ${device}`, this);
+  }
+
+  static create(device: number, opts: CompletionOptions = {}): Completion {
+    const op = "Completion.create";
+    requireDevice(device, op);
+    const slots = opts.slots ?? 4096;
+    if (!Number.isInteger(slots) || slots < 1 || slots > 1 << 20) throw new ArgumentError(op, "slots", `must be an integer in [1, 2^20] (got ${slots})`);
+    const timeoutMs = opts.timeoutMs ?? 60_000;
+    if (!(timeoutMs > 0)) throw new ArgumentError(op, "timeoutMs", `must be > 0 (got ${timeoutMs})`);
+    const host = new BigUint64Array(1);
+    const hostDevice = new BigUint64Array(1);
+    check(native().weft_host_alloc(slots * 16, host, hostDevice), op);
+    const arrivals = new BigUint64Array(1);
+    try {
+      check(native().weft_malloc(device, slots * 8, arrivals), op);
+    } catch (e) {
+      native().weft_host_free(outPointer(host));
+      throw e;
+    }
+    const c = new Completion(device, slots, timeoutMs, outPointer(host), outPointer(hostDevice), outPointer(arrivals));
+    c.pollSpinMicros = opts.pollSpinMicros ?? 0;
+    c.#words.fill(0n);
+    check(native().weft_memset(outPointer(arrivals), 0, slots * 8, null), op);
+    return c;
+  }
+
+  /** Takes the next slot for one launch. When the ring is full of pending launches it waits
+   * (bounded) for the oldest one: a slot is never shared by two launches in flight. */
+  slot(): CompletionSlot {
+    this.#guard("Completion.slot");
+    const seq = this.#next++;
+    const index = seq % this.slots;
+    const previous = this.#issued[index]!;
+    if (previous !== 0) {
+      if (!this.#finished(index, previous)) this.wait(previous);
+      // Settle the previous launch's promise now: the words are about to mean the next launch.
+      const p = this.#pending.get(previous);
+      if (p) {
+        this.#pending.delete(previous);
+        const failure = this.#check(index, previous, p.op, p.describe);
+        if (failure) p.reject(failure);
+        else p.resolve();
+      }
+    }
+    this.#issued[index] = seq;
+    return { done: this.#hostDevice + index * 16, arrivals: this.#arrivals + index * 8, seq };
+  }
+
+  /** true once the launch with this sequence number has finished (or failed). */
+  isDone(seq: number): boolean {
+    this.#guard("Completion.isDone");
+    return this.#finished(seq % this.slots, seq);
+  }
+
+  /** Resolves when launch `seq` finishes; rejects with describe(reason) when it failed. */
+  promise(seq: number, op: string, describe?: FailureDescriber): Promise<void> {
+    this.#guard("Completion.promise");
+    const index = seq % this.slots;
+    if (this.#issued[index] !== seq) throw new ArgumentError("Completion.promise", "seq", `${seq} is not a launch in flight on this Completion`);
+    const failure = this.#check(index, seq, op, describe);
+    if (failure !== undefined) return failure === null ? Promise.resolve() : Promise.reject(failure);
+    return new Promise<void>((resolve, reject) => {
+      this.#pending.set(seq, { seq, index, op, deadline: performance.now() + this.timeoutMs, resolve, reject, describe });
+      Completion.#active.add(this);
+      if (!Completion.#ticking) {
+        Completion.#ticking = true;
+        setImmediate(Completion.#tick);
+      }
+    });
+  }
+
+  /** Spins until launch `seq` finishes; throws like promise() would reject. Blocks the thread:
+   * for benchmarks and teardown only. */
+  wait(seq: number, timeoutMs = this.timeoutMs, op = "Completion.wait", describe?: FailureDescriber): void {
+    this.#guard("Completion.wait");
+    const index = seq % this.slots;
+    const deadline = performance.now() + timeoutMs;
+    for (;;) {
+      const failure = this.#check(index, seq, op, describe);
+      if (failure === null) return;
+      if (failure !== undefined) throw failure;
+      if (performance.now() > deadline) {
+        throw new TimeoutError(`launch ${seq} on device ${this.device} did not finish within ${timeoutMs} ms`, { code: "E_TIMEOUT", op });
+      }
+    }
+  }
+
+  /** Settles what has finished, rejects what has not, and frees the memory. Idempotent. */
+  dispose(): void {
+    if (this.#disposed) return;
+    for (const p of this.#pending.values()) {
+      const failure = this.#check(p.index, p.seq, p.op, p.describe);
+      if (failure === null) p.resolve();
+      else p.reject(failure ?? new DisposedError(p.op, `the Completion (launch ${p.seq} still pending)`));
+    }
+    this.#pending.clear();
+    this.#disposed = true;
+    leaks.unregister(this);
+    this.#words = new BigUint64Array(0);
+    check(native().weft_free(this.#arrivals), "Completion.dispose");
+    check(native().weft_host_free(this.#host), "Completion.dispose");
+  }
+
+  [Symbol.dispose](): void {
+    this.dispose();
+  }
+
+  #guard(op: string): void {
+    if (this.#disposed) throw new DisposedError(op, "Completion");
+  }
+
+  #finished(index: number, seq: number): boolean {
+    return (this.#words[index * 2]! & ~FAILED) >= BigInt(seq);
+  }
+
+  /** undefined: still running; null: done; an Error: failed. */
+  #check(index: number, seq: number, op: string, describe?: FailureDescriber): Error | null | undefined {
+    const word = this.#words[index * 2]!;
+    if ((word & ~FAILED) < BigInt(seq)) return undefined;
+    if ((word & FAILED) === 0n) return null;
+    const reason = this.#words[index * 2 + 1]!;
+    return describe ? describe(reason, seq) : genericFailure(reason, op);
+  }
+
+  // ---- the process-wide ticker ----------------------------------------------------------------------
+  static readonly #active = new Set<Completion>();
+  static #ticking = false;
+
+  /** One event-loop turn: polls every Completion with pending promises, for up to the largest
+   * pollSpinMicros among them, then yields (setImmediate) while anything is still pending. */
+  static readonly #tick = (): void => {
+    let spin = 0;
+    for (const c of Completion.#active) spin = Math.max(spin, c.pollSpinMicros);
+    const until = performance.now() + spin / 1000;
+    for (;;) {
+      const now = performance.now();
+      for (const c of Completion.#active) {
+        if (!c.#disposed) c.#pass(now);
+        if (c.#disposed || c.#pending.size === 0) Completion.#active.delete(c);
+      }
+      if (Completion.#active.size === 0 || performance.now() >= until) break;
+    }
+    if (Completion.#active.size > 0) setImmediate(Completion.#tick);
+    else Completion.#ticking = false;
+  };
+
+  #pass(now: number): void {
+    for (const [seq, p] of this.#pending) {
+      const failure = this.#check(p.index, seq, p.op, p.describe);
+      if (failure === undefined) {
+        if (now > p.deadline) {
+          this.#pending.delete(seq);
+          p.reject(new TimeoutError(`launch ${seq} on device ${this.device} did not report completion within ${this.timeoutMs} ms ` +
+            `(the kernel never ran, or the GPU is wedged)`, { code: "E_TIMEOUT", op: p.op }));
+        }
+        continue;
+      }
+      this.#pending.delete(seq);
+      if (failure === null) p.resolve();
+      else p.reject(failure);
+    }
+  }
+}
+
+function genericFailure(reason: bigint, op: string): WeftError {
+  const code = Number(BigInt.asIntN(32, reason & 0xffffffffn));
+  const stage = Number(reason >> 32n);
+  return new WeftError(`the GPU reported failure (status ${code}, stage ${stage})`, { code: "E_INTERNAL", op });
+}

@@ -1,0 +1,133 @@
+// The Communicator: the symmetric heap allocator (CPU), then every collective on the GPUs in both
+// process models — one process driving both GPUs (Communicator.local) and one process per GPU
+// (two bun processes launched like torchrun would) — plus world size 1.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { join } from "node:path";
+
+import { Communicator } from "../lib/comm.ts";
+import { OutOfMemoryError } from "../lib/errors.ts";
+import { HeapAllocator } from "../lib/heap.ts";
+import { CHECKS, releaseDiffBuffers, type CheckContext } from "./support/collective-checks.ts";
+import { describeGpu, gpuCount } from "./support/gpu.ts";
+
+/** GPU wait bound for the suite: short on the device runner so that a broken kernel fails fast. */
+const GPU_TIMEOUT_MS = Number(process.env.WEFT_COMM_TIMEOUT_MS ?? 10_000);
+const LONG = 600_000;
+
+describe("HeapAllocator (the symmetric heap's offsets)", () => {
+  test("the same call sequence gives the same offsets; frees merge; alignment 256", () => {
+    const run = () => {
+      const h = new HeapAllocator(1 << 20);
+      const a = h.alloc(1000, "t");
+      const b = h.alloc(1, "t");
+      const c = h.alloc(4096, "t");
+      h.free(b, 1);
+      const d = h.alloc(200, "t"); // reuses b's hole
+      h.free(a, 1000);
+      h.free(d, 200);
+      const e = h.alloc(1200, "t"); // a + b's merged range
+      return [a, b, c, d, e, h.freeBytes];
+    };
+    expect(run()).toEqual(run());
+    const [a, b, c, d, e] = run();
+    expect([a, b, c, d, e]).toEqual([0, 1024, 1280, 1024, 0]);
+    for (const x of [a, b, c, d, e]) expect(x! % 256).toBe(0);
+  });
+
+  test("running out is an OutOfMemoryError that says how to fix it", () => {
+    const h = new HeapAllocator(4096);
+    h.alloc(4000, "t");
+    expect(() => h.alloc(1, "comm.empty")).toThrow(OutOfMemoryError);
+    expect(() => h.alloc(1, "comm.empty")).toThrow(/heapBytes/);
+  });
+});
+
+describeGpu("collectives, one process driving both GPUs (Communicator.local)", 2, () => {
+  let ctx: CheckContext;
+  beforeAll(async () => {
+    const devices = [0, 1];
+    const comms = await Communicator.local({ devices, heapBytes: 1536 << 20, timeoutMs: GPU_TIMEOUT_MS });
+    ctx = { comms, world: devices.length, spawn: (opts) => Communicator.local({ devices, ...opts }) };
+  }, LONG);
+  afterAll(async () => {
+    releaseDiffBuffers();
+    if (ctx) await Communicator.disposeAll(ctx.comms);
+  }, LONG);
+
+  test("properties", () => {
+    const [a, b] = ctx.comms;
+    expect([a!.rank, a!.size, a!.localRank, a!.localSize, a!.device]).toEqual([0, 2, 0, 2, 0]);
+    expect([b!.rank, b!.device]).toEqual([1, 1]);
+    expect(a!.nodeId).toBe(b!.nodeId);
+  });
+
+  for (const check of CHECKS) {
+    test(check.name, async () => {
+      const detail = await check.run(ctx);
+      console.log(`  [local] ${check.name}: ${detail}`);
+    }, LONG);
+  }
+});
+
+describeGpu("collectives, one process per GPU (2 bun processes, CUDA IPC)", 2, () => {
+  test("every check passes on both ranks", async () => {
+    const freePort = () => {
+      const l = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+      const p = l.port;
+      l.stop(true);
+      return p;
+    };
+    const port = freePort();
+    const port2 = freePort();
+    const worker = join(import.meta.dir, "support", "comm-worker.ts");
+    const procs = [0, 1].map((rank) => Bun.spawn([process.execPath, worker], {
+      env: {
+        ...process.env, RANK: String(rank), WORLD_SIZE: "2", LOCAL_RANK: String(rank), LOCAL_WORLD_SIZE: "2",
+        MASTER_ADDR: "127.0.0.1", MASTER_PORT: String(port), WEFT_FROM_ENV_PORT: String(port2),
+      },
+      stdout: "pipe",
+      stderr: "inherit",
+    }));
+    const outputs = await Promise.all(procs.map(async (p) => (await new Response(p.stdout).text())));
+    const exits = await Promise.all(procs.map((p) => p.exited));
+    const failed: string[] = [];
+    outputs.forEach((text, rank) => {
+      for (const line of text.split("\n").filter((l) => l.startsWith("{"))) {
+        const r = JSON.parse(line);
+        console.log(`  [rank ${rank}] ${r.ok ? "ok  " : "FAIL"} ${r.name}${r.ms ? ` (${r.ms.toFixed(0)} ms)` : ""}: ${r.ok ? r.detail : r.error}`);
+        if (!r.ok) failed.push(`rank ${rank}: ${r.name}: ${r.error}`);
+      }
+    });
+    expect(failed).toEqual([]);
+    expect(exits).toEqual([0, 0]);
+    const reported = outputs.map((t) => t.split("\n").filter((l) => l.startsWith("{")).length);
+    expect(reported).toEqual([CHECKS.length + 1, CHECKS.length + 1]);
+  }, LONG);
+});
+
+describeGpu("world size 1 (every collective is a local copy)", 1, () => {
+  test("allGather, reduceScatter, allReduce (both algorithms), allToAll, broadcast, barrier", async () => {
+    const [c] = await Communicator.local({ devices: [0], heapBytes: 64 << 20 });
+    try {
+      const n = 10_001;
+      using x = c!.empty([n], "bf16").fillRandom(3);
+      using y = c!.empty([n], "bf16").fill(NaN);
+      const want = Array.from(x.download());
+      for (const run of [
+        () => c!.allGather(x, y), () => c!.reduceScatter(x, y), () => c!.allReduce(x, y, { algorithm: "staged" }),
+        () => c!.allReduce(x, y, { algorithm: "direct" }), () => c!.allToAll(x, y), () => c!.broadcast(x, y),
+      ]) {
+        y.fill(NaN);
+        await run();
+        expect(Array.from(y.download())).toEqual(want);
+      }
+      await c!.barrier();
+    } finally {
+      await c!.dispose();
+    }
+  }, LONG);
+});
+
+test("GPU count seen by the collective tests", () => {
+  expect(gpuCount()).toBeGreaterThanOrEqual(0);
+});
