@@ -104,25 +104,34 @@ struct DefaultHooks {
   static constexpr bool kRouted = false;
   static constexpr bool kSignalsAfterStore = false;
 
-  static __device__ __forceinline__ void on_kernel_start(const State&) {}
-  static __device__ __forceinline__ const CUtensorMap* a_map(const State&, const TileCoord&, int32_t&) {
+  // Templates, so that a derived Hooks type with its own State, ProducerState and ConsumerState
+  // inherits whichever of them it does not hide.
+  template <class S>
+  static __device__ __forceinline__ void on_kernel_start(const S&) {}
+  template <class S>
+  static __device__ __forceinline__ const CUtensorMap* a_map(const S&, const TileCoord&, int32_t&) {
     return nullptr;
   }
-  static __device__ __forceinline__ bool before_tile_loads(const State&, ProducerState&, const TileCoord&) {
+  template <class S, class P>
+  static __device__ __forceinline__ bool before_tile_loads(const S&, P&, const TileCoord&) {
     return true;
   }
-  static __device__ __forceinline__ bool before_kblock_loads(const State&, ProducerState&, const TileCoord&,
-                                                             int32_t) {
+  template <class S, class P>
+  static __device__ __forceinline__ bool before_kblock_loads(const S&, P&, const TileCoord&, int32_t) {
     return true;
   }
-  static __device__ __forceinline__ Route route(const State&, const TileCoord&) { return Route{1u, 0, false, true}; }
-  static __device__ __forceinline__ const CUtensorMap* out_map(const State&, int) { return nullptr; }
-  static __device__ __forceinline__ bool before_tile_stores(const State&, ConsumerState&, const TileCoord&,
-                                                            const Route&, int) {
+  template <class S>
+  static __device__ __forceinline__ Route route(const S&, const TileCoord&) { return Route{1u, 0, false, true}; }
+  template <class S>
+  static __device__ __forceinline__ const CUtensorMap* out_map(const S&, int) { return nullptr; }
+  template <class S, class C>
+  static __device__ __forceinline__ bool before_tile_stores(const S&, C&, const TileCoord&, const Route&, int) {
     return true;
   }
-  static __device__ __forceinline__ void after_tile_stored(const State&, const TileCoord&, int) {}
-  static __device__ __forceinline__ bool before_finish(const State&) { return true; }
+  template <class S>
+  static __device__ __forceinline__ void after_tile_stored(const S&, const TileCoord&, int) {}
+  template <class S>
+  static __device__ __forceinline__ bool before_finish(const S&) { return true; }
 };
 
 // Building blocks for fused ops' hooks.
