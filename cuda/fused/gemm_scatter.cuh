@@ -131,11 +131,15 @@ struct ScatterHooks : gemm::DefaultHooks {
         if (sys::wait_at_least(s.entered[s.rank] + q, s.epoch, budget(s)) != sys::WaitResult::kOk) return false;
       }
       cs.peers_entered = true;
+      cta::fence_proxy_async_global();
       return true;
     }
-    // Adding: the owner's store of this half-tile must be complete in every destination.
+    // Adding: the owner's store of this half-tile must be complete in every destination. The adds
+    // are TMA (async proxy) operations ordered after this generic-proxy acquire by the proxy fence.
     const gemm::HalfTileFlagPublisher mine{s.stored[s.rank], s.epoch, s.tiles_n};
-    return sys::wait_at_least(mine.flag(t, consumer), s.epoch, budget(s)) == sys::WaitResult::kOk;
+    const bool ok = sys::wait_at_least(mine.flag(t, consumer), s.epoch, budget(s)) == sys::WaitResult::kOk;
+    cta::fence_proxy_async_global();
+    return ok;
   }
 
   // Own half-tiles only (route().signal): its stores are complete and fenced.
