@@ -28,7 +28,8 @@ import { Communicator } from "../lib/comm.ts";
 import { deviceCount, deviceInfo } from "../lib/device.ts";
 import { check, native } from "../lib/native.ts";
 import { gemmSync } from "../lib/ops/gemm.ts";
-import { type TpConfig, type TpOp, type TpPlan } from "../lib/ops/tp.ts";
+import "../lib/ops/tp.ts";  // adds comm.allGatherGemm & co. to Communicator
+import type { TpConfig, TpOp, TpPlan } from "../lib/ops/tp.ts";
 import { Event, Stream } from "../lib/stream.ts";
 import { Tensor } from "../lib/tensor.ts";
 

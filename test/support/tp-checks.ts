@@ -7,6 +7,7 @@
 // on the GPU (‖out − ref‖ / ‖ref‖ in fp64 and a count of non-finite outputs), references from the
 // CUDA-core fp32 GEMM (weft_reference_gemm) summed in fp32 (weft_accumulate).
 import type { Communicator } from "../../lib/comm.ts";
+import { DTYPES } from "../../lib/dtype.ts";
 import { check, native } from "../../lib/native.ts";
 import { tpChoice, type TpConfig, type TpOp, type TpPlan } from "../../lib/ops/tp.ts";
 import { Tensor } from "../../lib/tensor.ts";
@@ -41,7 +42,7 @@ function each<T>(ctx: TpContext, f: (c: Communicator, i: number) => Promise<T> |
 /** A non-owning [rows, cols] view of t starting at row `row0`. */
 function rows(t: Tensor, row0: number, count: number): Tensor {
   const cols = t.shape[1]!;
-  return Tensor.wrap(t.ptr + row0 * cols * 2, [count, cols], t.dtype, t.device);
+  return Tensor.wrap(t.ptr + row0 * cols * DTYPES[t.dtype].bytes, [count, cols], t.dtype, t.device);
 }
 
 function accumulate(acc: Tensor, src: Tensor): void {
