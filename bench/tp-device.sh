@@ -15,7 +15,8 @@ rc=0
 REQUIRE_GPU=1 WEFT_COMM_TIMEOUT_MS=3000 timeout "${1:-150}" bun test test/ops/tp.test.ts test/ops/gemm.test.ts test/abi.test.ts > "$OUT/test.log" 2>&1
 [ $? -eq 0 ] || rc=1
 tail -5 "$OUT/test.log"
-timeout "${2:-120}" torchrun --nproc-per-node=2 bench/peers/torch_tp.py --out "$OUT/torch_tp.json" > "$OUT/torch.log" 2>&1
+TORCHRUN=$(command -v torchrun || echo "python3 -m torch.distributed.run")
+timeout "${2:-120}" $TORCHRUN --nproc-per-node=2 bench/peers/torch_tp.py --out "$OUT/torch_tp.json" > "$OUT/torch.log" 2>&1
 [ $? -eq 0 ] || rc=1
 tail -3 "$OUT/torch.log"
 TORCH_TP_JSON="$OUT/torch_tp.json" timeout "${3:-150}" bun bench/tp.ts > "$OUT/bench.log" 2>&1
