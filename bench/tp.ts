@@ -44,7 +44,7 @@ if (deviceCount() < 2) {
 }
 const devices = [0, 1];
 const W = devices.length;
-const comms = await Communicator.local({ devices, heapBytes: 2560 * 2 ** 20 });
+const comms = await Communicator.local({ devices, heapBytes: 6 * 2 ** 30 });
 const cublas = cublasLtAvailable();
 const nccl = ncclVersion() > 0 ? NcclGroup.create(devices) : undefined;
 const ncclStreams = devices.map((d) => Stream.create(d));

@@ -167,8 +167,7 @@ cudaError_t launch_config(const AgLaunch& l) {
   p.tail = gemm::OutputTail{nullptr, l.n, l.n};  // the planner requires n to fill whole 16-byte chunks
   p.completion = Completion{l.completion.done, l.completion.seq, l.completion.arrivals};
   p.hooks = l.state;
-  return launch_persistent<typename Cfg::Gemm>(all_gather_gemm_kernel<Cfg>, p, l.state.comm_ctas + l.gemm_ctas,
-                                               l.stream);
+  return launch_persistent<typename Cfg::Gemm, all_gather_gemm_kernel<Cfg>>(p, l.state.comm_ctas + l.gemm_ctas, l.stream);
 }
 
 }  // namespace

@@ -190,7 +190,7 @@ cudaError_t launch_scatter_config(const ScatterLaunch& l) {
   p.tail = gemm::OutputTail{nullptr, l.n, l.n};  // routed outputs fill whole 16-byte chunks (planner)
   p.completion = Completion{l.completion.done, l.completion.seq, l.completion.arrivals};
   p.hooks = l.state;
-  return launch_persistent<typename Cfg::Gemm>(gemm_scatter_kernel<Cfg>, p, l.ctas, l.stream);
+  return launch_persistent<typename Cfg::Gemm, gemm_scatter_kernel<Cfg>>(p, l.ctas, l.stream);
 }
 
 }  // namespace weft::fused

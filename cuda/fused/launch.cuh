@@ -11,18 +11,19 @@
 
 namespace weft::fused {
 
-template <class Cfg, class State>
-cudaError_t launch_persistent(void (*kernel)(const gemm::KernelParams<State>), const gemm::KernelParams<State>& p,
-                              int ctas, cudaStream_t stream) {
+// Kernel is the __global__ function itself (a template argument, so that the opt-in flag below is
+// per kernel: two kernels with the same Config need one opt-in each).
+template <class Cfg, auto Kernel, class State>
+cudaError_t launch_persistent(const gemm::KernelParams<State>& p, int ctas, cudaStream_t stream) {
   constexpr int kMaxDevices = 64;
-  // The shared-memory opt-in is per device and per kernel: set it once (this template is per kernel).
+  // The shared-memory opt-in is per device and per kernel: set it once.
   static std::atomic<bool> opted_in[kMaxDevices];
   int device = 0;
   cudaError_t e = cudaGetDevice(&device);
   if (e != cudaSuccess) return e;
   if (device < 0 || device >= kMaxDevices) return cudaErrorInvalidDevice;
   if (!opted_in[device].load(std::memory_order_relaxed)) {
-    e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
+    e = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
     if (e != cudaSuccess) return e;
     opted_in[device].store(true, std::memory_order_relaxed);
   }
@@ -31,7 +32,7 @@ cudaError_t launch_persistent(void (*kernel)(const gemm::KernelParams<State>), c
   cfg.blockDim = dim3(Cfg::kThreads);
   cfg.dynamicSmemBytes = Cfg::kSmemBytes;
   cfg.stream = stream;
-  return cudaLaunchKernelEx(&cfg, kernel, p);
+  return cudaLaunchKernelEx(&cfg, Kernel, p);
 }
 
 }  // namespace weft::fused

@@ -239,7 +239,7 @@ export class TpPlan implements Disposable {
   readonly shape: TpShape;
   readonly choice: TpChoiceInfo;
   #handle: number;
-  readonly #workspace: SymmetricTensor;
+  readonly #workspace: readonly SymmetricTensor[];
   readonly #tensors: readonly Tensor[];
   readonly #launch = TpLaunch.alloc();
   readonly #words: Uint32Array;
@@ -249,7 +249,7 @@ export class TpPlan implements Disposable {
   #disposed = false;
 
   /** @internal comm.allGatherGemm() and the others make plans. */
-  constructor(comm: Communicator, op: TpOp, shape: TpShape, choice: TpChoiceInfo, handle: number, workspace: SymmetricTensor,
+  constructor(comm: Communicator, op: TpOp, shape: TpShape, choice: TpChoiceInfo, handle: number, workspace: readonly SymmetricTensor[],
     tensors: readonly Tensor[], setup: Promise<void>) {
     this.comm = comm;
     this.op = op;
@@ -293,7 +293,9 @@ export class TpPlan implements Disposable {
     return this.promise(seq);
   }
 
-  /** Launches and spins until done (benchmarks). */
+  /** Launches and spins until done (benchmarks). A process driving several ranks must launch
+   * every rank's plan before waiting for any (each rank's kernel waits for the others): launch()
+   * them all, then wait(seq) each. */
   runSync(): void {
     this.wait(this.launch());
   }
@@ -318,7 +320,7 @@ export class TpPlan implements Disposable {
     try {
       check(native().weft_tp_plan_destroy(h), `${opName(this.op)}.dispose`);
     } finally {
-      this.#workspace.dispose();
+      for (const t of this.#workspace) t.dispose();
     }
   }
 
@@ -403,18 +405,25 @@ function createPlan(comm: Communicator, op: TpOp, args: AllGatherGemmArgs | Gemm
   check(native().weft_tp_choose(internals.handle, params, choiceBuf), name);
   const choice = readChoice(choiceBuf);
   const workspace = comm.empty([choice.workspaceBytes], "u8");
+  let sync: SymmetricTensor | undefined;
   let handle = 0;
   try {
     TpParams.write(params, { workspace: workspace.ptr, workspace_bytes: workspace.bytes });
     const out = new BigUint64Array(1);
     check(native().weft_tp_plan_create(internals.handle, params, out), name);
     handle = outPointer(out);
-    // The workspace was zeroed on the stream; the barrier orders that before any peer's first launch.
-    const barrier = comm.prepare.barrier();
-    const setup = barrier.promise(barrier.launch());
-    return new TpPlan(comm, op, shape, choice, handle, workspace, tensors as Tensor[], setup);
+    // The workspace was zeroed on the stream; a collective on the same stream orders that before any
+    // peer's first launch (each rank's collective starts only after its earlier stream work). A staged
+    // all-reduce of a few bytes rather than comm.barrier(): the barrier is an entry handshake with no
+    // exit, so a direct collective right behind it (the sequential all-gather) can overwrite its entry
+    // slot before a slower peer has read it; the staged path has slots of its own.
+    sync = comm.empty([16], "f32");
+    const ready = comm.prepare.allReduce(sync, sync, { algorithm: "staged" });
+    const setup = ready.promise(ready.launch());
+    return new TpPlan(comm, op, shape, choice, handle, [workspace, sync], tensors as Tensor[], setup);
   } catch (e) {
     if (handle) native().weft_tp_plan_destroy(handle);
+    sync?.dispose();
     workspace.dispose();
     throw e;
   }
