@@ -35,7 +35,7 @@ import { Tensor } from "../lib/tensor.ts";
 
 const args = process.argv.slice(2);
 const only = args.includes("--only") ? args[args.indexOf("--only") + 1]!.split(",") : ["ag", "rs", "ar"];
-const SAMPLES = Number(args.includes("--samples") ? args[args.indexOf("--samples") + 1] : 24);
+const SAMPLES = Number(args.includes("--samples") ? args[args.indexOf("--samples") + 1] : 20);
 const ROUNDS = 4;
 
 if (deviceCount() < 2) {
@@ -256,14 +256,8 @@ function runShape(op: TpOp, torchOp: string, shape: [number, number, number]): R
   }
 }
 
-// ---- run ------------------------------------------------------------------------------------------------------
-const rows: Row[] = [];
-for (const o of OPS) {
-  if (!only.includes(o.key)) continue;
-  for (const shape of o.op === "gemmAllReduce" ? [...SHAPES, ...DECODE] : SHAPES) rows.push(runShape(o.op, o.torch, shape));
-}
-
-// ---- tables ---------------------------------------------------------------------------------------------------
+// ---- tables (rewritten after every row, so that a run cut short still leaves its results) ----------------------
+function emit(final: boolean): void {
 const f = (x: number | undefined, d = 3) => (x === undefined ? "-" : x.toFixed(d));
 const md: string[] = [
   `# Fused tensor-parallel ops (${W} x ${dev.name}, ${dev.smCount} SMs)`,
@@ -306,7 +300,19 @@ if (process.env.OUT) {
   writeFileSync(join(process.env.OUT, "tp.json"), json);
   writeFileSync(join(process.env.OUT, "tp.md"), text);
 }
-console.log("\n" + text);
+if (final) console.log("\n" + text);
+}
+
+// ---- run ------------------------------------------------------------------------------------------------------
+const rows: Row[] = [];
+for (const o of OPS) {
+  if (!only.includes(o.key)) continue;
+  for (const shape of o.op === "gemmAllReduce" ? [...SHAPES, ...DECODE] : SHAPES) {
+    rows.push(runShape(o.op, o.torch, shape));
+    emit(false);
+  }
+}
+emit(true);
 
 nccl?.dispose();
 await Communicator.disposeAll(comms);
