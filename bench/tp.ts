@@ -258,49 +258,49 @@ function runShape(op: TpOp, torchOp: string, shape: [number, number, number]): R
 
 // ---- tables (rewritten after every row, so that a run cut short still leaves its results) ----------------------
 function emit(final: boolean): void {
-const f = (x: number | undefined, d = 3) => (x === undefined ? "-" : x.toFixed(d));
-const md: string[] = [
-  `# Fused tensor-parallel ops (${W} x ${dev.name}, ${dev.smCount} SMs)`,
-  "",
-  `bf16, b [K, n] layout, random data. Median of ${SAMPLES} CUDA-event samples per column (each a back-to-back loop of ~1 ms, slower rank), ` +
-  `variants alternating in ${ROUNDS} rounds. cuBLAS+NCCL: cuBLASLt ${cublas.available ? "" : "(missing) "}and NCCL ${ncclVersion() || "(missing)"} in this process. ` +
-  `torch: ${torch.version ? `torch ${torch.version}, bench/peers/torch_tp.py under torchrun in the same device session` : "not run"}. ` +
-  "best = min(cuBLAS+NCCL, torch); ours/best <= 1 means ours is faster. GEMM+AR has no fused op in torch: its column is its best matmul + all-reduce.",
-  "",
-];
-for (const o of OPS) {
-  const rs = rows.filter((r) => r.op === o.op);
-  if (rs.length === 0) continue;
-  md.push(`## ${o.title}`, "", "| M, N, K | ours ms | path | own GEMM ms | ours / GEMM | cuBLAS+NCCL ms | torch ms | ours / best | our sequential ms | our collective alone ms |",
-    "|---|---|---|---|---|---|---|---|---|---|");
-  for (const r of rs) {
-    const best = Math.min(r.cublasNccl ?? Infinity, r.torch?.ms ?? Infinity);
-    const seq = r.ours.path === "sequential" ? r.ours.ms : r.variants["ours sequential"]?.ms;
-    md.push(`| ${r.M}, ${r.N}, ${r.K} | ${f(r.ours.ms, 4)} | ${r.ours.path}${r.ours.path === "fused" ? ` ${r.ours.tileN}${r.ours.mover !== "none" ? ` ${r.ours.mover}` : ""}` : ""} | ` +
-      `${f(r.gemmOnly, 4)} | ${f(r.ours.ms / r.gemmOnly)} | ${f(r.cublasNccl, 4)} | ${f(r.torch?.ms, 4)} | ${Number.isFinite(best) ? f(r.ours.ms / best) : "-"} | ` +
-      `${f(seq, 4)} | ${f(r.variants["our collective only"]?.ms, 4)} |`);
+  const f = (x: number | undefined, d = 3) => (x === undefined ? "-" : x.toFixed(d));
+  const md: string[] = [
+    `# Fused tensor-parallel ops (${W} x ${dev.name}, ${dev.smCount} SMs)`,
+    "",
+    `bf16, b [K, n] layout, random data. Median of ${SAMPLES} CUDA-event samples per column (each a back-to-back loop of ~1 ms, slower rank), ` +
+    `variants alternating in ${ROUNDS} rounds. cuBLAS+NCCL: cuBLASLt ${cublas.available ? "" : "(missing) "}and NCCL ${ncclVersion() || "(missing)"} in this process. ` +
+    `torch: ${torch.version ? `torch ${torch.version}, bench/peers/torch_tp.py under torchrun in the same device session` : "not run"}. ` +
+    "best = min(cuBLAS+NCCL, torch); ours/best <= 1 means ours is faster. GEMM+AR has no fused op in torch: its column is its best matmul + all-reduce.",
+    "",
+  ];
+  for (const o of OPS) {
+    const rs = rows.filter((r) => r.op === o.op);
+    if (rs.length === 0) continue;
+    md.push(`## ${o.title}`, "", "| M, N, K | ours ms | path | own GEMM ms | ours / GEMM | cuBLAS+NCCL ms | torch ms | ours / best | our sequential ms | our collective alone ms |",
+      "|---|---|---|---|---|---|---|---|---|---|");
+    for (const r of rs) {
+      const best = Math.min(r.cublasNccl ?? Infinity, r.torch?.ms ?? Infinity);
+      const seq = r.ours.path === "sequential" ? r.ours.ms : r.variants["ours sequential"]?.ms;
+      md.push(`| ${r.M}, ${r.N}, ${r.K} | ${f(r.ours.ms, 4)} | ${r.ours.path}${r.ours.path === "fused" ? ` ${r.ours.tileN}${r.ours.mover !== "none" ? ` ${r.ours.mover}` : ""}` : ""} | ` +
+        `${f(r.gemmOnly, 4)} | ${f(r.ours.ms / r.gemmOnly)} | ${f(r.cublasNccl, 4)} | ${f(r.torch?.ms, 4)} | ${Number.isFinite(best) ? f(r.ours.ms / best) : "-"} | ` +
+        `${f(seq, 4)} | ${f(r.variants["our collective only"]?.ms, 4)} |`);
+    }
+    md.push("");
+  }
+  md.push("Other variants per shape (ms; rel = ‖ours − cuBLAS+NCCL‖ / ‖cuBLAS+NCCL‖):", "");
+  for (const r of rows) {
+    md.push(`- ${r.op} (${r.M}, ${r.N}, ${r.K}): ` + Object.entries(r.variants).map(([k2, v]) => `${k2} ${f(v.ms, 4)}${v.relVsBaseline !== undefined ? ` (rel ${v.relVsBaseline.toExponential(1)})` : ""}`).join("; ") +
+      `; predicted fused ${f(r.ours.predictedFusedUs / 1000, 4)}, sequential ${f(r.ours.predictedSequentialUs / 1000, 4)}`);
   }
   md.push("");
-}
-md.push("Other variants per shape (ms; rel = ‖ours − cuBLAS+NCCL‖ / ‖cuBLAS+NCCL‖):", "");
-for (const r of rows) {
-  md.push(`- ${r.op} (${r.M}, ${r.N}, ${r.K}): ` + Object.entries(r.variants).map(([k2, v]) => `${k2} ${f(v.ms, 4)}${v.relVsBaseline !== undefined ? ` (rel ${v.relVsBaseline.toExponential(1)})` : ""}`).join("; ") +
-    `; predicted fused ${f(r.ours.predictedFusedUs / 1000, 4)}, sequential ${f(r.ours.predictedSequentialUs / 1000, 4)}`);
-}
-md.push("");
 
-const text = md.join("\n");
-const json = JSON.stringify({ device: dev.name, sms: dev.smCount, world: W, nccl: ncclVersion(), cublas: cublas.detail, torch: torch.version ?? null,
-  samples: SAMPLES, rounds: ROUNDS, date: new Date().toISOString(), rows }, null, 1);
-const dir = join(import.meta.dir, "results");
-mkdirSync(dir, { recursive: true });
-writeFileSync(join(dir, "tp.json"), json);
-writeFileSync(join(dir, "tp.md"), text);
-if (process.env.OUT) {
-  writeFileSync(join(process.env.OUT, "tp.json"), json);
-  writeFileSync(join(process.env.OUT, "tp.md"), text);
-}
-if (final) console.log("\n" + text);
+  const text = md.join("\n");
+  const json = JSON.stringify({ device: dev.name, sms: dev.smCount, world: W, nccl: ncclVersion(), cublas: cublas.detail, torch: torch.version ?? null,
+    samples: SAMPLES, rounds: ROUNDS, date: new Date().toISOString(), rows }, null, 1);
+  const dir = join(import.meta.dir, "results");
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, "tp.json"), json);
+  writeFileSync(join(dir, "tp.md"), text);
+  if (process.env.OUT) {
+    writeFileSync(join(process.env.OUT, "tp.json"), json);
+    writeFileSync(join(process.env.OUT, "tp.md"), text);
+  }
+  if (final) console.log("\n" + text);
 }
 
 // ---- run ------------------------------------------------------------------------------------------------------
