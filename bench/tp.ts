@@ -66,7 +66,8 @@ const OPS: { key: string; op: TpOp; torch: string; title: string }[] = [
 // ---- torch's numbers (same device session, bench/peers/torch_tp.py) -----------------------------------------
 interface TorchRow { op: string; M: number; N: number; K: number; variant: string; ms: number }
 const torchPath = process.env.TORCH_TP_JSON;
-const torch: { version?: string; rows: TorchRow[] } = torchPath && existsSync(torchPath) ? JSON.parse(readFileSync(torchPath, "utf8")) : { rows: [] };
+// torch_tp.py writes {"torch": version, "nccl": ..., "device": ..., "rows": [...]}.
+const torch: { torch?: string; rows: TorchRow[] } = torchPath && existsSync(torchPath) ? JSON.parse(readFileSync(torchPath, "utf8")) : { rows: [] };
 if (torchPath && torch.rows.length === 0) console.log(`torch results missing or empty at ${torchPath}`);
 
 function torchFor(op: string, [M, N, K]: [number, number, number]): { ms: number; variant: string } | undefined {
@@ -264,7 +265,7 @@ function emit(final: boolean): void {
     "",
     `bf16, b [K, n] layout, random data. Median of ${SAMPLES} CUDA-event samples per column (each a back-to-back loop of ~1 ms, slower rank), ` +
     `variants alternating in ${ROUNDS} rounds. cuBLAS+NCCL: cuBLASLt ${cublas.available ? "" : "(missing) "}and NCCL ${ncclVersion() || "(missing)"} in this process. ` +
-    `torch: ${torch.version ? `torch ${torch.version}, bench/peers/torch_tp.py under torchrun in the same device session` : "not run"}. ` +
+    `torch: ${torch.torch ? `torch ${torch.torch}, bench/peers/torch_tp.py under torchrun in the same device session` : "not run"}. ` +
     "best = min(cuBLAS+NCCL, torch); ours/best <= 1 means ours is faster. GEMM+AR has no fused op in torch: its column is its best matmul + all-reduce.",
     "",
   ];
@@ -290,7 +291,7 @@ function emit(final: boolean): void {
   md.push("");
 
   const text = md.join("\n");
-  const json = JSON.stringify({ device: dev.name, sms: dev.smCount, world: W, nccl: ncclVersion(), cublas: cublas.detail, torch: torch.version ?? null,
+  const json = JSON.stringify({ device: dev.name, sms: dev.smCount, world: W, nccl: ncclVersion(), cublas: cublas.detail, torch: torch.torch ?? null,
     samples: SAMPLES, rounds: ROUNDS, date: new Date().toISOString(), rows }, null, 1);
   const dir = join(import.meta.dir, "results");
   mkdirSync(dir, { recursive: true });

@@ -11,6 +11,7 @@
 
 namespace weft::fused {
 
+// ctas == 0: only set the opt-in, which also loads the kernel's module (plans do it at creation).
 // Kernel is the __global__ function itself (a template argument, so that the opt-in flag below is
 // per kernel: two kernels with the same Config need one opt-in each).
 template <class Cfg, auto Kernel, class State>
@@ -27,6 +28,7 @@ cudaError_t launch_persistent(const gemm::KernelParams<State>& p, int ctas, cuda
     if (e != cudaSuccess) return e;
     opted_in[device].store(true, std::memory_order_relaxed);
   }
+  if (ctas == 0) return cudaSuccess;  // opt-in only: loads the kernel (see preload() in ffi/src/tp/plan.cpp)
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(ctas));
   cfg.blockDim = dim3(Cfg::kThreads);

@@ -280,27 +280,88 @@ void collective(WeftTpPlan& plan, int kind, uint64_t in, uint64_t out, uint64_t 
   if (status != WEFT_OK) WEFT_FAIL(status, "%s", weft_last_error());
 }
 
-void gemm_call(const WeftTpPlan& plan, const void* a, int64_t lda, const void* b, int64_t ldb, void* c, int64_t ldc,
-               int64_t m) {
+// The sequential path's GEMM: operands after padding (a_pad, b_pad), output where the collective
+// or the copy back reads it.
+WeftGemmParams sequential_gemm(const WeftTpPlan& plan) {
   const tp::Problem& p = plan.problem;
+  const tp::Choice& ch = plan.choice;
+  const WeftTpParams& pa = plan.params;
+  char* ws = plan.workspace;
   WeftGemmParams g{};
   g.size = sizeof g;
   g.version = 1;
-  g.a = a;
-  g.b = b;
-  g.c = c;
-  g.m = m;
+  g.a = reinterpret_cast<const void*>(pa.a);
+  g.lda = p.k;
+  g.b = reinterpret_cast<const void*>(pa.b);
+  g.ldb = p.b_nk ? p.k : p.n;
+  if (ch.pad_a) {
+    g.a = ws + ch.layout.a_pad.offset;
+    g.lda = ch.kp;
+  }
+  if (ch.pad_b) {
+    g.b = ws + ch.layout.b_pad.offset;
+    g.ldb = p.b_nk ? ch.kp : ch.np;
+  }
+  switch (p.op) {
+    case WEFT_TP_ALL_GATHER_GEMM:
+      g.a = ws + ch.layout.staging.offset;  // the gathered rows
+      g.c = ch.pad_out ? ws + ch.layout.out_pad.offset : reinterpret_cast<void*>(pa.out);
+      break;
+    case WEFT_TP_GEMM_REDUCE_SCATTER:
+      g.c = ws + ch.layout.staging.offset;  // the partial sums the reduce-scatter reads
+      break;
+    default:
+      g.c = ch.pad_out ? ws + ch.layout.staging.offset : reinterpret_cast<void*>(pa.out);
+  }
+  g.m = p.m;
   g.n = p.n;
   g.k = p.k;
-  g.lda = lda;
-  g.ldb = ldb;
-  g.ldc = ldc;
+  g.ldc = ch.np;
   g.flags = p.b_nk ? WEFT_GEMM_B_NK : 0;
-  g.tile_n = plan.choice.tile_n;
-  g.group_m = plan.choice.group_m;
+  g.tile_n = ch.tile_n;
+  g.group_m = ch.group_m;
   g.stream = plan.stream;
+  return g;
+}
+
+void gemm_call(const WeftTpPlan& plan) {
+  const WeftGemmParams g = sequential_gemm(plan);
   const int status = weft_gemm(&g);
   if (status != WEFT_OK) WEFT_FAIL(status, "%s", weft_last_error());
+}
+
+// Loads every kernel a launch of this plan will start, now, while none of them is running.
+// NOTES: with CUDA's lazy module loading (the default since 12.2) the first launch of a kernel loads
+// its module and may first wait for the device to go idle. If a kernel launched just before waits
+// for another GPU (a collective, a fused op) whose part this same host thread has yet to launch,
+// that wait never ends: on the 2 x H200 host the first sequential all-gather + GEMM hung exactly so
+// (the all-gather ran, the GEMM's first launch waited for it, the peer's all-gather was never
+// launched) until the GPU-side timeout. CUDA documents this caveat for kernels that rely on running
+// concurrently. The collectives' modules are loaded by the collective that plan creation runs
+// (lib/ops/tp.ts: all-reduce) or, for the sequential path's own collective, at its first launch,
+// which comes first in the launch (all-gather) or after our GEMM (the others), so nothing of this
+// launch is running yet when it loads.
+void preload(WeftTpPlan& plan) {
+  WEFT_CUDA(fused::preload_publish());
+  if (plan.choice.path == WEFT_TP_PATH_SEQUENTIAL) {
+    const WeftGemmParams g = sequential_gemm(plan);
+    WeftGemmChoice choice{};
+    choice.size = sizeof choice;
+    choice.version = 1;
+    const int status = weft_gemm_choose(&g, &choice);  // sets the kernel's shared-memory opt-in: loads it
+    if (status != WEFT_OK) WEFT_FAIL(status, "%s", weft_last_error());
+    return;
+  }
+  if (plan.problem.op == WEFT_TP_ALL_GATHER_GEMM) {
+    fused::AgLaunch l = plan.ag[0];
+    l.gemm_ctas = 0;
+    l.state.comm_ctas = 0;
+    WEFT_CUDA(fused::launch_all_gather_gemm(l));
+  } else {
+    fused::ScatterLaunch l = plan.scatter;
+    l.ctas = 0;
+    WEFT_CUDA(l.state.all_reduce ? fused::launch_gemm_all_reduce(l) : fused::launch_gemm_reduce_scatter(l));
+  }
 }
 
 void launch_sequential(WeftTpPlan& plan, const WeftTpLaunch& launch) {
@@ -308,39 +369,30 @@ void launch_sequential(WeftTpPlan& plan, const WeftTpLaunch& launch) {
   const tp::Choice& ch = plan.choice;
   const WeftTpParams& pa = plan.params;
   char* ws = plan.workspace;
-  const void* a = reinterpret_cast<const void*>(pa.a);
-  const void* b = reinterpret_cast<const void*>(pa.b);
   void* out = reinterpret_cast<void*>(pa.out);
-  int64_t lda = p.k, ldb = p.b_nk ? p.k : p.n;
+  const WeftGemmParams g = sequential_gemm(plan);
   const int64_t a_rows = p.op == WEFT_TP_ALL_GATHER_GEMM ? p.m_shard : p.m;
-  if (ch.pad_a) {
-    copy_rows(plan, ws + ch.layout.a_pad.offset, ch.kp, a, p.k, p.k, a_rows);
-    a = ws + ch.layout.a_pad.offset;
-    lda = ch.kp;
-  }
+  if (ch.pad_a) copy_rows(plan, ws + ch.layout.a_pad.offset, ch.kp, reinterpret_cast<const void*>(pa.a), p.k, p.k, a_rows);
   if (ch.pad_b) {
-    const int64_t rows = p.b_nk ? p.n : p.k, cols = p.b_nk ? p.k : p.n, ld = p.b_nk ? ch.kp : ch.np;
-    copy_rows(plan, ws + ch.layout.b_pad.offset, ld, b, cols, cols, rows);
-    b = ws + ch.layout.b_pad.offset;
-    ldb = ld;
+    const int64_t rows = p.b_nk ? p.n : p.k, cols = p.b_nk ? p.k : p.n;
+    copy_rows(plan, ws + ch.layout.b_pad.offset, g.ldb, reinterpret_cast<const void*>(pa.b), cols, cols, rows);
   }
   switch (p.op) {
     case WEFT_TP_ALL_GATHER_GEMM: {
-      char* gathered = ws + ch.layout.staging.offset;
-      collective(plan, WEFT_ALL_GATHER, reinterpret_cast<uint64_t>(a), reinterpret_cast<uint64_t>(gathered),
-                 uint64_t(p.m_shard) * lda, launch, false);
-      void* c = ch.pad_out ? ws + ch.layout.out_pad.offset : out;
-      gemm_call(plan, gathered, lda, b, ldb, c, ch.np, p.m);
-      if (ch.pad_out) copy_rows(plan, out, p.n, c, ch.np, p.n, p.m);
-      if (pa.gathered) copy_rows(plan, reinterpret_cast<void*>(pa.gathered), p.k, gathered, lda, p.k, p.m);
+      // The rows to gather: a, or its padded copy (which has the same row stride as the gathered rows).
+      const uint64_t rows = reinterpret_cast<uint64_t>(ch.pad_a ? static_cast<const void*>(ws + ch.layout.a_pad.offset)
+                                                                : reinterpret_cast<const void*>(pa.a));
+      collective(plan, WEFT_ALL_GATHER, rows, reinterpret_cast<uint64_t>(g.a), uint64_t(p.m_shard) * g.lda, launch, false);
+      gemm_call(plan);
+      if (ch.pad_out) copy_rows(plan, out, p.n, g.c, ch.np, p.n, p.m);
+      if (pa.gathered) copy_rows(plan, reinterpret_cast<void*>(pa.gathered), p.k, g.a, g.lda, p.k, p.m);
       WEFT_CUDA(fused::launch_publish(plan.scratch_dev, plan.epoch, launch_words(launch), plan.stream));
       break;
     }
     case WEFT_TP_GEMM_REDUCE_SCATTER: {
-      char* partial = ws + ch.layout.staging.offset;  // [W * m_shard, np]; rows past m stay zero
-      gemm_call(plan, a, lda, b, ldb, partial, ch.np, p.m);
+      gemm_call(plan);  // into the partial sums [W * m_shard, np]; rows past m stay zero
       void* target = ch.pad_out ? ws + ch.layout.out_pad.offset : out;
-      collective(plan, WEFT_REDUCE_SCATTER, reinterpret_cast<uint64_t>(partial), reinterpret_cast<uint64_t>(target),
+      collective(plan, WEFT_REDUCE_SCATTER, reinterpret_cast<uint64_t>(g.c), reinterpret_cast<uint64_t>(target),
                  uint64_t(p.m_shard) * ch.np, launch, !ch.pad_out);
       if (ch.pad_out) {
         copy_rows(plan, out, p.n, target, ch.np, p.n, p.m_shard);
@@ -349,12 +401,11 @@ void launch_sequential(WeftTpPlan& plan, const WeftTpLaunch& launch) {
       break;
     }
     default: {
-      void* target = ch.pad_out ? ws + ch.layout.staging.offset : out;
-      gemm_call(plan, a, lda, b, ldb, target, ch.np, p.m);
-      collective(plan, WEFT_ALL_REDUCE, reinterpret_cast<uint64_t>(target), reinterpret_cast<uint64_t>(target),
+      gemm_call(plan);
+      collective(plan, WEFT_ALL_REDUCE, reinterpret_cast<uint64_t>(g.c), reinterpret_cast<uint64_t>(g.c),
                  uint64_t(p.m) * ch.np, launch, !ch.pad_out);
       if (ch.pad_out) {
-        copy_rows(plan, out, p.n, target, ch.np, p.n, p.m);
+        copy_rows(plan, out, p.n, g.c, ch.np, p.n, p.m);
         WEFT_CUDA(fused::launch_publish(plan.scratch_dev, plan.epoch, launch_words(launch), plan.stream));
       }
     }
@@ -427,6 +478,7 @@ WEFT_API int weft_tp_plan_create(WeftComm* comm, const WeftTpParams* params, Wef
         if (plan->problem.op == WEFT_TP_ALL_GATHER_GEMM) build_all_gather(*plan);
         else build_scatter(*plan);
       }
+      preload(*plan);
     } catch (...) {
       release(*plan);
       throw;
