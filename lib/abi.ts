@@ -126,6 +126,55 @@ export const GemmChoice = new Struct("WeftGemmChoice", {
   ctas: "i32",
 });
 
+// fused tensor-parallel ops over NVLink (issue 5)
+export const TpParams = new Struct("WeftTpParams", {
+  size: "u32",
+  version: "u32",
+  op: "i32",
+  flags: "u32",
+  m: "i64",
+  n: "i64",
+  k: "i64",
+  a: "u64",
+  b: "u64",
+  out: "u64",
+  gathered: "u64",
+  path: "i32",
+  mover: "i32",
+  comm_ctas: "i32",
+  tile_n: "i32",
+  group_m: "i32",
+  reserved: "i32",
+  workspace: "u64",
+  workspace_bytes: "u64",
+  stream: "u64",
+});
+
+export const TpChoice = new Struct("WeftTpChoice", {
+  size: "u32",
+  version: "u32",
+  path: "i32",
+  mover: "i32",
+  comm_ctas: "i32",
+  gemm_ctas: "i32",
+  tile_n: "i32",
+  group_m: "i32",
+  chunk_rows: "i32",
+  fused_available: "i32",
+  workspace_bytes: "u64",
+  predicted_fused_us: "f64",
+  predicted_sequential_us: "f64",
+  reason: { char: 128 },
+});
+
+export const TpLaunch = new Struct("WeftTpLaunch", {
+  size: "u32",
+  version: "u32",
+  done: "u64",
+  seq: "u64",
+  arrivals: "u64",
+});
+
 // inter-node: command FIFO, proxy, transport (issue 6)
 
 /** Every ABI struct, by its C name. */
@@ -140,5 +189,9 @@ export const ABI_STRUCTS: readonly Struct<any>[] = [
   // issue 4
   GemmParams,
   GemmChoice,
+  // issue 5
+  TpParams,
+  TpChoice,
+  TpLaunch,
   // issue 6
 ];

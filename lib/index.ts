@@ -24,4 +24,10 @@ export {
 } from "./ops/gemm.ts";
 export { cublasLtAvailable, cublasLtGemmSync } from "./baselines/cublaslt.ts";
 
+// fused tensor-parallel ops over NVLink (issue 5); importing it adds comm.allGatherGemm & co.
+export {
+  TpPlan, tpChoice, validateTp, validateTpConfig,
+  type AllGatherGemmArgs, type GemmScatterArgs, type TpChoiceInfo, type TpConfig, type TpMover, type TpOp, type TpPath, type TpShape,
+} from "./ops/tp.ts";
+
 // inter-node: command FIFO, proxy, transport (issue 6)

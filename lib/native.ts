@@ -68,6 +68,12 @@ export const symbols = {
   weft_gemm_choose: { args: [T.ptr /* const WeftGemmParams* */, T.ptr /* WeftGemmChoice* out */], returns: T.i32 },
   weft_reference_gemm: { args: [T.ptr /* a */, T.ptr /* b */, T.ptr /* float* c */, T.i64 /* m */, T.i64 /* n */, T.i64 /* k */, T.i64 /* lda */, T.i64 /* ldb */, T.i64 /* ldc */, T.i32 /* b_nk */, T.ptr /* stream */], returns: T.i32 },
 
+  // fused tensor-parallel ops over NVLink (issue 5)
+  weft_tp_choose: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftTpParams* */, T.ptr /* WeftTpChoice* out */], returns: T.i32 },
+  weft_tp_plan_create: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftTpParams* */, T.ptr /* WeftTpPlan** */], returns: T.i32 },
+  weft_tp_plan_launch: { args: [T.ptr /* WeftTpPlan* */, T.ptr /* const WeftTpLaunch* */], returns: T.i32 },
+  weft_tp_plan_destroy: { args: [T.ptr /* WeftTpPlan* */], returns: T.i32 },
+
   // inter-node: command FIFO, proxy, transport (issue 6)
 
   // baselines for benchmarks (dlopen'ed cuBLASLt, NCCL)

@@ -91,14 +91,48 @@ __device__ __forceinline__ void store_tail_columns(const float (&acc)[Cfg::kTile
   }
 }
 
-// `staged` counts boxes this consumer has staged so far (it picks the buffer), across tiles.
+// A signal owed for the last half-tile this consumer stored: its stores were issued but may still
+// be in flight. Every thread of the warpgroup tracks it identically; the leader publishes it.
+struct PendingSignal {
+  TileCoord tile;
+  bool valid = false;
+};
+
+// Publishes a pending signal: waits until the leader's earlier stores are complete, fences them for
+// system scope (the named barrier orders the other threads' plain tail stores, which they fenced
+// themselves), then calls after_tile_stored. Called by the whole consumer warpgroup.
+template <class Hooks>
+__device__ __forceinline__ void settle_pending(const typename Hooks::State& state, PendingSignal& pending,
+                                               int consumer, uint32_t barrier_id) {
+  if constexpr (Hooks::kSignalsAfterStore) {
+    if (!pending.valid) return;
+    wg::sync(barrier_id);
+    if (wg::thread() == 0) {
+      cta::bulk_wait<0>();
+      cta::fence_proxy_async_global();
+      __threadfence_system();
+      Hooks::after_tile_stored(state, pending.tile, consumer);
+    }
+    pending.valid = false;
+  }
+}
+
+// `staged` counts boxes this consumer has staged so far (it picks the buffer), across tiles. `hook_ok`
+// turns false when before_tile_stores reports a wait that ran out.
 template <class Cfg, class Hooks>
 __device__ __forceinline__ void store_tile(const float (&acc)[Cfg::kTileN / 2], const KernelParams<typename Hooks::State>& p,
-                           const SharedStorage<Cfg>& s, const TileCoord& t, int consumer, uint32_t& staged) {
+                                           const SharedStorage<Cfg>& s, const TileCoord& t, int consumer, uint32_t& staged,
+                                           typename Hooks::ConsumerState& hook_state, PendingSignal& pending,
+                                           bool& hook_ok) {
   const int32_t row0 = t.m0 + consumer * Cfg::kConsumerRows;
   if (row0 >= p.problem.m) return;  // uniform over the warpgroup
   const uint32_t barrier_id = 1 + consumer;
   const bool leader = wg::thread() == 0;
+  settle_pending<Hooks>(p.hooks, pending, consumer, barrier_id);
+  const Route route = Hooks::route(p.hooks, t);
+  // Only the leader issues stores, so only it needs to have waited; the others stage the first box
+  // meanwhile and meet it at the first named barrier.
+  if (leader) hook_ok = hook_ok && Hooks::before_tile_stores(p.hooks, hook_state, t, route, consumer);
 #pragma unroll
   for (int box = 0; box < Cfg::kOutBoxes; ++box) {
     const int32_t col0 = t.n0 + box * Cfg::kOutBoxCols;
@@ -110,7 +144,17 @@ __device__ __forceinline__ void store_tile(const float (&acc)[Cfg::kTileN / 2], 
     cta::fence_proxy_async_shared();
     wg::sync(barrier_id);
     if (leader) {
-      if constexpr (Hooks::kEpilogue == EpilogueOp::kReduceAdd) {
+      if constexpr (Hooks::kRouted) {
+        // One staged box feeds every destination (the same bulk group: wait_read covers them all).
+        for (uint32_t d = route.dests; d != 0; d &= d - 1) {
+          const CUtensorMap* map = Hooks::out_map(p.hooks, __ffs(d) - 1);
+          if (route.reduce) {
+            cta::reduce_add_2d(map, buf, col0, row0 - route.row_offset);
+          } else {
+            cta::store_2d(map, buf, col0, row0 - route.row_offset);
+          }
+        }
+      } else if constexpr (Hooks::kEpilogue == EpilogueOp::kReduceAdd) {
         cta::reduce_add_2d(&p.c, buf, col0, row0);
       } else {
         cta::store_2d(&p.c, buf, col0, row0);
@@ -119,17 +163,16 @@ __device__ __forceinline__ void store_tile(const float (&acc)[Cfg::kTileN / 2], 
     }
     ++staged;
   }
-  if (t.n0 + Cfg::kTileN > p.tail.tma_cols && t.n0 < p.problem.n) {
-    store_tail_columns<Cfg, Hooks>(acc, p, t, consumer);
+  if constexpr (!Hooks::kRouted) {
+    if (t.n0 + Cfg::kTileN > p.tail.tma_cols && t.n0 < p.problem.n) {
+      store_tail_columns<Cfg, Hooks>(acc, p, t, consumer);
+      if constexpr (Hooks::kSignalsAfterStore) __threadfence_system();  // before settle_pending's barrier
+    }
   }
   if constexpr (Hooks::kSignalsAfterStore) {
-    __threadfence_system();  // the tail's plain stores, before the leader publishes
-    wg::sync(barrier_id);
-    if (leader) {
-      cta::bulk_wait<0>();
-      cta::fence_proxy_async_global();
-      __threadfence_system();
-      Hooks::after_tile_stored(p.hooks, t, consumer);
+    if (!Hooks::kRouted || route.signal) {
+      pending.tile = t;
+      pending.valid = true;
     }
   }
 }

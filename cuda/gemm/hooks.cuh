@@ -1,11 +1,17 @@
 // hooks.cuh — how a fused op customises the GEMM engine. The plain GEMM is the engine with
-// DefaultHooks; a fused op (cuda/fused/*) passes its own Hooks type and reuses every other line.
+// DefaultHooks; a fused op (cuda/fused/*) derives its Hooks type from DefaultHooks, hides the
+// members it changes, and reuses every other line of the engine.
 //
-// A Hooks type provides:
+// A Hooks type provides (DefaultHooks has a no-op version of each):
 //
 //   struct State { ... };
-//       Plain data the host fills; it travels inside KernelParams (kernel parameter space, so keep
-//       it small: pointers, epochs, counts).
+//       Plain data the host fills; it travels inside KernelParams (kernel parameter space, so keep it
+//       to pointers, epochs, counts and the few tensor maps the op needs; maps must stay 64-byte
+//       aligned, which CUtensorMap's own alignment gives).
+//   struct ProducerState { ... };  struct ConsumerState { ... };
+//       Mutable per-role scratch that lives across the tiles of one CTA: the producer thread keeps
+//       one ProducerState, each consumer warpgroup's leader one ConsumerState (e.g. "chunk 3 of rank 1
+//       has been seen", so the next tile of that chunk need not poll again).
 //
 //   template <class Cfg> using Scheduler = ...;
 //       The tile order and which tiles this CTA owns. Constructed in every role (producer and both
@@ -16,23 +22,50 @@
 //       false when the CTA is done. Use GroupedScheduler (scheduler.cuh) unless the order matters,
 //       e.g. "local rows first, then remote rows in the order they arrive".
 //
-//   static __device__ bool before_tile_loads(const State&, const TileCoord&);
-//   static __device__ bool before_kblock_loads(const State&, const TileCoord&, int32_t k_block);
-//       Called by the producer thread before the first TMA load of a tile / of each k-block, e.g.
-//       to wait until a peer's epoch signal says the rows this tile reads have landed. Return false
-//       when a bounded wait ran out: the kernel reports kFailHookWait and carries on (it never hangs).
-//       A/B may be peer memory: the host encodes the tensor maps on peer pointers.
+//   static __device__ void on_kernel_start(const State&);
+//       Thread 0 of every CTA, before anything else (e.g. CTA 0 tells the peers "I have entered").
 //
+//   Producer thread (warpgroup 0, thread 0; it runs with a 40-register budget: keep hooks small):
+//   static __device__ const CUtensorMap* a_map(const State&, const TileCoord&, int32_t& row);
+//       Where this tile's A rows come from: a map in State and the row of that map that holds the
+//       tile's first row (set `row`); nullptr keeps KernelParams::a at row t.m0.
+//   static __device__ bool before_tile_loads(const State&, ProducerState&, const TileCoord&);
+//   static __device__ bool before_kblock_loads(const State&, ProducerState&, const TileCoord&, int32_t k_block);
+//       Called before the first TMA load of a tile / of each k-block, e.g. to wait until a peer's
+//       epoch signal says the rows this tile reads have landed (RowSignalGate). Data other agents
+//       wrote is read by TMA (the async proxy): after a successful wait, issue
+//       cta::fence_proxy_async_global() before returning. Return false when a bounded wait ran out:
+//       the kernel reports kFailHookWait and carries on (it never hangs).
+//
+//   Epilogue (the leader thread of each consumer warpgroup, which also issues the tile's stores):
 //   static constexpr EpilogueOp kEpilogue;
-//       kStore: TMA store of the tile into C's tensor map (local or peer memory).
-//       kReduceAdd: element-wise add into C (cp.reduce.async.bulk.tensor .add), local or peer.
-//
+//       Without routing: kStore (TMA store into KernelParams::c) or kReduceAdd (element-wise add,
+//       cp.reduce.async.bulk.tensor .add). C may be peer memory.
+//   static constexpr bool kRouted;
+//   static __device__ Route route(const State&, const TileCoord&);
+//   static __device__ const CUtensorMap* out_map(const State&, int dest);
+//       With kRouted, each tile goes to the destinations in route().dests (bit d: out_map(d)),
+//       stored or added (route().reduce), at row m0 - route().row_offset of those maps; one staged
+//       shared-memory box feeds every destination. Routed outputs need n to fill whole 16-byte
+//       chunks (no plain-store tail columns).
+//   static __device__ bool before_tile_stores(const State&, ConsumerState&, const TileCoord&, const Route&, int consumer);
+//       Called before the first store of a consumer's half-tile (64 rows); it may wait (e.g. "the
+//       owner has stored this tile, so adding into it is safe"). false: a bounded wait ran out.
 //   static constexpr bool kSignalsAfterStore;
 //   static __device__ void after_tile_stored(const State&, const TileCoord&, int consumer);
-//       When kSignalsAfterStore, called once per consumer half-tile (64 rows) by the thread that
-//       issued its stores, after they are complete and fenced for system scope: publish an epoch
-//       here (sys::signal_store) and any reader that sees it also sees the data.
+//       When kSignalsAfterStore (and, with routing, route().signal), called once per consumer
+//       half-tile after its stores are complete and fenced for system scope: publish an epoch here
+//       (HalfTileFlagPublisher) and any reader that sees it also sees the data. The call is deferred
+//       to the start of the consumer's next epilogue (or the end of its tiles), so the wait for the
+//       stores to complete overlaps a whole tile of math instead of stalling the warpgroup.
+//
+//   static __device__ bool before_finish(const State&);
+//       One thread of every CTA after all of the CTA's stores are complete and fenced (e.g. "tell
+//       the peers I am done adding into their outputs, then wait until they are done with mine").
+//       false: a bounded wait ran out.
 #pragma once
+
+#include <cuda.h>
 
 #include <cstdint>
 
@@ -50,30 +83,66 @@ struct TileCoord {
 
 enum class EpilogueOp { kStore, kReduceAdd };
 
+// Where a routed tile goes (see kRouted).
+struct Route {
+  uint32_t dests;      // bit d: out_map(d)
+  int32_t row_offset;  // the tile's row m0 is row m0 - row_offset of every destination map
+  bool reduce;         // add into the destinations instead of storing
+  bool signal;         // call after_tile_stored once the stores are complete
+};
+
 template <class Cfg>
 class GroupedScheduler;
 
 struct DefaultHooks {
   struct State {};
+  struct ProducerState {};
+  struct ConsumerState {};
   template <class Cfg>
   using Scheduler = GroupedScheduler<Cfg>;
   static constexpr EpilogueOp kEpilogue = EpilogueOp::kStore;
+  static constexpr bool kRouted = false;
   static constexpr bool kSignalsAfterStore = false;
 
-  static __device__ __forceinline__ bool before_tile_loads(const State&, const TileCoord&) { return true; }
-  static __device__ __forceinline__ bool before_kblock_loads(const State&, const TileCoord&, int32_t) {
+  // Templates, so that a derived Hooks type with its own State, ProducerState and ConsumerState
+  // inherits whichever of them it does not hide.
+  template <class S>
+  static __device__ __forceinline__ void on_kernel_start(const S&) {}
+  template <class S>
+  static __device__ __forceinline__ const CUtensorMap* a_map(const S&, const TileCoord&, int32_t&) {
+    return nullptr;
+  }
+  template <class S, class P>
+  static __device__ __forceinline__ bool before_tile_loads(const S&, P&, const TileCoord&) {
     return true;
   }
-  static __device__ __forceinline__ void after_tile_stored(const State&, const TileCoord&, int) {}
+  template <class S, class P>
+  static __device__ __forceinline__ bool before_kblock_loads(const S&, P&, const TileCoord&, int32_t) {
+    return true;
+  }
+  template <class S>
+  static __device__ __forceinline__ Route route(const S&, const TileCoord&) { return Route{1u, 0, false, true}; }
+  template <class S>
+  static __device__ __forceinline__ const CUtensorMap* out_map(const S&, int) { return nullptr; }
+  template <class S, class C>
+  static __device__ __forceinline__ bool before_tile_stores(const S&, C&, const TileCoord&, const Route&, int) {
+    return true;
+  }
+  template <class S>
+  static __device__ __forceinline__ void after_tile_stored(const S&, const TileCoord&, int) {}
+  template <class S>
+  static __device__ __forceinline__ bool before_finish(const S&) { return true; }
 };
 
 // Building blocks for fused ops' hooks.
 
-// Wait until signals[tile.m0 / rows_per_signal] >= epoch (an epoch-tagged word written by whoever
-// produces those rows of A, possibly a peer GPU). Bounded by `budget`.
+// Wait until signals[(tile.m0 - first_row) / rows_per_signal] >= epoch: an epoch-tagged word written
+// by whoever produces those rows of A, possibly a peer GPU, and possibly in that peer's memory.
+// Bounded by `budget`.
 struct RowSignalGate {
   const uint64_t* signals;
   uint64_t epoch;
+  int32_t first_row;
   int32_t rows_per_signal;
   sys::WaitBudget budget;
 
@@ -81,13 +150,16 @@ struct RowSignalGate {
 };
 
 // Publish `epoch` (st.release.sys) for one stored 64-row half-tile, into
-// flags[(m0 / 64 + consumer) * tiles_n + tile_n]: one flag per 64 rows x TileN columns of C.
+// flags[(m0 / 64 + consumer) * tiles_n + tile_n]: one flag per 64 rows x TileN columns of C. The
+// flags may be a peer's (the owner of a tile tells every peer it has stored it).
 struct HalfTileFlagPublisher {
   uint64_t* flags;
   uint64_t epoch;
   int32_t tiles_n;
 
   __device__ void publish(const TileCoord& t, int consumer) const;
+  // The flag publish() writes for this half-tile.
+  __device__ uint64_t* flag(const TileCoord& t, int consumer) const;
 };
 
 }  // namespace weft::gemm

@@ -1,5 +1,9 @@
 // kernel.cuh — the persistent, warp-specialised GEMM kernel: one CTA per SM (at most), warpgroup 0
 // produces (TMA), warpgroups 1 and 2 consume (wgmma) and store. See mainloop.cuh and epilogue.cuh.
+//
+// engine_cta() is the whole GEMM part of one CTA, ending in finish_cta(); gemm_kernel is just that.
+// A fused kernel (cuda/fused/*) may give some CTAs another role (moving data) and run engine_cta()
+// in the rest; its scheduler then counts only the GEMM CTAs.
 #pragma once
 
 #include "../primitives/cluster.cuh"
@@ -16,16 +20,25 @@
 
 namespace weft::gemm {
 
-template <class Cfg>
-__device__ __forceinline__ void finish(const Completion& c) {
+// The last call of every CTA, by all of its threads: Hooks::before_finish (on the first consumer's
+// leader, which has the full register budget), then completion. Every store of the CTA is complete
+// and fenced for system scope before it (the consumers' final bulk_wait and fences).
+template <class Cfg, class Hooks>
+__device__ __forceinline__ void finish_cta(const KernelParams<typename Hooks::State>& p) {
   // A peer may still multicast into our ring or arrive on our barriers until it is done too.
-  if constexpr (Cfg::kClusterSize > 1) cluster::sync();
-  cta::finish(c);
+  if constexpr (Cfg::kClusterSize > 1) {
+    cluster::sync();
+  } else {
+    __syncthreads();
+  }
+  if (threadIdx.x == wg::kThreads && !Hooks::before_finish(p.hooks)) {
+    cta::fail(p.completion, kFailHookWait, kStageFinish);
+  }
+  cta::finish(p.completion);
 }
 
 template <class Cfg, class Hooks>
-__global__ void __launch_bounds__(Cfg::kThreads, 1)
-    gemm_kernel(const __grid_constant__ KernelParams<typename Hooks::State> p) {
+__device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::State>& p) {
   extern __shared__ uint8_t smem_raw[];
   const SharedStorage<Cfg> s(smem_raw);
   const uint32_t rank = Cfg::kClusterSize > 1 ? cluster::rank() : 0;
@@ -55,29 +68,41 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       if (!hook_ok) cta::fail(p.completion, kFailHookWait, kStageProducer);
     }
     __syncwarp();
-    finish<Cfg>(p.completion);
+    finish_cta<Cfg, Hooks>(p);
   } else {
     wg::claim_registers<Cfg::kConsumerRegisters>();
     const int consumer = wg::index() - 1;
     typename Hooks::template Scheduler<Cfg> scheduler(p.problem, p.hooks, rank);
+    typename Hooks::ConsumerState hook_state{};
+    PendingSignal pending{};
     RingPosition<Cfg::kStages> ring;
     float acc[Cfg::kTileN / 2];
     uint32_t staged = 0;
     bool ok = true;
+    bool hook_ok = true;
     TileCoord t;
     while (scheduler.next(t)) {
       accumulate_tile<Cfg>(acc, s, ring, k_blocks_of(t, p.problem), consumer, ok);
-      store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged);
+      store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok);
     }
+    settle_pending<Hooks>(p.hooks, pending, consumer, 1 + consumer);
     if (wg::thread() == 0) {
       // Stores must finish reading shared memory before the CTA exits, and their writes must be
-      // complete before finish() publishes completion.
+      // complete before finish_cta() publishes anything.
       cta::bulk_wait<0>();
       cta::fence_proxy_async_global();
       if (!ok) cta::fail(p.completion, kFailBarrierTimeout, kStageConsumer);
+      if (!hook_ok) cta::fail(p.completion, kFailHookWait, kStageEpilogue);
     }
-    finish<Cfg>(p.completion);
+    finish_cta<Cfg, Hooks>(p);
   }
+}
+
+template <class Cfg, class Hooks>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    gemm_kernel(const __grid_constant__ KernelParams<typename Hooks::State> p) {
+  if (threadIdx.x == 0) Hooks::on_kernel_start(p.hooks);
+  engine_cta<Cfg, Hooks>(p);
 }
 
 }  // namespace weft::gemm

@@ -30,15 +30,20 @@ template <class Cfg, class Hooks>
 __device__ __forceinline__ bool produce(const KernelParams<typename Hooks::State>& p, const SharedStorage<Cfg>& s,
                         uint32_t rank, bool& hook_ok) {
   typename Hooks::template Scheduler<Cfg> scheduler(p.problem, p.hooks, rank);
+  typename Hooks::ProducerState hook_state{};
   RingPosition<Cfg::kStages> ring;
   bool ok = true;
   TileCoord t;
   while (scheduler.next(t)) {
-    hook_ok &= Hooks::before_tile_loads(p.hooks, t);
+    // After a failed wait, stop waiting (hook_ok short-circuits): the kernel drains fast and reports.
+    hook_ok = hook_ok && Hooks::before_tile_loads(p.hooks, hook_state, t);
+    int32_t a_row = t.m0;
+    const CUtensorMap* a_map = Hooks::a_map(p.hooks, t, a_row);
+    if (a_map == nullptr) a_map = &p.a;
     const int32_t k_blocks = k_blocks_of(t, p.problem);
     for (int32_t i = 0; i < k_blocks; ++i) {
       const int32_t kb = t.k_begin + i;
-      hook_ok &= Hooks::before_kblock_loads(p.hooks, t, kb);
+      hook_ok = hook_ok && Hooks::before_kblock_loads(p.hooks, hook_state, t, kb);
       // After a timeout, stop waiting (ok short-circuits): the kernel drains fast and reports.
       ok = ok && cta::mbarrier_wait(s.empty(ring.stage), ring.parity ^ 1u);
       uint64_t* full = s.full(ring.stage);
@@ -50,9 +55,9 @@ __device__ __forceinline__ bool produce(const KernelParams<typename Hooks::State
 
       if constexpr (Cfg::kShareA) {
         const int32_t half = Cfg::kTileM / 2;
-        cluster::load_2d_multicast(a + rank * (Cfg::kABytes / 2), &p.a, full, k0, t.m0 + int32_t(rank) * half, 0x3);
+        cluster::load_2d_multicast(a + rank * (Cfg::kABytes / 2), a_map, full, k0, a_row + int32_t(rank) * half, 0x3);
       } else {
-        cta::load_2d(a, &p.a, full, k0, t.m0);
+        cta::load_2d(a, a_map, full, k0, a_row);
       }
 
       if constexpr (!Cfg::kBNMajor) {

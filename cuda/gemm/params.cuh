@@ -37,6 +37,6 @@ struct KernelParams {
 
 // Reasons a CTA reports through cta::fail (low 32 bits of done[1]); the stage field says which role.
 enum FailureCode : int32_t { kFailBarrierTimeout = 1, kFailHookWait = 2 };
-enum FailureStage : uint32_t { kStageProducer = 1, kStageConsumer = 2, kStageEpilogue = 3 };
+enum FailureStage : uint32_t { kStageProducer = 1, kStageConsumer = 2, kStageEpilogue = 3, kStageFinish = 4 };
 
 }  // namespace weft::gemm

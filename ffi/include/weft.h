@@ -321,6 +321,87 @@ WEFT_API int weft_gemm(const WeftGemmParams* params);
 /* Validates params exactly as weft_gemm does and reports the configuration, launching nothing. */
 WEFT_API int weft_gemm_choose(const WeftGemmParams* params, WeftGemmChoice* out);
 
+/* ---- fused tensor-parallel ops over NVLink (issue 5) ----------------------------------------- */
+
+/* One rank's part of a tensor-parallel GEMM with its communication, as one persistent kernel
+ * ("fused") or as our own GEMM and collective in sequence ("sequential"). W = world size, and
+ * rank r owns rows [r * m_shard, min(m, (r + 1) * m_shard)) of the row-sharded side, with
+ * m_shard = ceil(m / W). All matrices are bf16, row-major and contiguous:
+ *   WEFT_TP_ALL_GATHER_GEMM      a [m_shard, k] (this rank's rows of A), b [k, n] (or [n, k] with
+ *                                WEFT_GEMM_B_NK), out [m, n] = allgather(a) · b; gathered (optional,
+ *                                0 = not wanted) [m, k] receives allgather(a).
+ *   WEFT_TP_GEMM_REDUCE_SCATTER  a [m, k], b as above, out [m_shard, n] (symmetric) = rows of
+ *                                sum over ranks of a · b that this rank owns (rows past m: zeros).
+ *   WEFT_TP_GEMM_ALL_REDUCE      a [m, k], b as above, out [m, n] (symmetric) = sum over ranks of a · b.
+ * n and k are this rank's local sizes (column-parallel: n = N / W; row-parallel: k = K / W).
+ *
+ * Plans: weft_tp_choose() reports the configuration and how many bytes of symmetric workspace the
+ * plan needs; allocate them from the communicator's heap (every rank the same), then
+ * weft_tp_plan_create() zeroes the workspace on `stream`. Order that zeroing before any peer's first
+ * launch (a barrier on the same stream), then weft_tp_plan_launch() as often as needed: every rank
+ * launches its plans in the same order. Each launch takes the plan's next epoch; nothing is reset. */
+enum WeftTpOp { WEFT_TP_ALL_GATHER_GEMM = 0, WEFT_TP_GEMM_REDUCE_SCATTER = 1, WEFT_TP_GEMM_ALL_REDUCE = 2 };
+enum WeftTpPath { WEFT_TP_PATH_AUTO = 0, WEFT_TP_PATH_FUSED = 1, WEFT_TP_PATH_SEQUENTIAL = 2 };
+/* All-gather's data mover: CTAs of the kernel storing 16-byte vectors into the peers, or the copy
+ * engines (a cudaMemcpyAsync per chunk and peer on side streams, each followed by a flag written
+ * with cuStreamWriteValue64 that the persistent GEMM polls; no SM is taken from the GEMM). */
+enum WeftTpMover { WEFT_TP_MOVER_AUTO = 0, WEFT_TP_MOVER_CTAS = 1, WEFT_TP_MOVER_COPY_ENGINE = 2, WEFT_TP_MOVER_NONE = 3 };
+
+typedef struct WeftTpParams {
+  uint32_t size;    /* sizeof(WeftTpParams) */
+  uint32_t version; /* 1 */
+  int32_t op;       /* WeftTpOp */
+  uint32_t flags;   /* WEFT_GEMM_B_NK */
+  int64_t m, n, k;  /* see above */
+  uint64_t a, b, out, gathered; /* device addresses on this rank's device */
+  /* Overrides; 0 = chosen by the cost model. */
+  int32_t path;      /* WeftTpPath */
+  int32_t mover;     /* WeftTpMover (all-gather only) */
+  int32_t comm_ctas; /* CTAs that move data (all-gather with the CTA mover) */
+  int32_t tile_n;    /* 64 (all-reduce only), 128 or 256 */
+  int32_t group_m;   /* tile-order band height in tile rows */
+  int32_t reserved;
+  uint64_t workspace;       /* symmetric device address (weft_tp_plan_create only) */
+  uint64_t workspace_bytes; /* at least WeftTpChoice.workspace_bytes */
+  uint64_t stream;          /* cudaStream_t on this rank's device: where the plan runs */
+} WeftTpParams;
+
+typedef struct WeftTpChoice {
+  uint32_t size;    /* sizeof(WeftTpChoice) */
+  uint32_t version; /* 1 */
+  int32_t path;     /* WEFT_TP_PATH_FUSED or WEFT_TP_PATH_SEQUENTIAL */
+  int32_t mover;    /* WeftTpMover; NONE for the ops that move data from the GEMM's epilogue */
+  int32_t comm_ctas;
+  int32_t gemm_ctas;
+  int32_t tile_n;
+  int32_t group_m;
+  int32_t chunk_rows; /* all-gather: rows per arrival flag */
+  int32_t fused_available; /* 0: the shape or world size needs the sequential path (see reason) */
+  uint64_t workspace_bytes;
+  double predicted_fused_us;      /* the cost model's estimates (0 when not available) */
+  double predicted_sequential_us;
+  char reason[128]; /* why the fused path is not available, or "" */
+} WeftTpChoice;
+
+typedef struct WeftTpLaunch {
+  uint32_t size;    /* sizeof(WeftTpLaunch) */
+  uint32_t version; /* 1 */
+  uint64_t done;     /* completion (cuda/primitives/completion.cuh): device alias of 2 host-mapped words */
+  uint64_t seq;
+  uint64_t arrivals; /* 2 device uint32 words, 0 between launches */
+} WeftTpLaunch;
+
+typedef struct WeftTpPlan WeftTpPlan;
+/* The configuration a plan with these params would run (workspace, stream ignored). */
+WEFT_API int weft_tp_choose(WeftComm* comm, const WeftTpParams* params, WeftTpChoice* out);
+WEFT_API int weft_tp_plan_create(WeftComm* comm, const WeftTpParams* params, WeftTpPlan** out_plan);
+WEFT_API int weft_tp_plan_launch(WeftTpPlan* plan, const WeftTpLaunch* launch);
+/* Waits for the plan's work on its streams, then frees it (not the workspace, which the caller owns). */
+WEFT_API int weft_tp_plan_destroy(WeftTpPlan* plan);
+/* A failed launch's reason word: code in bits 0..31 (WEFT_TP_FAIL_*, or a collective's WEFT_E_*
+ * with the collective's stage/field/peer above it), stage in bits 32..39. */
+enum WeftTpFailure { WEFT_TP_FAIL_BARRIER = 1, WEFT_TP_FAIL_PEER_WAIT = 2, WEFT_TP_FAIL_STAGE_MISSING = 3 };
+
 /* ---- inter-node: command FIFO, proxy, transport (issue 6) ------------------------------------ */
 
 /* ---- baselines for benchmarks (dlopen'ed cuBLASLt, NCCL) ------------------------------------- */

@@ -141,6 +141,50 @@ std::string build() {
   FIELD(WeftGemmChoice, stages);
   FIELD(WeftGemmChoice, ctas);
 
+  // fused tensor-parallel ops over NVLink (issue 5)
+  STRUCT(WeftTpParams);
+  FIELD(WeftTpParams, size);
+  FIELD(WeftTpParams, version);
+  FIELD(WeftTpParams, op);
+  FIELD(WeftTpParams, flags);
+  FIELD(WeftTpParams, m);
+  FIELD(WeftTpParams, n);
+  FIELD(WeftTpParams, k);
+  FIELD(WeftTpParams, a);
+  FIELD(WeftTpParams, b);
+  FIELD(WeftTpParams, out);
+  FIELD(WeftTpParams, gathered);
+  FIELD(WeftTpParams, path);
+  FIELD(WeftTpParams, mover);
+  FIELD(WeftTpParams, comm_ctas);
+  FIELD(WeftTpParams, tile_n);
+  FIELD(WeftTpParams, group_m);
+  FIELD(WeftTpParams, reserved);
+  FIELD(WeftTpParams, workspace);
+  FIELD(WeftTpParams, workspace_bytes);
+  FIELD(WeftTpParams, stream);
+  STRUCT(WeftTpChoice);
+  FIELD(WeftTpChoice, size);
+  FIELD(WeftTpChoice, version);
+  FIELD(WeftTpChoice, path);
+  FIELD(WeftTpChoice, mover);
+  FIELD(WeftTpChoice, comm_ctas);
+  FIELD(WeftTpChoice, gemm_ctas);
+  FIELD(WeftTpChoice, tile_n);
+  FIELD(WeftTpChoice, group_m);
+  FIELD(WeftTpChoice, chunk_rows);
+  FIELD(WeftTpChoice, fused_available);
+  FIELD(WeftTpChoice, workspace_bytes);
+  FIELD(WeftTpChoice, predicted_fused_us);
+  FIELD(WeftTpChoice, predicted_sequential_us);
+  FIELD(WeftTpChoice, reason);
+  STRUCT(WeftTpLaunch);
+  FIELD(WeftTpLaunch, size);
+  FIELD(WeftTpLaunch, version);
+  FIELD(WeftTpLaunch, done);
+  FIELD(WeftTpLaunch, seq);
+  FIELD(WeftTpLaunch, arrivals);
+
   // inter-node: command FIFO, proxy, transport (issue 6)
 
   return l.end();

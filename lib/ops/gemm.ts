@@ -10,12 +10,12 @@
 // tensors and pass the logical size: gemm(a, b, out, { shape: { m, n, k } }) reads and writes only
 // the leading m x k, ... region of each tensor; elements outside it are left as they were.
 import { GemmChoice, GemmParams } from "../abi.ts";
+import { Completion, type FailureDescriber } from "../completion.ts";
 import type { DType } from "../dtype.ts";
-import { ArgumentError } from "../errors.ts";
+import { ArgumentError, TimeoutError, WeftError } from "../errors.ts";
 import { check, native } from "../native.ts";
 import { Stream } from "../stream.ts";
 import { Tensor } from "../tensor.ts";
-import { acquireCompletionSlot } from "./completion-word.ts";
 
 /** Engine configuration overrides; every field is optional and validated (validateGemmConfig). */
 export interface GemmConfig {
@@ -206,14 +206,14 @@ const paramsBuffer = GemmParams.alloc();
 
 /** Packs a validated plan into the shared WeftGemmParams buffer (valid until the next call). */
 export function packGemmParams(plan: GemmPlan, a: Tensor, b: Tensor, out: Tensor, stream: Stream | null | undefined,
-  completion?: { done: number; seq: bigint; arrivals: number }): Uint8Array {
+  completion?: { done: number; seq: number; arrivals: number }): Uint8Array {
   return GemmParams.write(paramsBuffer, {
     a: a.ptr, b: b.ptr, c: out.ptr,
     m: plan.m, n: plan.n, k: plan.k, lda: plan.lda, ldb: plan.ldb, ldc: plan.ldc,
     flags: plan.flags,
     tile_n: plan.config.tileN, cluster_m: plan.config.clusterM, cluster_n: plan.config.clusterN,
     group_m: plan.config.groupM, max_ctas: plan.config.maxCtas,
-    done: completion?.done ?? 0, seq: completion?.seq ?? 0n, arrivals: completion?.arrivals ?? 0,
+    done: completion?.done ?? 0, seq: completion?.seq ?? 0, arrivals: completion?.arrivals ?? 0,
     stream: stream ? stream.handle : 0,
   });
 }
@@ -228,19 +228,45 @@ export function gemmSync(a: Tensor, b: Tensor, out: Tensor, opts: GemmOptions = 
   return out;
 }
 
+// One Completion (lib/completion.ts) per device for standalone GEMMs: pinned words the kernel's last
+// CTA publishes into, polled by the process-wide ticker without FFI calls.
+const completions = new Map<number, Completion>();
+
+function completionFor(device: number): Completion {
+  let c = completions.get(device);
+  if (!c) completions.set(device, (c = Completion.create(device)));
+  return c;
+}
+
+const describeGemmFailure = (op: string): FailureDescriber => (reason) => {
+  const code = Number(reason & 0xffffffffn);
+  const stage = Number(reason >> 32n);
+  if (code === 1 || code === 2) {
+    const what = code === 1 ? "a shared-memory barrier wait timed out" : "a hook's signal wait timed out";
+    return new TimeoutError(`the kernel reported a failure: ${what} (stage ${stage})`, { code: "E_TIMEOUT", op });
+  }
+  return new WeftError(`the kernel reported a failure: code ${code} (stage ${stage})`, { code: "E_INTERNAL", op });
+};
+
 /** out = a · op(b); resolves with `out` once the kernel has finished. */
 export async function gemm(a: Tensor, b: Tensor, out: Tensor, opts: GemmOptions = {}): Promise<Tensor> {
   const op = "gemm";
   requireTensors(op, a, b, out);
   const plan = planGemm(a, b, out, opts, op);
-  const slot = acquireCompletionSlot(plan.device, op);
+  const completion = completionFor(plan.device);
+  const slot = completion.slot();
+  check(native().weft_gemm(packGemmParams(plan, a, b, out, opts.stream, slot)), op);
+  const done = completion.promise(slot.seq, op, describeGemmFailure(op));
+  const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const expired = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new TimeoutError(`no completion after ${timeoutMs} ms (launch ${slot.seq})`, { code: "E_TIMEOUT", op })), timeoutMs);
+  });
   try {
-    check(native().weft_gemm(packGemmParams(plan, a, b, out, opts.stream, slot)), op);
-  } catch (e) {
-    slot.release();
-    throw e;
+    await Promise.race([done, expired]);
+  } finally {
+    clearTimeout(timer);
   }
-  await slot.wait(op, opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
   return out;
 }
 

@@ -4,14 +4,18 @@
 namespace weft::gemm {
 
 __device__ inline bool RowSignalGate::wait(const TileCoord& t) const {
-  const uint64_t* word = signals + t.m0 / rows_per_signal;
+  const uint64_t* word = signals + (t.m0 - first_row) / rows_per_signal;
   return sys::wait_at_least(word, epoch, budget) == sys::WaitResult::kOk;
+}
+
+__device__ inline uint64_t* HalfTileFlagPublisher::flag(const TileCoord& t, int consumer) const {
+  return flags + (int64_t(t.m0 / 64) + consumer) * tiles_n + t.tile_n;
 }
 
 __device__ inline void HalfTileFlagPublisher::publish(const TileCoord& t, int consumer) const {
   // The caller's data is complete and fenced (after_tile_stored's guarantee); the release store
   // orders it before the flag for any reader that acquires the flag.
-  sys::signal_store(flags + (int64_t(t.m0 / 64) + consumer) * tiles_n + t.tile_n, epoch);
+  sys::signal_store(flag(t, consumer), epoch);
 }
 
 }  // namespace weft::gemm

@@ -1,0 +1,319 @@
+// tp.ts — the fused tensor-parallel ops against their baselines, all in this process over the same
+// two GPUs, in the same run (DESIGN.md "Benchmarks"):
+//
+//   bun bench/tp.ts [--only ag,rs,ar] [--samples N]      (needs >= 2 GPUs; TORCH_TP_JSON=path adds torch)
+//
+// Per op and shape (M, N, K), W = 2, bf16, b [K, n] / [k, N] (torch's layout):
+//   ours          comm.allGatherGemm / gemmReduceScatter / gemmAllReduce, the path the cost model picks
+//   own GEMM      the same local GEMM (gemmSync) with no communication: the compute-only limit
+//   cuBLAS+NCCL   cuBLASLt GEMM and NCCL collective in sequence on each GPU's stream (dlopen'ed)
+//   torch         bench/peers/torch_tp.py, run with torchrun in the same device session (its JSON)
+// plus, for bench/NOTES-tp.md, variants that leave one stage out or swap it: our sequential path,
+// our fused path when the cost model picked the other one, all-gather's CTA mover, and our
+// collective alone (the communication without the GEMM).
+//
+// Timing: tinybench tasks whose overriddenDuration is CUDA-event time of a back-to-back loop (enough
+// launches for ~1 ms, so the host's launch skew between the two GPUs is amortised), the slower rank
+// counts. Variants alternate in rounds (the card's clocks drift under its power cap) and their
+// samples are pooled: the median of >= 20. Every variant's output is compared with cuBLAS+NCCL's.
+// Writes bench/results/tp.json and tp.md (and copies them to $OUT when set).
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+
+import { Bench } from "tinybench";
+
+import { NcclGroup, ncclVersion, type NcclKind } from "../lib/baseline/nccl.ts";
+import { cublasLtAvailable, cublasLtGemmSync } from "../lib/baselines/cublaslt.ts";
+import { Communicator } from "../lib/comm.ts";
+import { deviceCount, deviceInfo } from "../lib/device.ts";
+import { check, native } from "../lib/native.ts";
+import { gemmSync } from "../lib/ops/gemm.ts";
+import "../lib/ops/tp.ts";  // adds comm.allGatherGemm & co. to Communicator
+import type { TpConfig, TpOp, TpPlan } from "../lib/ops/tp.ts";
+import { Event, Stream } from "../lib/stream.ts";
+import { Tensor } from "../lib/tensor.ts";
+
+const args = process.argv.slice(2);
+const only = args.includes("--only") ? args[args.indexOf("--only") + 1]!.split(",") : ["ag", "rs", "ar"];
+const SAMPLES = Number(args.includes("--samples") ? args[args.indexOf("--samples") + 1] : 20);
+const ROUNDS = 4;
+
+if (deviceCount() < 2) {
+  console.error(`bench/tp.ts needs 2 GPUs; this machine has ${deviceCount()}`);
+  process.exit(1);
+}
+const devices = [0, 1];
+const W = devices.length;
+const comms = await Communicator.local({ devices, heapBytes: 6 * 2 ** 30 });
+const cublas = cublasLtAvailable();
+const nccl = ncclVersion() > 0 ? NcclGroup.create(devices) : undefined;
+const ncclStreams = devices.map((d) => Stream.create(d));
+const events = devices.map((d) => [Event.create(d), Event.create(d)] as const);
+const dev = deviceInfo(0);
+console.log(`${W} x ${dev.name} (${dev.smCount} SMs); cuBLASLt: ${cublas.available ? cublas.detail : "missing"}; NCCL ${ncclVersion() || "missing"}`);
+
+const SHAPES: [number, number, number][] = [
+  [1024, 8192, 8192], [4096, 8192, 8192], [8192, 8192, 8192], [16384, 8192, 8192],
+  [8192, 28672, 8192], [8192, 8192, 28672], [4096, 14336, 4096],
+];
+const DECODE: [number, number, number][] = [[16, 8192, 8192], [128, 8192, 8192], [512, 8192, 8192]];
+const OPS: { key: string; op: TpOp; torch: string; title: string }[] = [
+  { key: "ag", op: "allGatherGemm", torch: "ag_gemm", title: "AllGather + GEMM (column parallel): out [M, N/W] = allgather(a [M/W, K]) · b [K, N/W]" },
+  { key: "rs", op: "gemmReduceScatter", torch: "gemm_rs", title: "GEMM + ReduceScatter (row parallel): out [M/W, N] = my rows of Σ a [M, K/W] · b [K/W, N]" },
+  { key: "ar", op: "gemmAllReduce", torch: "gemm_ar", title: "GEMM + AllReduce: out [M, N] = Σ a [M, K/W] · b [K/W, N]" },
+];
+
+// ---- torch's numbers (same device session, bench/peers/torch_tp.py) -----------------------------------------
+interface TorchRow { op: string; M: number; N: number; K: number; variant: string; ms: number }
+const torchPath = process.env.TORCH_TP_JSON;
+// torch_tp.py writes {"torch": version, "nccl": ..., "device": ..., "rows": [...]}.
+const torch: { torch?: string; rows: TorchRow[] } = torchPath && existsSync(torchPath) ? JSON.parse(readFileSync(torchPath, "utf8")) : { rows: [] };
+if (torchPath && torch.rows.length === 0) console.log(`torch results missing or empty at ${torchPath}`);
+
+function torchFor(op: string, [M, N, K]: [number, number, number]): { ms: number; variant: string } | undefined {
+  const rows = torch.rows.filter((r) => r.op === op && r.M === M && r.N === N && r.K === K);
+  const fused = rows.find((r) => r.variant === "torch_symm_mem_fused");
+  if (fused) return { ms: fused.ms, variant: fused.variant };
+  if (op !== "gemm_ar") return undefined;
+  // torch has no fused GEMM + all-reduce: its best matmul + all-reduce (NCCL or SymmetricMemory).
+  const best = [...rows].sort((a, b) => a.ms - b.ms)[0];
+  return best ? { ms: best.ms, variant: best.variant } : undefined;
+}
+
+// ---- timing -------------------------------------------------------------------------------------------------
+/** ms per launch of `issue` (every rank), the slower rank, over a loop of `iters` launches. */
+function loopMs(issue: () => void, streams: Stream[], iters: number): number {
+  streams.forEach((s, r) => events[r]![0].record(s));
+  for (let i = 0; i < iters; i++) issue();
+  streams.forEach((s, r) => events[r]![1].record(s));
+  events.forEach(([, e]) => e.synchronize());
+  return Math.max(...events.map(([a, b]) => b.elapsedSince(a))) / iters;
+}
+
+interface Variant {
+  name: string;
+  issue: () => void;
+  streams: Stream[];
+  /** Compared with the baseline's output after timing (rel error), when set. */
+  output?: Tensor[];
+  iters?: number;
+  samples: number[];
+}
+
+function measureAll(variants: Variant[]): void {
+  for (const v of variants) {
+    v.issue();
+    const once = loopMs(v.issue, v.streams, 1);
+    v.iters = Math.max(1, Math.min(50, Math.ceil(1.0 / Math.max(once, 1e-3))));
+  }
+  const perRound = Math.ceil(SAMPLES / ROUNDS);
+  for (let round = 0; round < ROUNDS; round++) {
+    for (const v of variants) {
+      const bench = new Bench({ iterations: perRound, time: 0, warmupIterations: 1, warmupTime: 0, retainSamples: true });
+      bench.add(v.name, () => ({ overriddenDuration: loopMs(v.issue, v.streams, v.iters!) }));
+      bench.runSync();
+      const r = bench.tasks[0]!.result;
+      if (r.state !== "completed") throw new Error(`${v.name}: ${r.state} ${"error" in r ? String(r.error) : ""}`);
+      v.samples.push(...(r.latency.samples ?? []));
+    }
+  }
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)]!;
+}
+
+const scratch = devices.map((d) => Tensor.empty([6], "f32", { device: d }));
+function relError(x: Tensor, ref: Tensor, r: number): number {
+  check(native().weft_diff_norms(x.ptr, 0, ref.ptr, 0, x.numel, scratch[r]!.ptr, null), "relError");
+  const d = new Float64Array((scratch[r]!.download() as Float32Array).buffer, 0, 3);
+  return d[2]! > 0 ? NaN : Math.sqrt(d[0]!) / Math.sqrt(d[1]!);
+}
+
+// ---- one op at one shape ------------------------------------------------------------------------------------
+interface Row {
+  op: TpOp;
+  M: number; N: number; K: number;
+  ours: { ms: number; path: string; tileN: number; mover: string; predictedFusedUs: number; predictedSequentialUs: number };
+  gemmOnly: number;
+  cublasNccl?: number;
+  torch?: { ms: number; variant: string };
+  variants: Record<string, { ms: number; min: number; max: number; samples: number; relVsBaseline?: number }>;
+}
+
+function runShape(op: TpOp, torchOp: string, shape: [number, number, number]): Row {
+  const [M, N, K] = shape;
+  const ag = op === "allGatherGemm";
+  const n = ag ? N / W : N;
+  const k = ag ? K : K / W;
+  const mShard = Math.ceil(M / W);
+  const owned: { dispose(): void }[] = [];
+  const keep = <T extends { dispose(): void }>(t: T): T => (owned.push(t), t);
+  try {
+    const a = comms.map((c) => keep(Tensor.empty(ag ? [mShard, k] : [M, k], "bf16", { device: c.device }).fillRandom(11 + c.rank)));
+    const b = comms.map((c) => keep(Tensor.empty([k, n], "bf16", { device: c.device }).fillRandom(23 + c.rank)));
+    const outRows = op === "gemmReduceScatter" ? mShard : M;
+    const out = comms.map((c) => keep(ag ? Tensor.empty([M, n], "bf16", { device: c.device }) : c.empty([outRows, n], "bf16")));
+    const args = (r: number, config: TpConfig) => ({ a: a[r]!, b: b[r]!, out: out[r]!, config });
+    const make = (config: TpConfig): TpPlan[] => comms.map((c, r) => keep(
+      op === "allGatherGemm" ? c.allGatherGemm(args(r, config)) : op === "gemmReduceScatter" ? c.gemmReduceScatter(args(r, config)) : c.gemmAllReduce(args(r, config))));
+    const launchAll = (plans: TpPlan[]) => () => {
+      for (const p of plans) p.launch();
+    };
+    const streams = comms.map((c) => c.stream);
+
+    const auto = make({});
+    const variants: Variant[] = [{ name: "ours", issue: launchAll(auto), streams, output: out, samples: [] }];
+    const choice = auto[0]!.choice;
+    const other: TpConfig | undefined = choice.path === "fused" ? { path: "sequential" } : choice.fusedAvailable ? { path: "fused" } : undefined;
+    const outOther = other ? comms.map((c, r) => keep(ag ? Tensor.empty([M, n], "bf16", { device: c.device }) : c.empty([outRows, n], "bf16"))) : [];
+    if (other) {
+      const plans = comms.map((c, r) => keep(op === "allGatherGemm" ? c.allGatherGemm({ ...args(r, other), out: outOther[r]! })
+        : op === "gemmReduceScatter" ? c.gemmReduceScatter({ ...args(r, other), out: outOther[r]! }) : c.gemmAllReduce({ ...args(r, other), out: outOther[r]! })));
+      variants.push({ name: `ours ${other.path}`, issue: launchAll(plans), streams, output: outOther, samples: [] });
+    }
+    if (ag && choice.fusedAvailable) {
+      const mover = choice.mover === "ctas" ? "copyEngine" : "ctas";
+      const plans = make({ path: "fused", mover });
+      variants.push({ name: `ours fused ${mover}`, issue: launchAll(plans), streams, output: out, samples: [] });
+    }
+
+    // Own GEMM only: the local problem with no communication.
+    const gA = comms.map((c, r) => (ag ? keep(Tensor.empty([M, k], "bf16", { device: c.device }).fillRandom(31 + r)) : a[r]!));
+    const gOut = comms.map((c) => keep(Tensor.empty([M, n], "bf16", { device: c.device })));
+    variants.push({
+      name: "own GEMM only", streams, samples: [],
+      issue: () => comms.forEach((c, r) => gemmSync(gA[r]!, b[r]!, gOut[r]!, { stream: c.stream })),
+    });
+
+    // Our collective alone (the communication without the GEMM).
+    const kind: NcclKind = ag ? "allGather" : op === "gemmReduceScatter" ? "reduceScatter" : "allReduce";
+    const collIn = comms.map((c, r) => (ag ? a[r]! : keep(c.empty([M, n], "bf16").fillRandom(41 + r))));
+    const collOut = comms.map((c) => (ag ? keep(c.empty([M, k], "bf16")) : kind === "reduceScatter" ? keep(Tensor.empty([mShard, n], "bf16", { device: c.device })) : undefined));
+    const coll = comms.map((c, r) => kind === "allGather" ? c.prepare.allGather(collIn[r]!, collOut[r]!)
+      : kind === "reduceScatter" ? c.prepare.reduceScatter(collIn[r]!, collOut[r]!) : c.prepare.allReduce(collIn[r]!));
+    variants.push({ name: "our collective only", streams, samples: [], issue: () => coll.forEach((p) => p.launch()) });
+
+    // cuBLASLt + NCCL in sequence (the unfused baseline), on each GPU's own stream.
+    let baseline: Tensor[] | undefined;
+    if (cublas.available && nccl) {
+      const bOut = comms.map((c) => keep(Tensor.empty([outRows, n], "bf16", { device: c.device })));
+      baseline = bOut;
+      if (ag) {
+        const gathered = comms.map((c) => keep(Tensor.empty([M, k], "bf16", { device: c.device })));
+        const gather = nccl.prepare("allGather", a, gathered, ncclStreams, { count: mShard * k });
+        variants.push({
+          name: "cuBLAS+NCCL", streams: ncclStreams, samples: [],
+          issue: () => {
+            gather();
+            comms.forEach((c, r) => cublasLtGemmSync(gathered[r]!, b[r]!, bOut[r]!, { stream: ncclStreams[r]! }));
+          },
+        });
+      } else {
+        const partial = comms.map((c) => keep(Tensor.empty([M, n], "bf16", { device: c.device })));
+        const collective = op === "gemmReduceScatter"
+          ? nccl.prepare("reduceScatter", partial, bOut, ncclStreams, { count: mShard * n })
+          : nccl.prepare("allReduce", partial, bOut, ncclStreams, { count: M * n });
+        variants.push({
+          name: "cuBLAS+NCCL", streams: ncclStreams, samples: [],
+          issue: () => {
+            comms.forEach((c, r) => cublasLtGemmSync(a[r]!, b[r]!, partial[r]!, { stream: ncclStreams[r]! }));
+            collective();
+          },
+        });
+      }
+    }
+
+    measureAll(variants);
+    const row: Row = {
+      op, M, N, K,
+      ours: { ms: 0, path: choice.path, tileN: choice.tileN, mover: choice.mover, predictedFusedUs: choice.predictedFusedUs, predictedSequentialUs: choice.predictedSequentialUs },
+      gemmOnly: 0, variants: {},
+    };
+    for (const v of variants) {
+      const s = [...v.samples].sort((x, y) => x - y);
+      const entry: Row["variants"][string] = { ms: median(s), min: s[0]!, max: s.at(-1)!, samples: s.length };
+      if (v.output && baseline) {
+        ncclStreams.forEach((s) => s.synchronize());
+        comms.forEach((c) => c.stream.synchronize());
+        entry.relVsBaseline = Math.max(...v.output.map((o, r) => relError(o, baseline![r]!, r)));
+      }
+      row.variants[v.name] = entry;
+    }
+    row.ours.ms = row.variants["ours"]!.ms;
+    row.gemmOnly = row.variants["own GEMM only"]!.ms;
+    row.cublasNccl = row.variants["cuBLAS+NCCL"]?.ms;
+    row.torch = torchFor(torchOp, shape);
+    const bar = Math.min(row.cublasNccl ?? Infinity, row.torch?.ms ?? Infinity);
+    console.log(`${op.padEnd(17)} (${M}, ${N}, ${K})  ours ${row.ours.ms.toFixed(4)} ms [${choice.path}${choice.path === "fused" ? ` ${choice.tileN} ${choice.mover}` : ""}]` +
+      `  GEMM ${row.gemmOnly.toFixed(4)}  cuBLAS+NCCL ${row.cublasNccl?.toFixed(4) ?? "-"}  torch ${row.torch?.ms.toFixed(4) ?? "-"}` +
+      `  x${(row.ours.ms / bar).toFixed(3)} of best  x${(row.ours.ms / row.gemmOnly).toFixed(3)} of GEMM` +
+      `  | ${Object.entries(row.variants).filter(([k2]) => !["ours", "own GEMM only", "cuBLAS+NCCL"].includes(k2)).map(([k2, v]) => `${k2} ${v.ms.toFixed(4)}`).join(", ")}` +
+      `  rel ${row.variants["ours"]!.relVsBaseline?.toExponential(1) ?? "-"}`);
+    return row;
+  } finally {
+    for (const t of owned.reverse()) t.dispose();
+  }
+}
+
+// ---- tables (rewritten after every row, so that a run cut short still leaves its results) ----------------------
+function emit(final: boolean): void {
+  const f = (x: number | undefined, d = 3) => (x === undefined ? "-" : x.toFixed(d));
+  const md: string[] = [
+    `# Fused tensor-parallel ops (${W} x ${dev.name}, ${dev.smCount} SMs)`,
+    "",
+    `bf16, b [K, n] layout, random data. Median of ${SAMPLES} CUDA-event samples per column (each a back-to-back loop of ~1 ms, slower rank), ` +
+    `variants alternating in ${ROUNDS} rounds. cuBLAS+NCCL: cuBLASLt ${cublas.available ? "" : "(missing) "}and NCCL ${ncclVersion() || "(missing)"} in this process. ` +
+    `torch: ${torch.torch ? `torch ${torch.torch}, bench/peers/torch_tp.py under torchrun in the same device session` : "not run"}. ` +
+    "best = min(cuBLAS+NCCL, torch); ours/best <= 1 means ours is faster. GEMM+AR has no fused op in torch: its column is its best matmul + all-reduce.",
+    "",
+  ];
+  for (const o of OPS) {
+    const rs = rows.filter((r) => r.op === o.op);
+    if (rs.length === 0) continue;
+    md.push(`## ${o.title}`, "", "| M, N, K | ours ms | path | own GEMM ms | ours / GEMM | cuBLAS+NCCL ms | torch ms | ours / best | our sequential ms | our collective alone ms |",
+      "|---|---|---|---|---|---|---|---|---|---|");
+    for (const r of rs) {
+      const best = Math.min(r.cublasNccl ?? Infinity, r.torch?.ms ?? Infinity);
+      const seq = r.ours.path === "sequential" ? r.ours.ms : r.variants["ours sequential"]?.ms;
+      md.push(`| ${r.M}, ${r.N}, ${r.K} | ${f(r.ours.ms, 4)} | ${r.ours.path}${r.ours.path === "fused" ? ` ${r.ours.tileN}${r.ours.mover !== "none" ? ` ${r.ours.mover}` : ""}` : ""} | ` +
+        `${f(r.gemmOnly, 4)} | ${f(r.ours.ms / r.gemmOnly)} | ${f(r.cublasNccl, 4)} | ${f(r.torch?.ms, 4)} | ${Number.isFinite(best) ? f(r.ours.ms / best) : "-"} | ` +
+        `${f(seq, 4)} | ${f(r.variants["our collective only"]?.ms, 4)} |`);
+    }
+    md.push("");
+  }
+  md.push("Other variants per shape (ms; rel = ‖ours − cuBLAS+NCCL‖ / ‖cuBLAS+NCCL‖):", "");
+  for (const r of rows) {
+    md.push(`- ${r.op} (${r.M}, ${r.N}, ${r.K}): ` + Object.entries(r.variants).map(([k2, v]) => `${k2} ${f(v.ms, 4)}${v.relVsBaseline !== undefined ? ` (rel ${v.relVsBaseline.toExponential(1)})` : ""}`).join("; ") +
+      `; predicted fused ${f(r.ours.predictedFusedUs / 1000, 4)}, sequential ${f(r.ours.predictedSequentialUs / 1000, 4)}`);
+  }
+  md.push("");
+
+  const text = md.join("\n");
+  const json = JSON.stringify({ device: dev.name, sms: dev.smCount, world: W, nccl: ncclVersion(), cublas: cublas.detail, torch: torch.torch ?? null,
+    samples: SAMPLES, rounds: ROUNDS, date: new Date().toISOString(), rows }, null, 1);
+  const dir = join(import.meta.dir, "results");
+  mkdirSync(dir, { recursive: true });
+  writeFileSync(join(dir, "tp.json"), json);
+  writeFileSync(join(dir, "tp.md"), text);
+  if (process.env.OUT) {
+    writeFileSync(join(process.env.OUT, "tp.json"), json);
+    writeFileSync(join(process.env.OUT, "tp.md"), text);
+  }
+  if (final) console.log("\n" + text);
+}
+
+// ---- run ------------------------------------------------------------------------------------------------------
+const rows: Row[] = [];
+for (const o of OPS) {
+  if (!only.includes(o.key)) continue;
+  for (const shape of o.op === "gemmAllReduce" ? [...SHAPES, ...DECODE] : SHAPES) {
+    rows.push(runShape(o.op, o.torch, shape));
+    emit(false);
+  }
+}
+emit(true);
+
+nccl?.dispose();
+await Communicator.disposeAll(comms);

@@ -1,0 +1,185 @@
+// all_gather_gemm.cu — column-parallel GEMM: out [M, n] = allgather(a) · b as one persistent kernel.
+//
+// Params: WeftTpParams (weft.h) is the argument pack the C ABI passes by pointer; ffi/src/tp turns
+// it into AgLaunch (fused.h) once per plan. Each rank owns m_shard rows of A.
+//
+// Data movement, chunk by chunk (chunk_rows rows, one epoch flag each):
+//   - copy-engine mover (comm_ctas = 0): the host enqueued, on side streams, a peer copy of every
+//     chunk of this rank's rows into every peer's landing buffer, each followed by a stream write of
+//     flags[dest][chunk] in this rank's memory. No SM is spent on moving.
+//   - CTA mover (comm_ctas > 0): CTAs [0, comm_ctas) copy the chunks with 16-byte stores into the
+//     peers' landing buffers, then publish the same flags with st.release.sys.
+// GEMM CTAs compute this rank's own rows first (A straight from `a`, nothing to wait for), then the
+// peers' rows in the order the chunks arrive; before a remote tile's first load the producer waits
+// for that chunk's flag in the writer's memory (RowSignalGate) and fences the async proxy.
+//
+// Landing buffers are double-buffered by epoch parity: rank r writes rank p's slot e % 2 during
+// launch e only after r's launch e-1 has finished, and that launch waited for p's chunks of e-1,
+// which p sent only after its launch e-2 had finished reading slot e % 2.
+#include "collectives/move.cuh"
+#include "fused/fused.h"
+#include "fused/launch.cuh"
+#include "gemm/kernel.cuh"
+
+namespace weft::fused {
+
+namespace {
+
+using Params = WeftTpParams;  // what the C ABI passes (weft.h); see ffi/src/tp
+
+template <int TileN, bool BNMajor>
+struct Config {
+  using Gemm = gemm::Config<TileN, 1, 1, BNMajor, false>;
+  static constexpr int kThreads = Gemm::kThreads;
+};
+
+// Tile order: this rank's tile rows, then the peers' tile rows chunk by chunk (chunk c of every peer
+// before chunk c + 1), each in grouped bands that never straddle a chunk.
+template <class Cfg>
+class AgScheduler {
+ public:
+  __device__ AgScheduler(const gemm::Problem& p, const AgState& s, uint32_t)
+      : tiles_n_((p.n + Cfg::kTileN - 1) / Cfg::kTileN),
+        shard_tiles_(s.m_shard / Cfg::kTileM),
+        chunk_tiles_(s.chunk_rows / Cfg::kTileM),
+        group_(s.group_m),
+        rank_(s.rank),
+        world_(s.world),
+        unit_(static_cast<int32_t>(blockIdx.x) - s.comm_ctas),
+        stride_(static_cast<int32_t>(gridDim.x) - s.comm_ctas) {
+    units_ = world_ * shard_tiles_ * tiles_n_;
+  }
+
+  __device__ bool next(gemm::TileCoord& t) {
+    if (unit_ >= units_) return false;
+    const int32_t per_band = group_ * tiles_n_;
+    const int32_t band = unit_ / per_band;
+    const int32_t local = unit_ - band * per_band;
+    int32_t v = band * group_ + local % group_;  // virtual tile row
+    t.tile_n = local / group_;
+    if (v < shard_tiles_) {
+      t.tile_m = rank_ * shard_tiles_ + v;
+    } else {
+      v -= shard_tiles_;
+      const int32_t per_chunk = chunk_tiles_ * (world_ - 1);
+      const int32_t chunk = v / per_chunk;
+      const int32_t rest = v - chunk * per_chunk;
+      const int32_t src = (rank_ + 1 + rest / chunk_tiles_) % world_;
+      t.tile_m = src * shard_tiles_ + chunk * chunk_tiles_ + rest % chunk_tiles_;
+    }
+    t.m0 = t.tile_m * Cfg::kTileM;
+    t.n0 = t.tile_n * Cfg::kTileN;
+    t.k_begin = 0;
+    t.k_blocks = -1;
+    unit_ += stride_;
+    return true;
+  }
+
+ private:
+  int32_t tiles_n_, shard_tiles_, chunk_tiles_, group_, rank_, world_, unit_, stride_, units_;
+};
+
+struct AgHooks : gemm::DefaultHooks {
+  using State = AgState;
+  // The last chunk seen complete: the next tiles of the same chunk need no poll.
+  struct ProducerState {
+    int32_t src = -1;
+    int32_t chunk = -1;
+  };
+  template <class Cfg>
+  using Scheduler = AgScheduler<Cfg>;
+
+  static __device__ __forceinline__ const CUtensorMap* a_map(const State& s, const gemm::TileCoord& t, int32_t& row) {
+    if (t.m0 / s.m_shard != s.rank) return nullptr;  // the landing buffer, at the tile's own row
+    row = t.m0 - s.rank * s.m_shard;
+    return &s.a_local;
+  }
+
+  static __device__ __forceinline__ bool before_tile_loads(const State& s, ProducerState& ps, const gemm::TileCoord& t) {
+    const int32_t src = t.m0 / s.m_shard;
+    if (src == s.rank) return true;
+    const int32_t chunk = (t.m0 - src * s.m_shard) / s.chunk_rows;
+    if (src == ps.src && chunk == ps.chunk) return true;
+    const gemm::RowSignalGate gate{s.flags[src] + int64_t(s.rank) * s.chunks, s.epoch, src * s.m_shard, s.chunk_rows,
+                                   sys::WaitBudget{s.timeout_ns, nullptr}};
+    const bool ok = gate.wait(t);
+    // The chunk was written by another agent (a copy engine or a peer's stores); TMA reads it next.
+    cta::fence_proxy_async_global();
+    ps.src = src;
+    ps.chunk = chunk;
+    return ok;
+  }
+
+  static __device__ bool before_finish(const State& s) {
+    if (!s.wait_outgoing) return true;
+    // Copy-engine mover: this rank's copies read `a`; the launch may complete (and the caller
+    // reuse `a`) only once the last chunk to every peer has landed (the stream writes in order).
+    const sys::WaitBudget budget{s.timeout_ns, nullptr};
+    for (int32_t q = 0; q < s.world; ++q) {
+      if (q == s.rank) continue;
+      const uint64_t* last = s.flags[s.rank] + int64_t(q) * s.chunks + (s.chunks - 1);
+      if (sys::wait_at_least(last, s.epoch, budget) != sys::WaitResult::kOk) return false;
+    }
+    return true;
+  }
+};
+
+// CTA mover: CTA i of comm_ctas sends items i, i + comm_ctas, ... (item = chunk x peer, chunk-major,
+// so every peer gets chunk 0 before anyone's chunk 1), 16-byte vectors, 8 in flight per thread.
+__device__ inline void push_rows(const AgState& s) {
+  const int32_t peers = s.world - 1;
+  const int32_t items = s.chunks * peers;
+  const uint64_t chunk_bytes = uint64_t(s.chunk_rows) * uint64_t(s.row_bytes);
+  for (int32_t i = blockIdx.x; i < items; i += s.comm_ctas) {
+    const int32_t chunk = i / peers;
+    const int32_t dest = (s.rank + 1 + i % peers) % s.world;
+    const char* src = s.a + uint64_t(chunk) * chunk_bytes;
+    char* dst = s.landing[dest] + (uint64_t(s.rank) * uint64_t(s.m_shard) * uint64_t(s.row_bytes)) +
+                uint64_t(chunk) * chunk_bytes;
+    coll::copy_out(src, [&](uint32_t) { return dst; }, 1, chunk_bytes, coll::cta_workers());
+    __syncthreads();
+    // st.release.sys is cumulative through the barrier: every thread's stores to the peer are
+    // ordered before the flag the peer acquires.
+    if (threadIdx.x == 0) sys::signal_store(s.flags[s.rank] + int64_t(dest) * s.chunks + chunk, s.epoch);
+  }
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    all_gather_gemm_kernel(const __grid_constant__ gemm::KernelParams<AgState> p) {
+  if (blockIdx.x < static_cast<uint32_t>(p.hooks.comm_ctas)) {
+    push_rows(p.hooks);
+    __syncthreads();
+    cta::finish(p.completion);
+    return;
+  }
+  gemm::engine_cta<typename Cfg::Gemm, AgHooks>(p);
+}
+
+template <int TileN, bool BNMajor>
+cudaError_t launch_config(const AgLaunch& l) {
+  using Cfg = Config<TileN, BNMajor>;
+  gemm::KernelParams<AgState> p{};
+  p.a = l.landing;
+  p.b = l.b;
+  p.c = l.c;
+  p.problem = gemm::Problem{l.m, l.n, l.k, l.state.group_m};
+  p.tail = gemm::OutputTail{nullptr, l.n, l.n};  // the planner requires n to fill whole 16-byte chunks
+  p.completion = Completion{l.completion.done, l.completion.seq, l.completion.arrivals};
+  p.hooks = l.state;
+  return launch_persistent<typename Cfg::Gemm, all_gather_gemm_kernel<Cfg>>(p, l.state.comm_ctas + l.gemm_ctas, l.stream);
+}
+
+}  // namespace
+
+bool all_gather_gemm_supported(int tile_n) { return tile_n == 128 || tile_n == 256; }
+
+cudaError_t launch_all_gather_gemm(const AgLaunch& l) {
+  switch (l.tile_n) {
+    case 256: return l.b_n_major ? launch_config<256, true>(l) : launch_config<256, false>(l);
+    case 128: return l.b_n_major ? launch_config<128, true>(l) : launch_config<128, false>(l);
+    default: return cudaErrorInvalidConfiguration;
+  }
+}
+
+}  // namespace weft::fused

@@ -1,0 +1,111 @@
+// fused.h — the host-side face of the fused tensor-parallel kernels (cuda/fused/*.cu), included by
+// ffi/src/tp (plain C++, no device code). Each op's hook State below is the plain data its kernel
+// reads; ffi/src/tp builds it once per plan from WeftTpParams (weft.h) and patches the epoch per
+// launch. Addresses of other ranks are as this process maps them (peer arenas, see lib/comm.ts).
+//
+// Signals (all epoch-tagged u64, written with st.release.sys or a stream memory write, read with
+// ld.acquire.sys; values only grow, nothing is ever reset):
+//   all-gather  flags[dest][chunk] in the WRITER's memory: "chunk `chunk` of my rows has landed in
+//               rank dest's landing buffer". The reader polls the writer's word over NVLink, so the
+//               copy engine can write it with cuStreamWriteValue64 to local memory.
+//   reduce-scatter / all-reduce (the "owner" scheme, gemm_scatter.cuh)
+//               stored[half-tile] in every non-owner's memory: "the owner has stored this 64-row
+//               half-tile into every destination";
+//               done[rank][cta] in every rank's memory: "CTA cta of rank has finished adding";
+//               entered[rank] (all-reduce): "rank has started this launch".
+#pragma once
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "gemm/gemm.h"
+#include "weft.h"
+
+namespace weft::fused {
+
+// The fused kernels keep one tensor map or pointer per rank in kernel parameters.
+constexpr int kMaxRanks = 8;
+
+// ---- all-gather + GEMM (all_gather_gemm.cu) ------------------------------------------------------
+
+struct AgState {
+  CUtensorMap a_local;             // this rank's rows [m_shard, k]: local tiles read A straight from here
+  uint64_t* flags[kMaxRanks];      // flags[q]: rank q's [world][chunks] arrival flags, as mapped here
+  char* landing[kMaxRanks];        // landing[q]: rank q's landing slot of this launch's parity, [world * m_shard, k]
+  const char* a;                   // this rank's rows (source of the CTA mover)
+  uint64_t epoch;
+  uint64_t timeout_ns;
+  int32_t rank, world;
+  int32_t m_shard;      // rows per rank, a multiple of 128
+  int32_t chunk_rows;   // rows per arrival flag, a multiple of 128 dividing m_shard
+  int32_t chunks;       // m_shard / chunk_rows
+  int32_t comm_ctas;    // CTAs [0, comm_ctas) move data; 0: the copy engines do
+  int32_t group_m;      // band height in tile rows, dividing chunk_rows / 128
+  int32_t row_bytes;    // k * 2
+  int32_t wait_outgoing;  // copy-engine mover: finish only after this rank's own copies have landed
+};
+
+struct AgLaunch {
+  CUtensorMap landing;  // KernelParams::a: this rank's landing slot (remote tiles)
+  CUtensorMap b, c;
+  AgState state;
+  int32_t m, n, k;
+  int32_t tile_n;
+  bool b_n_major;
+  int32_t gemm_ctas;
+  gemm::CompletionWords completion;
+  cudaStream_t stream;
+};
+
+cudaError_t launch_all_gather_gemm(const AgLaunch& l);
+bool all_gather_gemm_supported(int tile_n);
+
+// ---- GEMM + reduce-scatter / all-reduce (gemm_reduce_scatter.cu, gemm_all_reduce.cu) --------------
+
+struct ScatterState {
+  CUtensorMap out[kMaxRanks];    // out[q]: rank q's output as mapped here
+  uint64_t* stored[kMaxRanks];   // stored[q]: rank q's half-tile flags [tiles_m * 2][tiles_n]
+  uint64_t* done[kMaxRanks];     // done[q]: rank q's [world][ctas] finish flags
+  uint64_t* entered[kMaxRanks];  // entered[q]: rank q's [world] entry flags (all-reduce)
+  uint64_t epoch;
+  uint64_t timeout_ns;
+  int32_t rank, world;
+  int32_t all_reduce;   // 0: each tile goes to its owner's out only (rows offset by owner * m_shard)
+  int32_t shard_tiles;  // tile rows per owner (ownership by row shard); 0: tile (linear index) mod world
+  int32_t tiles_m, tiles_n;
+  int32_t group_m;      // band height in tile rows (row ownership), dividing shard_tiles
+  int32_t m_shard;      // rows per rank (reduce-scatter)
+};
+
+struct ScatterLaunch {
+  CUtensorMap a, b;
+  ScatterState state;
+  int32_t m, n, k;
+  int32_t tile_n;
+  bool b_n_major;
+  int32_t ctas;
+  gemm::CompletionWords completion;
+  cudaStream_t stream;
+};
+
+cudaError_t launch_gemm_reduce_scatter(const ScatterLaunch& l);
+cudaError_t launch_gemm_all_reduce(const ScatterLaunch& l);
+bool gemm_reduce_scatter_supported(int tile_n);
+bool gemm_all_reduce_supported(int tile_n);
+
+// ---- completion of a launch sequence (publish.cu) -------------------------------------------------
+
+// Publishes `completion` once the stream reaches it, carrying over the outcome of an earlier kernel
+// of the same launch that reported into `scratch` (2 host-mapped words, device alias): failed if it
+// failed, or if it never published `scratch_seq` (reason WEFT_TP_FAIL_STAGE_MISSING).
+cudaError_t launch_publish(const uint64_t* scratch, uint64_t scratch_seq, const gemm::CompletionWords& completion,
+                           cudaStream_t stream);
+// Loads the publisher's module now (see preload() in ffi/src/tp/plan.cpp).
+cudaError_t preload_publish();
+
+// The launch functions above with zero CTAs (AgLaunch::gemm_ctas and state.comm_ctas, or
+// ScatterLaunch::ctas) only load and configure the kernel, launching nothing.
+
+}  // namespace weft::fused

@@ -1,0 +1,36 @@
+// gemm_all_reduce.cu — out [m, n] on every rank = the sum over ranks of a_q · b_q, as one persistent
+// kernel (the owner scheme of gemm_scatter.cuh with every rank's out as a destination: the owner of
+// a tile stores its partial into every rank's out, the other ranks add theirs into every rank's
+// out). At large M that is the reduce-scatter scheme plus a broadcast of each owned tile, folded into
+// the same stores; at decode sizes (m = 16 .. 512) ownership goes by tile index, every rank computes
+// every tile once, and the reduction costs one store, one flag and one add per tile after the math.
+//
+// Params: WeftTpParams (weft.h) is the argument pack the C ABI passes by pointer; ffi/src/tp turns
+// it into ScatterLaunch (fused.h) with all_reduce = 1; out must be symmetric.
+#include "fused/gemm_scatter.cuh"
+#include "fused/launch.cuh"
+
+namespace weft::fused {
+
+namespace {
+
+using Params = WeftTpParams;  // what the C ABI passes (weft.h); see ffi/src/tp
+
+template <int TileN, bool BNMajor>
+using Config = ScatterConfig<TileN, BNMajor, WEFT_TP_GEMM_ALL_REDUCE>;
+
+}  // namespace
+
+bool gemm_all_reduce_supported(int tile_n) { return tile_n == 64 || tile_n == 128 || tile_n == 256; }
+
+cudaError_t launch_gemm_all_reduce(const ScatterLaunch& l) {
+  if (!l.state.all_reduce) return cudaErrorInvalidValue;
+  switch (l.tile_n) {
+    case 256: return l.b_n_major ? launch_scatter_config<Config<256, true>>(l) : launch_scatter_config<Config<256, false>>(l);
+    case 128: return l.b_n_major ? launch_scatter_config<Config<128, true>>(l) : launch_scatter_config<Config<128, false>>(l);
+    case 64: return l.b_n_major ? launch_scatter_config<Config<64, true>>(l) : launch_scatter_config<Config<64, false>>(l);
+    default: return cudaErrorInvalidConfiguration;
+  }
+}
+
+}  // namespace weft::fused

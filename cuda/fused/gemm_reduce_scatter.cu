@@ -1,0 +1,34 @@
+// gemm_reduce_scatter.cu — row-parallel GEMM: out [m_shard, n] on rank r = rows r·m_shard.. of the
+// sum over ranks of a_q · b_q, as one persistent kernel (the owner scheme of gemm_scatter.cuh: each
+// rank first stores the tiles of its own rows into its out, then adds its partial of every other
+// rank's rows into that rank's out with cp.reduce.async.bulk, once the owner's flag says stored).
+//
+// Params: WeftTpParams (weft.h) is the argument pack the C ABI passes by pointer; ffi/src/tp turns
+// it into ScatterLaunch (fused.h) with all_reduce = 0 and ownership by row shard (m_shard a
+// multiple of 128, so no tile straddles two owners).
+#include "fused/gemm_scatter.cuh"
+#include "fused/launch.cuh"
+
+namespace weft::fused {
+
+namespace {
+
+using Params = WeftTpParams;  // what the C ABI passes (weft.h); see ffi/src/tp
+
+template <int TileN, bool BNMajor>
+using Config = ScatterConfig<TileN, BNMajor, WEFT_TP_GEMM_REDUCE_SCATTER>;
+
+}  // namespace
+
+bool gemm_reduce_scatter_supported(int tile_n) { return tile_n == 128 || tile_n == 256; }
+
+cudaError_t launch_gemm_reduce_scatter(const ScatterLaunch& l) {
+  if (l.state.all_reduce || l.state.shard_tiles <= 0) return cudaErrorInvalidValue;
+  switch (l.tile_n) {
+    case 256: return l.b_n_major ? launch_scatter_config<Config<256, true>>(l) : launch_scatter_config<Config<256, false>>(l);
+    case 128: return l.b_n_major ? launch_scatter_config<Config<128, true>>(l) : launch_scatter_config<Config<128, false>>(l);
+    default: return cudaErrorInvalidConfiguration;
+  }
+}
+
+}  // namespace weft::fused

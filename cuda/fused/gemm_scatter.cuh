@@ -1,0 +1,196 @@
+// gemm_scatter.cuh — the hooks shared by GEMM + reduce-scatter and GEMM + all-reduce: every rank
+// computes its full partial product P_r = a_r · b_r tile by tile, and each tile of the result has
+// one owner rank. The "owner" scheme, for any world size W:
+//
+//   who stores first  the owner, in its first phase: it computes the tiles it owns before any other
+//                     tile and STORES its partial into every destination of the tile (reduce-scatter:
+//                     its own out; all-reduce: every rank's out).
+//   who adds          every other rank, in its later phases: it ADDS its partial into the same
+//                     destinations with cp.reduce.async.bulk (.add, bf16), straight from the epilogue.
+//   which signal      after the owner's stores of a 64-row half-tile are complete (bulk_wait) and
+//   orders them       fenced, it publishes stored[half-tile] = epoch into every peer's memory
+//                     (HalfTileFlagPublisher, st.release.sys); a rank adds into that half-tile only
+//                     after acquiring the flag. Adds commute, so adders need no order among themselves.
+//   completion        a rank's output is final when every peer has finished adding: each CTA tells
+//                     every peer "done" (done[rank][cta]) after its stores are complete and waits for
+//                     the same CTA index of every peer before it publishes completion.
+//   reuse             the owner stores into a peer's out only after that peer has entered the same
+//                     launch (entered[], all-reduce only; with reduce-scatter the owner stores locally),
+//                     so a launch never overwrites an output the caller may still be reading from the
+//                     previous one; adders follow the owner's flag and so come later still.
+//
+// Rank r works through the owners r, r+1, ..., r+W-1 (mod W): its own tiles first, then the others
+// in the order their owners stored them, so the flags it waits for were published a phase earlier
+// and the wait costs one L2 poll. Ownership is by row shard when the rows split into whole tiles per
+// rank (reduce-scatter requires it; all-reduce prefers it for L2-friendly bands), else by linear
+// tile index mod W (small M: decode all-reduce).
+//
+// Precision: the owner's partial is rounded to bf16 once, each add rounds once more. For W = 2 every
+// rank's all-reduce output has the same bits (the same store, then the same single add).
+#pragma once
+
+#include "fused/fused.h"
+#include "gemm/kernel.cuh"
+
+namespace weft::fused {
+
+template <class Cfg>
+class OwnerScheduler {
+ public:
+  __device__ OwnerScheduler(const gemm::Problem&, const ScatterState& s, uint32_t)
+      : tiles_n_(s.tiles_n),
+        tiles_m_(s.tiles_m),
+        shard_tiles_(s.shard_tiles),
+        group_(s.group_m),
+        rank_(s.rank),
+        world_(s.world),
+        unit_(static_cast<int32_t>(blockIdx.x)),
+        stride_(static_cast<int32_t>(gridDim.x)) {}
+
+  __device__ bool next(gemm::TileCoord& t) {
+    const int32_t units = tiles_m_ * tiles_n_;
+    if (unit_ >= units) return false;
+    if (shard_tiles_ > 0) {
+      // Grouped bands over virtual rows; phase = virtual row / shard_tiles (group_ divides it).
+      const int32_t per_band = group_ * tiles_n_;
+      const int32_t band = unit_ / per_band;
+      const int32_t local = unit_ - band * per_band;
+      const int32_t v = band * group_ + local % group_;
+      const int32_t phase = v / shard_tiles_;
+      const int32_t owner = (rank_ + phase) % world_;
+      t.tile_m = owner * shard_tiles_ + (v - phase * shard_tiles_);
+      t.tile_n = local / group_;
+    } else {
+      // Phase s holds the tiles of owner (rank + s) % W: linear indices owner, owner + W, ...
+      int32_t u = unit_;
+      int32_t linear = 0;
+      for (int32_t s = 0; s < world_; ++s) {
+        const int32_t owner = (rank_ + s) % world_;
+        const int32_t count = (units - owner + world_ - 1) / world_;
+        if (u < count) {
+          linear = owner + u * world_;
+          break;
+        }
+        u -= count;
+      }
+      t.tile_m = linear / tiles_n_;
+      t.tile_n = linear - t.tile_m * tiles_n_;
+    }
+    t.m0 = t.tile_m * Cfg::kTileM;
+    t.n0 = t.tile_n * Cfg::kTileN;
+    t.k_begin = 0;
+    t.k_blocks = -1;
+    unit_ += stride_;
+    return true;
+  }
+
+ private:
+  int32_t tiles_n_, tiles_m_, shard_tiles_, group_, rank_, world_, unit_, stride_;
+};
+
+struct ScatterHooks : gemm::DefaultHooks {
+  using State = ScatterState;
+  struct ConsumerState {
+    bool peers_entered = false;
+  };
+  template <class Cfg>
+  using Scheduler = OwnerScheduler<Cfg>;
+  static constexpr bool kRouted = true;
+  static constexpr bool kSignalsAfterStore = true;
+
+  static __device__ __forceinline__ int32_t owner(const State& s, const gemm::TileCoord& t) {
+    if (s.shard_tiles > 0) return t.tile_m / s.shard_tiles;
+    return (t.tile_m * s.tiles_n + t.tile_n) % s.world;
+  }
+
+  static __device__ __forceinline__ sys::WaitBudget budget(const State& s) { return sys::WaitBudget{s.timeout_ns, nullptr}; }
+
+  static __device__ void on_kernel_start(const State& s) {
+    if (!s.all_reduce || blockIdx.x != 0) return;
+    // Kernel start: every earlier piece of work on this rank's stream, the caller's reads of the
+    // previous output included, is done. Peers may store into our output from now on.
+    for (int32_t q = 0; q < s.world; ++q)
+      if (q != s.rank) sys::signal_store(s.entered[q] + s.rank, s.epoch);
+  }
+
+  static __device__ __forceinline__ gemm::Route route(const State& s, const gemm::TileCoord& t) {
+    const int32_t o = owner(s, t);
+    const bool own = o == s.rank;
+    if (s.all_reduce) return gemm::Route{(1u << s.world) - 1u, 0, !own, own};
+    return gemm::Route{1u << o, o * s.m_shard, !own, own};
+  }
+
+  static __device__ __forceinline__ const CUtensorMap* out_map(const State& s, int dest) { return &s.out[dest]; }
+
+  static __device__ bool before_tile_stores(const State& s, ConsumerState& cs, const gemm::TileCoord& t,
+                                            const gemm::Route& r, int consumer) {
+    if (!r.reduce) {
+      if (!s.all_reduce || cs.peers_entered) return true;
+      for (int32_t q = 0; q < s.world; ++q) {
+        if (q == s.rank) continue;
+        if (sys::wait_at_least(s.entered[s.rank] + q, s.epoch, budget(s)) != sys::WaitResult::kOk) return false;
+      }
+      cs.peers_entered = true;
+      cta::fence_proxy_async_global();
+      return true;
+    }
+    // Adding: the owner's store of this half-tile must be complete in every destination. The adds
+    // are TMA (async proxy) operations ordered after this generic-proxy acquire by the proxy fence.
+    const gemm::HalfTileFlagPublisher mine{s.stored[s.rank], s.epoch, s.tiles_n};
+    const bool ok = sys::wait_at_least(mine.flag(t, consumer), s.epoch, budget(s)) == sys::WaitResult::kOk;
+    cta::fence_proxy_async_global();
+    return ok;
+  }
+
+  // Own half-tiles only (route().signal): its stores are complete and fenced.
+  static __device__ void after_tile_stored(const State& s, const gemm::TileCoord& t, int consumer) {
+    for (int32_t q = 0; q < s.world; ++q)
+      if (q != s.rank) gemm::HalfTileFlagPublisher{s.stored[q], s.epoch, s.tiles_n}.publish(t, consumer);
+  }
+
+  static __device__ bool before_finish(const State& s) {
+    const int64_t ctas = gridDim.x;
+    const int64_t c = blockIdx.x;
+    // Every add and store of this CTA is complete and fenced (the consumers' bulk_wait + fences,
+    // then the CTA barrier): the release makes them visible with the flag.
+    __threadfence_system();
+    for (int32_t q = 0; q < s.world; ++q)
+      if (q != s.rank) sys::signal_store(s.done[q] + s.rank * ctas + c, s.epoch);
+    for (int32_t q = 0; q < s.world; ++q) {
+      if (q == s.rank) continue;
+      if (sys::wait_at_least(s.done[s.rank] + q * ctas + c, s.epoch, budget(s)) != sys::WaitResult::kOk) return false;
+    }
+    return true;
+  }
+};
+
+// Op is the WeftTpOp of the file that instantiates it, so that reduce-scatter's and all-reduce's
+// kernels stay separate instantiations (one per translation unit).
+template <int TileN, bool BNMajor, int Op>
+struct ScatterConfig {
+  using Gemm = gemm::Config<TileN, 1, 1, BNMajor, false>;
+  static constexpr int kThreads = Gemm::kThreads;
+  static constexpr int kOp = Op;
+};
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    gemm_scatter_kernel(const __grid_constant__ gemm::KernelParams<ScatterState> p) {
+  if (threadIdx.x == 0) ScatterHooks::on_kernel_start(p.hooks);
+  gemm::engine_cta<typename Cfg::Gemm, ScatterHooks>(p);
+}
+
+template <class Cfg>
+cudaError_t launch_scatter_config(const ScatterLaunch& l) {
+  gemm::KernelParams<ScatterState> p{};
+  p.a = l.a;
+  p.b = l.b;
+  p.c = l.state.out[l.state.rank];  // unused by routed stores; prefetched, so a valid map
+  p.problem = gemm::Problem{l.m, l.n, l.k, l.state.group_m};
+  p.tail = gemm::OutputTail{nullptr, l.n, l.n};  // routed outputs fill whole 16-byte chunks (planner)
+  p.completion = Completion{l.completion.done, l.completion.seq, l.completion.arrivals};
+  p.hooks = l.state;
+  return launch_persistent<typename Cfg::Gemm, gemm_scatter_kernel<Cfg>>(p, l.ctas, l.stream);
+}
+
+}  // namespace weft::fused

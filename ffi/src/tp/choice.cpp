@@ -1,0 +1,263 @@
+// choice.cpp — the cost model behind weft_tp_choose: predicts the fused kernel and the sequential
+// path (our GEMM, then or after our collective) from a few machine numbers, and takes the faster.
+// The numbers are named data, measured on the 2 x H200 host (bench/NOTES-gemm.md,
+// bench/NOTES-collectives.md, bench/NOTES-tp.md say where each one comes from).
+#include "tp/choice.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "fused/fused.h"
+#include "gemm/gemm.h"
+#include "status.hpp"
+
+namespace weft::tp {
+
+namespace {
+
+struct Machine {
+  // The engine's sustained rate: ~690 TFLOP/s over 132 SMs at the card's power cap (NOTES-gemm).
+  double tflops_per_sm = 5.2;
+  // HBM3e as our memory-bound kernels see it (the datasheet says 4.8 TB/s).
+  double hbm_gbs = 3000;
+  // NVLink per direction as our SM-driven collectives reach it (327-357 GB/s busbw, 2 x H200).
+  double nvlink_gbs = 330;
+  // One copy engine stream per peer (assumed; bench/tp.ts measures it).
+  double copy_engine_gbs = 300;
+  // One CTA storing 16-byte vectors into a peer (~25 GB/s, NOTES-collectives run 1).
+  double cta_push_gbs = 25;
+  // A collective's fixed cost: launch, entry handshake, completion (8 KiB all-reduce ~9 us).
+  double collective_us = 9;
+  // One more kernel or copy in a sequence on the same stream.
+  double step_us = 2.5;
+  // The fused kernels' signalling: flag round trips after the last tile (owner scheme: store,
+  // flag, add, done flag). Predicted 8 us; measured 13 us (decode all-reduce at M = 16: fused
+  // 49.2 us against our GEMM alone at 35.9 us, NOTES-tp run 2).
+  double all_gather_sync_us = 4;
+  double scatter_sync_us = 13;
+};
+
+const Machine kMachine{};
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+uint64_t align256(uint64_t x) { return (x + 255) / 256 * 256; }
+
+// Bytes / (GB/s) in microseconds.
+double transfer_us(double bytes, double gbs) { return bytes / (gbs * 1e3); }
+
+double gemm_us(int64_t m, int64_t n, int64_t k, int tile_n, int ctas) {
+  const int64_t tiles = ceil_div(m, gemm::kTileM) * ceil_div(n, tile_n);
+  const double waves = std::ceil(double(tiles) / std::max(ctas, 1));
+  const double tile_us = double(gemm::kTileM) * tile_n * double(k) * 2 / (kMachine.tflops_per_sm * 1e6);
+  const double bytes = 2.0 * (double(m) * k + double(n) * k + double(m) * n);
+  return std::max(waves * tile_us, transfer_us(bytes, kMachine.hbm_gbs)) + 2;
+}
+
+// The GEMM engine's own heuristic (ffi/src/gemm/gemm_params.cpp), over `ctas` CTAs.
+int gemm_tile(int64_t m, int64_t n, int ctas, bool allow64) {
+  const int64_t tiles_m = ceil_div(m, gemm::kTileM);
+  if (tiles_m * ceil_div(n, 256) >= ctas) return 256;
+  if (tiles_m * ceil_div(n, 128) >= ctas || !allow64) return 128;
+  return 64;
+}
+
+// The largest divisor d of n with n / d >= want (so at least `want` pieces), or 1.
+int64_t divisor_for(int64_t n, int64_t want) {
+  for (int64_t d = n; d >= 1; --d)
+    if (n % d == 0 && n / d >= want) return d;
+  return 1;
+}
+
+int band_for(int64_t rows, int requested) {
+  if (requested > 0) {
+    WEFT_REQUIRE(rows % requested == 0, "group_m (%d) must divide the tile rows of one %s (%lld)", requested,
+                 "chunk or shard", static_cast<long long>(rows));
+    return requested;
+  }
+  for (int g : {4, 2, 1})
+    if (rows % g == 0) return g;
+  return 1;
+}
+
+void add(Layout& l, Region& r, uint64_t bytes) {
+  r.offset = l.total;
+  r.bytes = bytes;
+  l.total += align256(bytes);
+}
+
+// Why the fused kernel cannot take this problem, or "" when it can.
+std::string fused_obstacle(const Problem& p) {
+  if (p.world > fused::kMaxRanks) return "the fused kernels take at most 8 ranks";
+  if (p.k % 8 != 0) return "k is not a multiple of 8 (rows of a must be 16-byte multiples for TMA)";
+  if (p.n % 8 != 0) return "n is not a multiple of 8 (rows of b / out must be 16-byte multiples for TMA)";
+  const bool row_sharded = p.op != WEFT_TP_GEMM_ALL_REDUCE;
+  if (row_sharded && p.m % (int64_t(gemm::kTileM) * p.world) != 0)
+    return "m is not a multiple of 128 x world size (each rank's rows must be whole 128-row tiles)";
+  return "";
+}
+
+double sequential_us(const Problem& p, int sms, const Choice& c) {
+  double us = 0;
+  const int copies = int(c.pad_a) + int(c.pad_b) + int(c.pad_out);
+  us += copies * kMachine.step_us;
+  const int W = p.world;
+  const int64_t m_gemm = p.m;
+  us += gemm_us(m_gemm, p.n, p.k, gemm_tile(m_gemm, p.n, sms, true), sms);
+  double coll_bytes = 0;
+  switch (p.op) {
+    case WEFT_TP_ALL_GATHER_GEMM:
+      coll_bytes = double(W - 1) * p.m_shard * c.kp * 2;
+      us += kMachine.collective_us + transfer_us(coll_bytes, kMachine.nvlink_gbs) + kMachine.step_us;  // + publish
+      break;
+    case WEFT_TP_GEMM_REDUCE_SCATTER:
+      coll_bytes = double(W - 1) * p.m_shard * c.np * 2;
+      us += kMachine.collective_us + transfer_us(coll_bytes, kMachine.nvlink_gbs);
+      break;
+    default: {
+      const double bytes = double(p.m) * c.np * 2;
+      const bool staged = bytes <= 512 * 1024;
+      us += kMachine.collective_us + transfer_us(staged ? (W - 1) * bytes : 2.0 * (W - 1) / W * bytes, kMachine.nvlink_gbs);
+    }
+  }
+  return us + kMachine.step_us;
+}
+
+}  // namespace
+
+Problem problem_of(const WeftComm& c, const WeftTpParams& p) {
+  Problem pr{};
+  pr.op = p.op;
+  pr.world = int(c.world);
+  pr.rank = int(c.rank);
+  pr.m = p.m;
+  pr.n = p.n;
+  pr.k = p.k;
+  pr.m_shard = ceil_div(p.m, c.world);
+  pr.b_nk = (p.flags & WEFT_GEMM_B_NK) != 0;
+  return pr;
+}
+
+Choice choose(const WeftComm& comm, const WeftTpParams& params) {
+  const Problem p = problem_of(comm, params);
+  const int sms = comm.sm_count;
+  const int W = p.world;
+  Choice c{};
+  WEFT_REQUIRE(params.path >= WEFT_TP_PATH_AUTO && params.path <= WEFT_TP_PATH_SEQUENTIAL,
+               "path must be WEFT_TP_PATH_AUTO, _FUSED or _SEQUENTIAL (got %d)", params.path);
+  WEFT_REQUIRE(params.mover >= WEFT_TP_MOVER_AUTO && params.mover <= WEFT_TP_MOVER_COPY_ENGINE,
+               "mover must be WEFT_TP_MOVER_AUTO, _CTAS or _COPY_ENGINE (got %d)", params.mover);
+  WEFT_REQUIRE(params.mover == WEFT_TP_MOVER_AUTO || p.op == WEFT_TP_ALL_GATHER_GEMM,
+               "mover is an all-gather option (the other ops move data from the GEMM's epilogue)");
+  WEFT_REQUIRE(params.comm_ctas >= 0 && params.comm_ctas < sms, "comm_ctas must be in [0, %d) (got %d)", sms,
+               params.comm_ctas);
+  WEFT_REQUIRE(params.comm_ctas == 0 || (p.op == WEFT_TP_ALL_GATHER_GEMM && params.mover != WEFT_TP_MOVER_COPY_ENGINE),
+               "comm_ctas applies to the all-gather's CTA mover only");
+  WEFT_REQUIRE(params.tile_n == 0 || params.tile_n == 64 || params.tile_n == 128 || params.tile_n == 256,
+               "tile_n must be 0 (auto), 64, 128 or 256 (got %d)", params.tile_n);
+  WEFT_REQUIRE(params.group_m >= 0, "group_m must be >= 0 (got %d)", params.group_m);
+
+  // Sequential path: the shapes our GEMM and collectives need.
+  c.kp = (p.k + 7) / 8 * 8;
+  c.np = (p.n + 7) / 8 * 8;
+  c.pad_a = c.kp != p.k;
+  c.pad_b = p.b_nk ? c.kp != p.k : c.np != p.n;
+  c.pad_out = c.np != p.n;
+  c.sequential_us = sequential_us(p, sms, c);
+
+  c.reason = fused_obstacle(p);
+  c.fused_available = c.reason.empty();
+  WEFT_REQUIRE(params.path != WEFT_TP_PATH_FUSED || c.fused_available, "path 'fused' is not available here: %s",
+               c.reason.c_str());
+  c.mover = WEFT_TP_MOVER_NONE;
+  if (c.fused_available) {
+    const int64_t tiles_m = ceil_div(p.m, gemm::kTileM);
+    if (p.op == WEFT_TP_ALL_GATHER_GEMM) {
+      c.mover = params.mover == WEFT_TP_MOVER_CTAS || (params.mover == WEFT_TP_MOVER_AUTO && params.comm_ctas > 0)
+                    ? WEFT_TP_MOVER_CTAS
+                    : WEFT_TP_MOVER_COPY_ENGINE;
+      const int64_t shard_tiles = p.m_shard / gemm::kTileM;
+      const int64_t chunk_tiles = divisor_for(shard_tiles, std::min<int64_t>(shard_tiles, 8));
+      c.chunk_rows = int(chunk_tiles * gemm::kTileM);
+      c.group_m = band_for(chunk_tiles, params.group_m);
+      const double shard_bytes = double(p.m_shard) * p.k * 2;
+      const double out_bytes = double(W - 1) * shard_bytes;
+      c.tile_n = params.tile_n ? params.tile_n : gemm_tile(p.m, p.n, sms, false);
+      WEFT_REQUIRE(fused::all_gather_gemm_supported(c.tile_n), "tile_n %d is not built for all-gather + GEMM (128, 256)",
+                   c.tile_n);
+      double mover_gbs = std::min(kMachine.nvlink_gbs, kMachine.copy_engine_gbs * std::max(W - 1, 1));
+      if (c.mover == WEFT_TP_MOVER_CTAS) {
+        // Enough CTAs to land the peers' rows while this rank's own rows are computed.
+        const double local_us = gemm_us(p.m_shard, p.n, p.k, c.tile_n, sms);
+        const double need_gbs = out_bytes / std::max(local_us, 1.0) / 1e3;
+        c.comm_ctas = params.comm_ctas ? params.comm_ctas
+                                       : int(std::clamp<double>(std::ceil(need_gbs / kMachine.cta_push_gbs), 1, 32));
+        mover_gbs = std::min(kMachine.nvlink_gbs, c.comm_ctas * kMachine.cta_push_gbs);
+      }
+      c.gemm_ctas = int(std::min<int64_t>(tiles_m * ceil_div(p.n, c.tile_n), sms - c.comm_ctas));
+      const double gemm = gemm_us(p.m, p.n, p.k, c.tile_n, c.gemm_ctas);
+      const double arrive = W > 1 ? transfer_us(out_bytes, mover_gbs) : 0;
+      const double last_chunk = gemm * double(c.chunk_rows) / double(p.m);
+      c.fused_us = std::max(gemm, arrive + last_chunk) + kMachine.all_gather_sync_us;
+    } else {
+      const bool all_reduce = p.op == WEFT_TP_GEMM_ALL_REDUCE;
+      c.tile_n = params.tile_n ? params.tile_n : gemm_tile(p.m, p.n, sms, all_reduce);
+      WEFT_REQUIRE(all_reduce ? fused::gemm_all_reduce_supported(c.tile_n) : fused::gemm_reduce_scatter_supported(c.tile_n),
+                   "tile_n %d is not built for this op (reduce-scatter: 128, 256; all-reduce: 64, 128, 256)", c.tile_n);
+      const bool rows = p.m % (int64_t(gemm::kTileM) * W) == 0;
+      c.shard_tiles = rows ? int(p.m_shard / gemm::kTileM) : 0;
+      c.group_m = rows ? band_for(c.shard_tiles, params.group_m) : 1;
+      c.gemm_ctas = int(std::min<int64_t>(tiles_m * ceil_div(p.n, c.tile_n), sms));
+      const double gemm = gemm_us(p.m, p.n, p.k, c.tile_n, c.gemm_ctas);
+      // Bytes each rank sends: reduce-scatter adds its (W-1)/W share into the owners; all-reduce
+      // stores its own 1/W into W-1 peers and adds the other (W-1)/W into W-1 peers.
+      const double out = double(p.m) * p.n * 2;
+      const double sent = all_reduce ? (W - 1) * out : out * (W - 1) / W;
+      const double window = all_reduce ? gemm : gemm * (W - 1) / W;
+      c.fused_us = std::max(gemm, gemm - window + transfer_us(sent, kMachine.nvlink_gbs)) + kMachine.scatter_sync_us;
+    }
+  }
+  c.path = params.path == WEFT_TP_PATH_FUSED ? WEFT_TP_PATH_FUSED
+           : params.path == WEFT_TP_PATH_SEQUENTIAL || !c.fused_available ? WEFT_TP_PATH_SEQUENTIAL
+           : c.fused_us <= c.sequential_us ? WEFT_TP_PATH_FUSED
+                                           : WEFT_TP_PATH_SEQUENTIAL;
+  if (c.path == WEFT_TP_PATH_SEQUENTIAL) {
+    c.mover = WEFT_TP_MOVER_NONE;
+    c.comm_ctas = 0;
+    c.gemm_ctas = sms;
+    c.tile_n = params.tile_n ? params.tile_n : 0;  // 0: the GEMM's own heuristic
+    c.group_m = params.group_m;
+  }
+
+  // Workspace layout.
+  Layout& l = c.layout;
+  if (c.path == WEFT_TP_PATH_FUSED) {
+    if (p.op == WEFT_TP_ALL_GATHER_GEMM) {
+      const int64_t chunks = p.m_shard / c.chunk_rows;
+      add(l, l.flags, uint64_t(W) * chunks * 8);
+      add(l, l.landing, 2ull * W * p.m_shard * p.k * 2);
+    } else {
+      const int64_t tiles_m = ceil_div(p.m, gemm::kTileM);
+      add(l, l.stored, uint64_t(tiles_m) * 2 * ceil_div(p.n, c.tile_n) * 8);
+      add(l, l.done, uint64_t(W) * c.gemm_ctas * 8);
+      add(l, l.entered, uint64_t(W) * 8);
+    }
+  } else {
+    const int64_t a_rows = p.op == WEFT_TP_ALL_GATHER_GEMM ? p.m_shard : p.m;
+    switch (p.op) {
+      case WEFT_TP_ALL_GATHER_GEMM: add(l, l.staging, uint64_t(W) * p.m_shard * c.kp * 2); break;   // gathered A
+      case WEFT_TP_GEMM_REDUCE_SCATTER: add(l, l.staging, uint64_t(W) * p.m_shard * c.np * 2); break;  // partial
+      default:
+        if (c.pad_out) add(l, l.staging, uint64_t(p.m) * c.np * 2);  // the padded all-reduce buffer
+    }
+    if (c.pad_a) add(l, l.a_pad, uint64_t(a_rows) * c.kp * 2);
+    if (c.pad_b) add(l, l.b_pad, p.b_nk ? uint64_t(p.n) * c.kp * 2 : uint64_t(p.k) * c.np * 2);
+    if (c.pad_out && p.op != WEFT_TP_GEMM_ALL_REDUCE) {
+      const int64_t rows = p.op == WEFT_TP_ALL_GATHER_GEMM ? p.m : p.m_shard;
+      add(l, l.out_pad, uint64_t(rows) * c.np * 2);
+    }
+  }
+  if (l.total == 0) l.total = 256;
+  return c;
+}
+
+}  // namespace weft::tp

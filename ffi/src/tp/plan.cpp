@@ -1,0 +1,522 @@
+// plan.cpp — weft_tp_choose / weft_tp_plan_create / weft_tp_plan_launch / weft_tp_plan_destroy:
+// validates a tensor-parallel call, builds the fused kernel's launch once (tensor maps on this
+// rank's and the peers' memory, the epoch patched per launch), or runs the sequential path: our
+// GEMM and our collective on the plan's stream, with padded copies where TMA needs them.
+#include <cuda_runtime_api.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "comm/comm.hpp"
+#include "device_guard.hpp"
+#include "driver.hpp"
+#include "fused/fused.h"
+#include "status.hpp"
+#include "tensor_map.hpp"
+#include "tp/choice.hpp"
+#include "weft.h"
+
+using namespace weft;
+
+struct WeftTpPlan {
+  WeftComm* comm = nullptr;
+  WeftTpParams params{};
+  tp::Problem problem{};
+  tp::Choice choice{};
+  cudaStream_t stream = nullptr;
+  char* workspace = nullptr;
+  uint64_t epoch = 0;  // last launch; the first launch is epoch 1 (flags start at 0)
+  // Fused.
+  fused::AgLaunch ag[2]{};  // by epoch parity (the landing slot)
+  fused::ScatterLaunch scatter{};
+  std::vector<cudaStream_t> side;  // copy-engine mover: one stream per peer
+  cudaEvent_t start = nullptr;
+  // Completion words for the first kernel of a multi-step launch (publish.cu carries them over).
+  uint64_t* scratch_host = nullptr;
+  uint64_t* scratch_dev = nullptr;
+  uint32_t* scratch_arrivals = nullptr;
+};
+
+namespace {
+
+constexpr char kOp[] = "weft_tp";
+
+bool aligned16(uint64_t p) { return (p & 15u) == 0; }
+
+// Where symmetric address `local` of this rank lives on rank q, as this process maps it.
+char* on_rank(const WeftComm& c, uint32_t q, const void* local) {
+  return c.peer_base[q] + (static_cast<const char*>(local) - c.arena);
+}
+
+void require_device_ptr(const WeftComm& c, uint64_t ptr, const char* name) {
+  WEFT_REQUIRE(ptr != 0, "%s: %s must not be NULL", kOp, name);
+  WEFT_REQUIRE(aligned16(ptr), "%s: %s (%#llx) must be 16-byte aligned", kOp, name, (unsigned long long)ptr);
+  const int dev = pointer_device(reinterpret_cast<const void*>(ptr));
+  WEFT_REQUIRE(dev == c.device, "%s: %s (%#llx) is on device %d but the communicator's rank is on device %d", kOp, name,
+               (unsigned long long)ptr, dev, c.device);
+}
+
+void require_symmetric(const WeftComm& c, uint64_t ptr, uint64_t bytes, const char* name) {
+  const uint64_t base = reinterpret_cast<uint64_t>(c.arena) + c.layout.heap;
+  WEFT_REQUIRE(ptr >= base && ptr + bytes <= base + c.heap_bytes,
+               "%s: %s (%#llx, %llu bytes) must be a symmetric tensor of this communicator (peers write into it)", kOp,
+               name, (unsigned long long)ptr, (unsigned long long)bytes);
+}
+
+void validate(const WeftComm& c, const WeftTpParams* p) {
+  WEFT_REQUIRE(p, "params must not be NULL");
+  WEFT_REQUIRE(p->size == sizeof(WeftTpParams) && p->version == 1,
+               "params->size/version must be sizeof(WeftTpParams) (%zu) and 1 (got %u, %u)", sizeof(WeftTpParams), p->size,
+               p->version);
+  WEFT_REQUIRE(p->op >= WEFT_TP_ALL_GATHER_GEMM && p->op <= WEFT_TP_GEMM_ALL_REDUCE, "op %d is not a WeftTpOp", p->op);
+  WEFT_REQUIRE((p->flags & ~uint32_t(WEFT_GEMM_B_NK)) == 0, "flags has unknown bits (0x%x); only WEFT_GEMM_B_NK", p->flags);
+  constexpr int64_t kMax = (int64_t(1) << 31) - 1;
+  WEFT_REQUIRE(p->m >= 1 && p->n >= 1 && p->k >= 1 && p->m <= kMax && p->n <= kMax && p->k <= kMax,
+               "m, n and k must be in [1, 2^31) (got %lld, %lld, %lld)", (long long)p->m, (long long)p->n, (long long)p->k);
+  WEFT_REQUIRE(p->gathered == 0 || p->op == WEFT_TP_ALL_GATHER_GEMM, "gathered is an all-gather output");
+}
+
+void validate_tensors(const WeftComm& c, const WeftTpParams& p) {
+  require_device_ptr(c, p.a, "a");
+  require_device_ptr(c, p.b, "b");
+  require_device_ptr(c, p.out, "out");
+  if (p.gathered) require_device_ptr(c, p.gathered, "gathered");
+  const int64_t m_shard = (p.m + c.world - 1) / c.world;
+  if (p.op == WEFT_TP_GEMM_REDUCE_SCATTER) require_symmetric(c, p.out, uint64_t(m_shard) * p.n * 2, "out");
+  if (p.op == WEFT_TP_GEMM_ALL_REDUCE) require_symmetric(c, p.out, uint64_t(p.m) * p.n * 2, "out");
+}
+
+void fill_choice(const tp::Choice& c, WeftTpChoice* out) {
+  out->path = c.path;
+  out->mover = c.mover;
+  out->comm_ctas = c.comm_ctas;
+  out->gemm_ctas = c.gemm_ctas;
+  out->tile_n = c.tile_n;
+  out->group_m = c.group_m;
+  out->chunk_rows = c.chunk_rows;
+  out->fused_available = c.fused_available ? 1 : 0;
+  out->workspace_bytes = c.layout.total;
+  out->predicted_fused_us = c.fused_available ? c.fused_us : 0;
+  out->predicted_sequential_us = c.sequential_us;
+  std::memset(out->reason, 0, sizeof out->reason);
+  std::strncpy(out->reason, c.reason.c_str(), sizeof out->reason - 1);
+}
+
+gemm::TileConfig tile_of(int tile_n) { return gemm::TileConfig{tile_n, 1, 1}; }
+
+void build_all_gather(WeftTpPlan& plan) {
+  const WeftComm& c = *plan.comm;
+  const tp::Problem& p = plan.problem;
+  const tp::Choice& ch = plan.choice;
+  const WeftTpParams& pa = plan.params;
+  const gemm::Boxes boxes = gemm::box_dims(tile_of(ch.tile_n), !p.b_nk, false);
+  const uint64_t slot_bytes = uint64_t(p.world) * p.m_shard * p.k * 2;
+  char* flags = plan.workspace + ch.layout.flags.offset;
+  char* landing = plan.workspace + ch.layout.landing.offset;
+  for (int parity = 0; parity < 2; ++parity) {
+    fused::AgLaunch& l = plan.ag[parity];
+    encode_bf16(&l.landing, landing + parity * slot_bytes, p.k, uint64_t(p.world) * p.m_shard, p.k, boxes.a, "landing");
+    if (p.b_nk) encode_bf16(&l.b, reinterpret_cast<void*>(pa.b), p.k, p.n, p.k, boxes.b, "b");
+    else encode_bf16(&l.b, reinterpret_cast<void*>(pa.b), p.n, p.k, p.n, boxes.b, "b");
+    encode_bf16(&l.c, reinterpret_cast<void*>(pa.out), p.n, p.m, p.n, boxes.c, "out");
+    fused::AgState& s = l.state;
+    encode_bf16(&s.a_local, reinterpret_cast<void*>(pa.a), p.k, p.m_shard, p.k, boxes.a, "a");
+    for (int q = 0; q < p.world; ++q) {
+      s.flags[q] = reinterpret_cast<uint64_t*>(on_rank(c, q, flags));
+      s.landing[q] = on_rank(c, q, landing + parity * slot_bytes);
+    }
+    s.a = reinterpret_cast<const char*>(pa.a);
+    s.timeout_ns = c.timeout_ns;
+    s.rank = p.rank;
+    s.world = p.world;
+    s.m_shard = int32_t(p.m_shard);
+    s.chunk_rows = ch.chunk_rows;
+    s.chunks = int32_t(p.m_shard / ch.chunk_rows);
+    s.comm_ctas = ch.mover == WEFT_TP_MOVER_CTAS ? ch.comm_ctas : 0;
+    s.group_m = ch.group_m;
+    s.row_bytes = int32_t(p.k * 2);
+    s.wait_outgoing = ch.mover == WEFT_TP_MOVER_COPY_ENGINE && p.world > 1 ? 1 : 0;
+    l.m = int32_t(p.m);
+    l.n = int32_t(p.n);
+    l.k = int32_t(p.k);
+    l.tile_n = ch.tile_n;
+    l.b_n_major = !p.b_nk;
+    l.gemm_ctas = ch.gemm_ctas;
+    l.stream = plan.stream;
+  }
+  if (ch.mover == WEFT_TP_MOVER_COPY_ENGINE) {
+    for (int j = 0; j + 1 < p.world; ++j) {
+      cudaStream_t s = nullptr;
+      WEFT_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+      plan.side.push_back(s);
+    }
+    WEFT_CUDA(cudaEventCreateWithFlags(&plan.start, cudaEventDisableTiming));
+  }
+}
+
+void build_scatter(WeftTpPlan& plan) {
+  const WeftComm& c = *plan.comm;
+  const tp::Problem& p = plan.problem;
+  const tp::Choice& ch = plan.choice;
+  const WeftTpParams& pa = plan.params;
+  const bool all_reduce = p.op == WEFT_TP_GEMM_ALL_REDUCE;
+  const gemm::Boxes boxes = gemm::box_dims(tile_of(ch.tile_n), !p.b_nk, false);
+  fused::ScatterLaunch& l = plan.scatter;
+  encode_bf16(&l.a, reinterpret_cast<void*>(pa.a), p.k, p.m, p.k, boxes.a, "a");
+  if (p.b_nk) encode_bf16(&l.b, reinterpret_cast<void*>(pa.b), p.k, p.n, p.k, boxes.b, "b");
+  else encode_bf16(&l.b, reinterpret_cast<void*>(pa.b), p.n, p.k, p.n, boxes.b, "b");
+  fused::ScatterState& s = l.state;
+  const uint64_t out_rows = all_reduce ? uint64_t(p.m) : uint64_t(p.m_shard);
+  for (int q = 0; q < p.world; ++q) {
+    encode_bf16(&s.out[q], on_rank(c, q, reinterpret_cast<void*>(pa.out)), p.n, out_rows, p.n, boxes.c, "out (on a peer)");
+    s.stored[q] = reinterpret_cast<uint64_t*>(on_rank(c, q, plan.workspace + ch.layout.stored.offset));
+    s.done[q] = reinterpret_cast<uint64_t*>(on_rank(c, q, plan.workspace + ch.layout.done.offset));
+    s.entered[q] = reinterpret_cast<uint64_t*>(on_rank(c, q, plan.workspace + ch.layout.entered.offset));
+  }
+  s.timeout_ns = c.timeout_ns;
+  s.rank = p.rank;
+  s.world = p.world;
+  s.all_reduce = all_reduce ? 1 : 0;
+  s.shard_tiles = ch.shard_tiles;
+  s.tiles_m = int32_t((p.m + gemm::kTileM - 1) / gemm::kTileM);
+  s.tiles_n = int32_t((p.n + ch.tile_n - 1) / ch.tile_n);
+  s.group_m = ch.group_m;
+  s.m_shard = int32_t(p.m_shard);
+  l.m = int32_t(p.m);
+  l.n = int32_t(p.n);
+  l.k = int32_t(p.k);
+  l.tile_n = ch.tile_n;
+  l.b_n_major = !p.b_nk;
+  l.ctas = ch.gemm_ctas;
+  l.stream = plan.stream;
+}
+
+gemm::CompletionWords scratch_words(const WeftTpPlan& plan) {
+  return gemm::CompletionWords{plan.scratch_dev, plan.epoch, plan.scratch_arrivals};
+}
+
+gemm::CompletionWords launch_words(const WeftTpLaunch& l) {
+  return gemm::CompletionWords{reinterpret_cast<uint64_t*>(l.done), l.seq, reinterpret_cast<uint32_t*>(l.arrivals)};
+}
+
+// dst [rows, dst_ld] <- src [rows, src_ld], `cols` bf16 each, on the plan's stream.
+void copy_rows(const WeftTpPlan& plan, void* dst, int64_t dst_ld, const void* src, int64_t src_ld, int64_t cols,
+               int64_t rows) {
+  WEFT_CUDA(cudaMemcpy2DAsync(dst, size_t(dst_ld) * 2, src, size_t(src_ld) * 2, size_t(cols) * 2, size_t(rows),
+                              cudaMemcpyDeviceToDevice, plan.stream));
+}
+
+void launch_all_gather_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
+  const tp::Problem& p = plan.problem;
+  const int parity = int(plan.epoch & 1);
+  fused::AgLaunch& l = plan.ag[parity];
+  l.state.epoch = plan.epoch;
+  const bool gathered = plan.params.gathered != 0;
+  l.completion = gathered ? scratch_words(plan) : launch_words(launch);
+  if (!plan.side.empty()) {
+    // Copy-engine mover: every chunk of this rank's rows to every peer's landing slot, each chunk
+    // followed by its flag, all enqueued now (the host is never on the critical path). The side
+    // streams start after everything before this launch on the plan's stream (a is ready, our
+    // previous launch has finished: see all_gather_gemm.cu for why the slot is then free).
+    WEFT_CUDA(cudaEventRecord(plan.start, plan.stream));
+    for (cudaStream_t s : plan.side) WEFT_CUDA(cudaStreamWaitEvent(s, plan.start, 0));
+    const auto write = driver::streamWriteValue64();
+    const uint64_t chunk_bytes = uint64_t(l.state.chunk_rows) * l.state.row_bytes;
+    for (int32_t chunk = 0; chunk < l.state.chunks; ++chunk) {
+      for (int j = 0; j + 1 < p.world; ++j) {
+        const int dest = (p.rank + 1 + j) % p.world;
+        char* dst = l.state.landing[dest] + uint64_t(p.rank) * p.m_shard * l.state.row_bytes + chunk * chunk_bytes;
+        const char* src = l.state.a + chunk * chunk_bytes;
+        WEFT_CUDA(cudaMemcpyAsync(dst, src, chunk_bytes, cudaMemcpyDeviceToDevice, plan.side[j]));
+        uint64_t* flag = l.state.flags[p.rank] + int64_t(dest) * l.state.chunks + chunk;
+        const CUresult r = write(plan.side[j], reinterpret_cast<CUdeviceptr>(flag), plan.epoch, 0);
+        WEFT_REQUIRE(r == CUDA_SUCCESS, "cuStreamWriteValue64 failed (CUresult %d)", int(r));
+      }
+    }
+  }
+  WEFT_CUDA(fused::launch_all_gather_gemm(l));
+  if (gathered) {
+    // gathered = [the peers' rows from the landing slot | this rank's rows from a], then completion.
+    char* g = reinterpret_cast<char*>(plan.params.gathered);
+    const uint64_t row = uint64_t(p.k) * 2;
+    const char* slot = plan.workspace + plan.choice.layout.landing.offset + parity * (uint64_t(p.world) * p.m_shard * row);
+    const uint64_t before = uint64_t(p.rank) * p.m_shard, after = uint64_t(p.rank + 1) * p.m_shard;
+    if (before > 0) WEFT_CUDA(cudaMemcpyAsync(g, slot, before * row, cudaMemcpyDeviceToDevice, plan.stream));
+    WEFT_CUDA(cudaMemcpyAsync(g + before * row, l.state.a, uint64_t(p.m_shard) * row, cudaMemcpyDeviceToDevice, plan.stream));
+    const uint64_t total = uint64_t(p.world) * p.m_shard;
+    if (after < total)
+      WEFT_CUDA(cudaMemcpyAsync(g + after * row, slot + after * row, (total - after) * row, cudaMemcpyDeviceToDevice, plan.stream));
+    WEFT_CUDA(fused::launch_publish(plan.scratch_dev, plan.epoch, launch_words(launch), plan.stream));
+  }
+}
+
+void launch_scatter_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
+  fused::ScatterLaunch& l = plan.scatter;
+  l.state.epoch = plan.epoch;
+  l.completion = launch_words(launch);
+  if (l.state.all_reduce) WEFT_CUDA(fused::launch_gemm_all_reduce(l));
+  else WEFT_CUDA(fused::launch_gemm_reduce_scatter(l));
+}
+
+// Our collective on the plan's stream; `last` = nothing follows it, so it publishes the launch's own
+// completion, else the scratch words.
+void collective(WeftTpPlan& plan, int kind, uint64_t in, uint64_t out, uint64_t count, const WeftTpLaunch& launch,
+                bool last) {
+  WeftCollectiveParams cp{};
+  cp.size = sizeof cp;
+  cp.version = 1;
+  cp.kind = kind;
+  cp.dtype = WEFT_BF16;
+  cp.count = count;
+  cp.input = in;
+  cp.output = out;
+  cp.stream = reinterpret_cast<uint64_t>(plan.stream);
+  const gemm::CompletionWords w = last ? launch_words(launch) : scratch_words(plan);
+  cp.done = reinterpret_cast<uint64_t>(w.done);
+  cp.seq = w.seq;
+  cp.arrivals = reinterpret_cast<uint64_t>(w.arrivals);
+  const int status = weft_collective(plan.comm, &cp);
+  if (status != WEFT_OK) WEFT_FAIL(status, "%s", weft_last_error());
+}
+
+// The sequential path's GEMM: operands after padding (a_pad, b_pad), output where the collective
+// or the copy back reads it.
+WeftGemmParams sequential_gemm(const WeftTpPlan& plan) {
+  const tp::Problem& p = plan.problem;
+  const tp::Choice& ch = plan.choice;
+  const WeftTpParams& pa = plan.params;
+  char* ws = plan.workspace;
+  WeftGemmParams g{};
+  g.size = sizeof g;
+  g.version = 1;
+  g.a = reinterpret_cast<const void*>(pa.a);
+  g.lda = p.k;
+  g.b = reinterpret_cast<const void*>(pa.b);
+  g.ldb = p.b_nk ? p.k : p.n;
+  if (ch.pad_a) {
+    g.a = ws + ch.layout.a_pad.offset;
+    g.lda = ch.kp;
+  }
+  if (ch.pad_b) {
+    g.b = ws + ch.layout.b_pad.offset;
+    g.ldb = p.b_nk ? ch.kp : ch.np;
+  }
+  switch (p.op) {
+    case WEFT_TP_ALL_GATHER_GEMM:
+      g.a = ws + ch.layout.staging.offset;  // the gathered rows
+      g.c = ch.pad_out ? ws + ch.layout.out_pad.offset : reinterpret_cast<void*>(pa.out);
+      break;
+    case WEFT_TP_GEMM_REDUCE_SCATTER:
+      g.c = ws + ch.layout.staging.offset;  // the partial sums the reduce-scatter reads
+      break;
+    default:
+      g.c = ch.pad_out ? ws + ch.layout.staging.offset : reinterpret_cast<void*>(pa.out);
+  }
+  g.m = p.m;
+  g.n = p.n;
+  g.k = p.k;
+  g.ldc = ch.np;
+  g.flags = p.b_nk ? WEFT_GEMM_B_NK : 0;
+  g.tile_n = ch.tile_n;
+  g.group_m = ch.group_m;
+  g.stream = plan.stream;
+  return g;
+}
+
+void gemm_call(const WeftTpPlan& plan) {
+  const WeftGemmParams g = sequential_gemm(plan);
+  const int status = weft_gemm(&g);
+  if (status != WEFT_OK) WEFT_FAIL(status, "%s", weft_last_error());
+}
+
+// Loads every kernel a launch of this plan will start, now, while none of them is running.
+// NOTES: with CUDA's lazy module loading (the default since 12.2) the first launch of a kernel loads
+// its module and may first wait for the device to go idle. If a kernel launched just before waits
+// for another GPU (a collective, a fused op) whose part this same host thread has yet to launch,
+// that wait never ends: on the 2 x H200 host the first sequential all-gather + GEMM hung exactly so
+// (the all-gather ran, the GEMM's first launch waited for it, the peer's all-gather was never
+// launched) until the GPU-side timeout. CUDA documents this caveat for kernels that rely on running
+// concurrently. The collectives' modules are loaded by the collective that plan creation runs
+// (lib/ops/tp.ts: all-reduce) or, for the sequential path's own collective, at its first launch,
+// which comes first in the launch (all-gather) or after our GEMM (the others), so nothing of this
+// launch is running yet when it loads.
+void preload(WeftTpPlan& plan) {
+  WEFT_CUDA(fused::preload_publish());
+  if (plan.choice.path == WEFT_TP_PATH_SEQUENTIAL) {
+    const WeftGemmParams g = sequential_gemm(plan);
+    WeftGemmChoice choice{};
+    choice.size = sizeof choice;
+    choice.version = 1;
+    const int status = weft_gemm_choose(&g, &choice);  // sets the kernel's shared-memory opt-in: loads it
+    if (status != WEFT_OK) WEFT_FAIL(status, "%s", weft_last_error());
+    return;
+  }
+  if (plan.problem.op == WEFT_TP_ALL_GATHER_GEMM) {
+    fused::AgLaunch l = plan.ag[0];
+    l.gemm_ctas = 0;
+    l.state.comm_ctas = 0;
+    WEFT_CUDA(fused::launch_all_gather_gemm(l));
+  } else {
+    fused::ScatterLaunch l = plan.scatter;
+    l.ctas = 0;
+    WEFT_CUDA(l.state.all_reduce ? fused::launch_gemm_all_reduce(l) : fused::launch_gemm_reduce_scatter(l));
+  }
+}
+
+void launch_sequential(WeftTpPlan& plan, const WeftTpLaunch& launch) {
+  const tp::Problem& p = plan.problem;
+  const tp::Choice& ch = plan.choice;
+  const WeftTpParams& pa = plan.params;
+  char* ws = plan.workspace;
+  void* out = reinterpret_cast<void*>(pa.out);
+  const WeftGemmParams g = sequential_gemm(plan);
+  const int64_t a_rows = p.op == WEFT_TP_ALL_GATHER_GEMM ? p.m_shard : p.m;
+  if (ch.pad_a) copy_rows(plan, ws + ch.layout.a_pad.offset, ch.kp, reinterpret_cast<const void*>(pa.a), p.k, p.k, a_rows);
+  if (ch.pad_b) {
+    const int64_t rows = p.b_nk ? p.n : p.k, cols = p.b_nk ? p.k : p.n;
+    copy_rows(plan, ws + ch.layout.b_pad.offset, g.ldb, reinterpret_cast<const void*>(pa.b), cols, cols, rows);
+  }
+  switch (p.op) {
+    case WEFT_TP_ALL_GATHER_GEMM: {
+      // The rows to gather: a, or its padded copy (which has the same row stride as the gathered rows).
+      const uint64_t rows = reinterpret_cast<uint64_t>(ch.pad_a ? static_cast<const void*>(ws + ch.layout.a_pad.offset)
+                                                                : reinterpret_cast<const void*>(pa.a));
+      collective(plan, WEFT_ALL_GATHER, rows, reinterpret_cast<uint64_t>(g.a), uint64_t(p.m_shard) * g.lda, launch, false);
+      gemm_call(plan);
+      if (ch.pad_out) copy_rows(plan, out, p.n, g.c, ch.np, p.n, p.m);
+      if (pa.gathered) copy_rows(plan, reinterpret_cast<void*>(pa.gathered), p.k, g.a, g.lda, p.k, p.m);
+      WEFT_CUDA(fused::launch_publish(plan.scratch_dev, plan.epoch, launch_words(launch), plan.stream));
+      break;
+    }
+    case WEFT_TP_GEMM_REDUCE_SCATTER: {
+      gemm_call(plan);  // into the partial sums [W * m_shard, np]; rows past m stay zero
+      void* target = ch.pad_out ? ws + ch.layout.out_pad.offset : out;
+      collective(plan, WEFT_REDUCE_SCATTER, reinterpret_cast<uint64_t>(g.c), reinterpret_cast<uint64_t>(target),
+                 uint64_t(p.m_shard) * ch.np, launch, !ch.pad_out);
+      if (ch.pad_out) {
+        copy_rows(plan, out, p.n, target, ch.np, p.n, p.m_shard);
+        WEFT_CUDA(fused::launch_publish(plan.scratch_dev, plan.epoch, launch_words(launch), plan.stream));
+      }
+      break;
+    }
+    default: {
+      gemm_call(plan);
+      collective(plan, WEFT_ALL_REDUCE, reinterpret_cast<uint64_t>(g.c), reinterpret_cast<uint64_t>(g.c),
+                 uint64_t(p.m) * ch.np, launch, !ch.pad_out);
+      if (ch.pad_out) {
+        copy_rows(plan, out, p.n, g.c, ch.np, p.n, p.m);
+        WEFT_CUDA(fused::launch_publish(plan.scratch_dev, plan.epoch, launch_words(launch), plan.stream));
+      }
+    }
+  }
+}
+
+void release(WeftTpPlan& plan) {
+  for (cudaStream_t s : plan.side) (void)cudaStreamDestroy(s);
+  plan.side.clear();
+  if (plan.start) (void)cudaEventDestroy(plan.start);
+  plan.start = nullptr;
+  if (plan.scratch_arrivals) (void)cudaFree(plan.scratch_arrivals);
+  plan.scratch_arrivals = nullptr;
+  if (plan.scratch_host) (void)cudaFreeHost(plan.scratch_host);
+  plan.scratch_host = nullptr;
+}
+
+}  // namespace
+
+extern "C" {
+
+WEFT_API int weft_tp_choose(WeftComm* comm, const WeftTpParams* params, WeftTpChoice* out) {
+  return guard([&] {
+    WeftComm& c = comm::require(comm, false);
+    validate(c, params);
+    WEFT_REQUIRE(out && out->size == sizeof(WeftTpChoice) && out->version == 1,
+                 "out must be a WeftTpChoice with size %zu and version 1", sizeof(WeftTpChoice));
+    fill_choice(tp::choose(c, *params), out);
+  });
+}
+
+WEFT_API int weft_tp_plan_create(WeftComm* comm, const WeftTpParams* params, WeftTpPlan** out_plan) {
+  return guard([&] {
+    WeftComm& c = comm::require(comm, true);
+    validate(c, params);
+    WEFT_REQUIRE(out_plan, "out_plan must not be NULL");
+    validate_tensors(c, *params);
+    const tp::Choice choice = tp::choose(c, *params);
+    WEFT_REQUIRE(params->workspace_bytes >= choice.layout.total,
+                 "workspace_bytes (%llu) is smaller than the plan needs (%llu, weft_tp_choose)",
+                 (unsigned long long)params->workspace_bytes, (unsigned long long)choice.layout.total);
+    require_symmetric(c, params->workspace, params->workspace_bytes, "workspace");
+    DeviceGuard g(c.device);
+    auto plan = std::make_unique<WeftTpPlan>();
+    plan->comm = comm;
+    plan->params = *params;
+    plan->problem = tp::problem_of(c, *params);
+    plan->choice = choice;
+    plan->stream = reinterpret_cast<cudaStream_t>(params->stream);
+    if (plan->stream) {
+      int sd = -1;
+      WEFT_CUDA(cudaStreamGetDevice(plan->stream, &sd));
+      WEFT_REQUIRE(sd == c.device, "stream belongs to device %d but the communicator's rank is on device %d", sd, c.device);
+    }
+    plan->workspace = reinterpret_cast<char*>(params->workspace);
+    try {
+      void* host = nullptr;
+      WEFT_CUDA(cudaHostAlloc(&host, 16, cudaHostAllocMapped | cudaHostAllocPortable));
+      plan->scratch_host = static_cast<uint64_t*>(host);
+      plan->scratch_host[0] = plan->scratch_host[1] = 0;
+      void* dev = nullptr;
+      WEFT_CUDA(cudaHostGetDevicePointer(&dev, host, 0));
+      plan->scratch_dev = static_cast<uint64_t*>(dev);
+      WEFT_CUDA(cudaMalloc(reinterpret_cast<void**>(&plan->scratch_arrivals), 8));
+      WEFT_CUDA(cudaMemsetAsync(plan->scratch_arrivals, 0, 8, plan->stream));
+      // Flags start at 0 and padding stays 0 (stream-ordered; the caller orders it before any peer's
+      // first launch with a barrier on the same stream).
+      WEFT_CUDA(cudaMemsetAsync(plan->workspace, 0, choice.layout.total, plan->stream));
+      if (choice.path == WEFT_TP_PATH_FUSED) {
+        if (plan->problem.op == WEFT_TP_ALL_GATHER_GEMM) build_all_gather(*plan);
+        else build_scatter(*plan);
+      }
+      preload(*plan);
+    } catch (...) {
+      release(*plan);
+      throw;
+    }
+    *out_plan = plan.release();
+  });
+}
+
+WEFT_API int weft_tp_plan_launch(WeftTpPlan* plan, const WeftTpLaunch* launch) {
+  return guard([&] {
+    WEFT_REQUIRE(plan, "plan must not be NULL");
+    WEFT_REQUIRE(launch && launch->size == sizeof(WeftTpLaunch) && launch->version == 1,
+                 "launch must be a WeftTpLaunch with size %zu and version 1", sizeof(WeftTpLaunch));
+    WEFT_REQUIRE(launch->done != 0 && launch->arrivals != 0, "launch->done and launch->arrivals are required");
+    comm::require(plan->comm, true);
+    DeviceGuard g(plan->comm->device);
+    // A launch that fails part-way leaves this rank out of step with its peers; the error says so
+    // through the status, and the peers' waits for it are bounded.
+    ++plan->epoch;
+    if (plan->choice.path == WEFT_TP_PATH_SEQUENTIAL) launch_sequential(*plan, *launch);
+    else if (plan->problem.op == WEFT_TP_ALL_GATHER_GEMM) launch_all_gather_fused(*plan, *launch);
+    else launch_scatter_fused(*plan, *launch);
+  });
+}
+
+WEFT_API int weft_tp_plan_destroy(WeftTpPlan* plan) {
+  return guard([&] {
+    if (!plan) return;
+    std::unique_ptr<WeftTpPlan> owned(plan);
+    DeviceGuard g(plan->comm->device);
+    cudaError_t e = cudaStreamSynchronize(plan->stream);
+    for (cudaStream_t s : plan->side) {
+      const cudaError_t se = cudaStreamSynchronize(s);
+      if (e == cudaSuccess) e = se;
+    }
+    release(*plan);
+    WEFT_CUDA(e);
+  });
+}
+
+}  // extern "C"

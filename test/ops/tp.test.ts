@@ -1,0 +1,121 @@
+// The fused tensor-parallel ops: validation on the CPU, then every op on the GPUs in both process
+// models — one process driving both GPUs (Communicator.local) and one process per GPU (two bun
+// processes, CUDA IPC) — with the checks of test/support/tp-checks.ts.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { join } from "node:path";
+
+import { Communicator } from "../../lib/comm.ts";
+import { ArgumentError } from "../../lib/errors.ts";
+import { validateTp, validateTpConfig, type TpTensorDesc } from "../../lib/ops/tp.ts";
+import { describeGpu } from "../support/gpu.ts";
+import { TP_CHECKS, type TpContext } from "../support/tp-checks.ts";
+
+const GPU_TIMEOUT_MS = Number(process.env.WEFT_COMM_TIMEOUT_MS ?? 10_000);
+const LONG = 600_000;
+
+const t = (shape: number[], extra: Partial<TpTensorDesc> = {}): TpTensorDesc => ({ shape, dtype: "bf16", device: 0, ...extra });
+const sym = (shape: number[]) => t(shape, { symmetric: true });
+
+describe("tensor-parallel ops: validation (CPU)", () => {
+  test("allGatherGemm: shapes follow out's M, b's layout and the world size", () => {
+    expect(validateTp("allGatherGemm", 2, 0, { a: t([64, 520]), b: t([520, 500]), out: t([127, 500]) }))
+      .toEqual({ m: 127, n: 500, k: 520, mShard: 64, transB: false });
+    expect(validateTp("allGatherGemm", 2, 0, { a: t([4, 32]), b: t([16, 32]), out: t([8, 16]), transB: true }).n).toBe(16);
+    expect(() => validateTp("allGatherGemm", 2, 0, { a: t([63, 520]), b: t([520, 500]), out: t([127, 500]) }))
+      .toThrow(/a.*ceil\(M \/ 2\) = 64/);
+    expect(() => validateTp("allGatherGemm", 2, 0, { a: t([4, 32]), b: t([33, 16]), out: t([8, 16]) })).toThrow(/K = 33/);
+    expect(() => validateTp("allGatherGemm", 2, 0, { a: t([4, 32]), b: t([32, 16]), out: t([8, 17]) })).toThrow(/out.*17 columns/);
+    expect(() => validateTp("allGatherGemm", 2, 0, { a: t([4, 32]), b: t([32, 16]), out: t([8, 16]), gatheredA: t([8, 31]) }))
+      .toThrow(/'gatheredA' must be \[8, 32\]/);
+  });
+
+  test("gemmReduceScatter / gemmAllReduce: out rows and symmetry", () => {
+    expect(validateTp("gemmReduceScatter", 2, 0, { a: t([127, 260]), b: t([260, 1000]), out: sym([64, 1000]) }).mShard).toBe(64);
+    expect(() => validateTp("gemmReduceScatter", 2, 0, { a: t([127, 260]), b: t([260, 1000]), out: sym([127, 1000]) }))
+      .toThrow(/ceil\(M \/ 2\) = 64/);
+    expect(() => validateTp("gemmReduceScatter", 2, 0, { a: t([128, 64]), b: t([64, 64]), out: t([64, 64]) })).toThrow(/symmetric/);
+    expect(() => validateTp("gemmAllReduce", 2, 0, { a: t([16, 64]), b: t([64, 32]), out: sym([8, 32]) })).toThrow(/M = 16/);
+    expect(() => validateTp("gemmAllReduce", 2, 0, { a: t([16, 64]), b: t([64, 32]), out: sym([16, 32]), gatheredA: t([16, 64]) }))
+      .toThrow(/allGatherGemm output/);
+  });
+
+  test("dtype, rank and device errors name the argument", () => {
+    const bad = (args: Parameters<typeof validateTp>[3], re: RegExp) => {
+      let err: unknown;
+      try {
+        validateTp("gemmAllReduce", 2, 0, args);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(ArgumentError);
+      expect(String((err as Error).message)).toMatch(re);
+    };
+    bad({ a: t([16, 64], { dtype: "f32" }), b: t([64, 32]), out: sym([16, 32]) }, /'a' must be bf16/);
+    bad({ a: t([16, 64, 1]), b: t([64, 32]), out: sym([16, 32]) }, /'a' must be 2-D/);
+    bad({ a: t([16, 64]), b: t([64, 32], { device: 1 }), out: sym([16, 32]) }, /'b' is on device 1/);
+    bad({ a: t([16, 64]), b: t([64, 32]), out: sym([16, 32]), transB: "yes" as unknown as boolean }, /'transB' must be a boolean/);
+  });
+
+  test("config overrides are checked", () => {
+    expect(validateTpConfig(undefined, "op", "allGatherGemm", 132)).toEqual({ path: "auto", mover: "auto", commCtas: 0, tileN: 0 as 128, groupM: 0 });
+    expect(validateTpConfig({ path: "fused", mover: "ctas", commCtas: 8 }, "op", "allGatherGemm", 132).commCtas).toBe(8);
+    expect(() => validateTpConfig({ path: "fast" as "fused" }, "op", "gemmAllReduce", 132)).toThrow(/config.path/);
+    expect(() => validateTpConfig({ mover: "ctas" }, "op", "gemmReduceScatter", 132)).toThrow(/allGatherGemm option/);
+    expect(() => validateTpConfig({ commCtas: 8, mover: "copyEngine" }, "op", "allGatherGemm", 132)).toThrow(/CTA mover only/);
+    expect(() => validateTpConfig({ commCtas: 132 }, "op", "allGatherGemm", 132)).toThrow(/'config.commCtas' must be an integer in \[1, 131\]/);
+    expect(() => validateTpConfig({ tileN: 64 }, "op", "allGatherGemm", 132)).toThrow(/'config.tileN' must be one of 128, 256/);
+    expect(validateTpConfig({ tileN: 64 }, "op", "gemmAllReduce", 132).tileN).toBe(64);
+    expect(() => validateTpConfig({ groupM: 0 }, "op", "gemmAllReduce", 132)).toThrow(/groupM/);
+    expect(() => validateTpConfig({ tile: 128 } as never, "op", "gemmAllReduce", 132)).toThrow(/'config.tile' is not a config field/);
+  });
+});
+
+describeGpu("tensor-parallel ops, one process driving both GPUs (Communicator.local)", 2, () => {
+  let ctx: TpContext;
+  beforeAll(async () => {
+    const comms = await Communicator.local({ devices: [0, 1], heapBytes: 1536 << 20, timeoutMs: GPU_TIMEOUT_MS });
+    ctx = { comms, world: 2 };
+  }, LONG);
+  afterAll(async () => {
+    if (ctx) await Communicator.disposeAll(ctx.comms);
+  }, LONG);
+
+  for (const check of TP_CHECKS) {
+    test(check.name, async () => {
+      const detail = await check.run(ctx);
+      console.log(`  [local] ${check.name}: ${detail}`);
+    }, LONG);
+  }
+});
+
+describeGpu("tensor-parallel ops, one process per GPU (2 bun processes, CUDA IPC)", 2, () => {
+  test("every check passes on both ranks", async () => {
+    const l = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+    const port = l.port;
+    l.stop(true);
+    const worker = join(import.meta.dir, "..", "support", "tp-worker.ts");
+    const procs = [0, 1].map((rank) => Bun.spawn([process.execPath, worker], {
+      env: {
+        ...process.env, RANK: String(rank), WORLD_SIZE: "2", LOCAL_RANK: String(rank), LOCAL_WORLD_SIZE: "2",
+        MASTER_ADDR: "127.0.0.1", MASTER_PORT: String(port),
+      },
+      stdout: "pipe",
+      stderr: "inherit",
+    }));
+    const outputs = await Promise.all(procs.map(async (p) => await new Response(p.stdout).text()));
+    const exits = await Promise.all(procs.map((p) => p.exited));
+    const failed: string[] = [];
+    outputs.forEach((text, rank) => {
+      for (const line of text.split("\n").filter((x) => x.startsWith("{"))) {
+        const r = JSON.parse(line);
+        console.log(`  [rank ${rank}] ${r.ok ? "ok  " : "FAIL"} ${r.name} (${r.ms.toFixed(0)} ms): ${r.ok ? r.detail : r.error}`);
+        if (!r.ok) failed.push(`rank ${rank}: ${r.name}: ${r.error}`);
+      }
+    });
+    expect(failed).toEqual([]);
+    expect(exits).toEqual([0, 0]);
+    const reported = outputs.map((x) => x.split("\n").filter((y) => y.startsWith("{")).length);
+    const expected = process.env.CHECK_FILTER ? reported[0] : TP_CHECKS.length;
+    expect(reported).toEqual([expected!, expected!]);
+  }, LONG);
+});
