@@ -22,7 +22,7 @@ import { join } from "node:path";
 
 import { Bench } from "tinybench";
 
-import { NcclGroup, ncclVersion, type NcclKind } from "../lib/baseline/nccl.ts";
+import { NcclGroup, ncclVersion, type NcclKind } from "../lib/baselines/nccl.ts";
 import { cublasLtAvailable, cublasLtGemmSync } from "../lib/baselines/cublaslt.ts";
 import { Communicator } from "../lib/comm.ts";
 import { deviceCount, deviceInfo } from "../lib/device.ts";
