@@ -16,6 +16,7 @@
 import { CollectiveParams, CommConfig, CommInfo, PeerHandle } from "./abi.ts";
 import { LocalStore, rankEnvFromProcess, Store, type KeyValueStore } from "./bootstrap.ts";
 import { Completion, type FailureDescriber } from "./completion.ts";
+import { LaunchPlan, writeSlot, writeU64 } from "./plan.ts";
 import { requireDevice } from "./device.ts";
 import { DTYPES, type DType } from "./dtype.ts";
 import { ArgumentError, DisposedError, PeerError, Status, TimeoutError, UnsupportedError, WeftError } from "./errors.ts";
@@ -434,7 +435,7 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
 
 /** A collective call packed once; launch it as often as needed (each launch takes the next epoch,
  * so every rank must launch its plans in the same order). */
-export class CollectivePlan {
+export class CollectivePlan extends LaunchPlan {
   readonly op: string;
   readonly comm: Communicator;
   readonly #params: Uint8Array;
@@ -443,10 +444,12 @@ export class CollectivePlan {
   readonly #recvCounts?: BigUint64Array;
   readonly #tensors: readonly Tensor[];
   readonly #internals: ReturnType<typeof Communicator.internals>;
-  readonly #describe: FailureDescriber;
+  protected readonly completion: Completion;
+  protected readonly describe: FailureDescriber;
 
   /** @internal comm.prepare.* makes plans. */
   constructor(comm: Communicator, op: string, params: Uint8Array, tensors: readonly Tensor[], counts?: [BigUint64Array, BigUint64Array]) {
+    super();
     this.comm = comm;
     this.op = op;
     this.#params = params;
@@ -455,50 +458,27 @@ export class CollectivePlan {
     this.#sendCounts = counts?.[0];
     this.#recvCounts = counts?.[1];
     this.#internals = Communicator.internals(comm);
-    this.#describe = this.#internals.describe(op);
+    this.completion = this.#internals.completion;
+    this.describe = this.#internals.describe(op);
+  }
+
+  get label(): string {
+    return this.op;
   }
 
   /** Launches the kernel and returns its sequence number; does not wait. */
   launch(): number {
     this.#internals.guard(this.op);
     for (const t of this.#tensors) t.guard(this.op);
-    const slot = this.#internals.completion.slot();
+    const slot = this.completion.slot();
     const w = this.#words;
-    setU64(w, OFF.done, slot.done);
-    setU64(w, OFF.seq, slot.seq);
-    setU64(w, OFF.arrivals, slot.arrivals);
+    writeSlot(w, OFF, slot);
     if (this.#sendCounts) {
-      setU64(w, OFF.send_counts, addressOf(this.#sendCounts));
-      setU64(w, OFF.recv_counts, addressOf(this.#recvCounts!));
+      writeU64(w, OFF.send_counts, addressOf(this.#sendCounts));
+      writeU64(w, OFF.recv_counts, addressOf(this.#recvCounts!));
     }
     check(native().weft_collective(this.#internals.handle, this.#params), this.op);
     return slot.seq;
-  }
-
-  /** Launches and resolves when the GPU is done. */
-  run(): Promise<void> {
-    let seq: number;
-    try {
-      seq = this.launch();
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.#internals.completion.promise(seq, this.op, this.#describe);
-  }
-
-  /** Launches and spins until the GPU is done (benchmarks). */
-  runSync(): void {
-    this.wait(this.launch());
-  }
-
-  /** Spins until launch `seq` is done; throws its failure. */
-  wait(seq: number): void {
-    this.#internals.completion.wait(seq, this.#internals.completion.timeoutMs, this.op, this.#describe);
-  }
-
-  /** The Promise of launch `seq`. */
-  promise(seq: number): Promise<void> {
-    return this.#internals.completion.promise(seq, this.op, this.#describe);
   }
 }
 
@@ -509,11 +489,6 @@ const OFF = {
   send_counts: CollectiveParams.offsets.send_counts / 4,
   recv_counts: CollectiveParams.offsets.recv_counts / 4,
 };
-
-function setU64(w: Uint32Array, at: number, v: number): void {
-  w[at] = v >>> 0;
-  w[at + 1] = Math.floor(v / 4294967296);
-}
 
 /** Validates a call and packs it into a CollectivePlan. */
 export class PlanFactory {

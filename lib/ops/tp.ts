@@ -20,7 +20,8 @@
 // launches a barrier there, so no peer's first launch can see the old contents.
 import { TpChoice, TpLaunch, TpParams } from "../abi.ts";
 import { Communicator } from "../comm.ts";
-import type { FailureDescriber } from "../completion.ts";
+import type { Completion, FailureDescriber } from "../completion.ts";
+import { LaunchPlan, writeSlot } from "../plan.ts";
 import type { DType } from "../dtype.ts";
 import { ArgumentError, DisposedError, TimeoutError, WeftError } from "../errors.ts";
 import { SymmetricTensor } from "../heap.ts";
@@ -233,7 +234,7 @@ function describer(comm: Communicator, op: string): FailureDescriber {
 
 /** One rank's prepared tensor-parallel op: launch it as often as needed (each launch takes the next
  * epoch; every rank launches its plans in the same order). */
-export class TpPlan implements Disposable {
+export class TpPlan extends LaunchPlan implements Disposable {
   readonly op: TpOp;
   readonly comm: Communicator;
   readonly shape: TpShape;
@@ -243,7 +244,8 @@ export class TpPlan implements Disposable {
   readonly #tensors: readonly Tensor[];
   readonly #launch = TpLaunch.alloc();
   readonly #words: Uint32Array;
-  readonly #describe: FailureDescriber;
+  protected readonly describe: FailureDescriber;
+  protected readonly completion: Completion;
   readonly #internals: ReturnType<typeof Communicator.internals>;
   #setupFailure: Error | undefined;
   #disposed = false;
@@ -251,6 +253,7 @@ export class TpPlan implements Disposable {
   /** @internal comm.allGatherGemm() and the others make plans. */
   constructor(comm: Communicator, op: TpOp, shape: TpShape, choice: TpChoiceInfo, handle: number, workspace: readonly SymmetricTensor[],
     tensors: readonly Tensor[], setup: Promise<void>) {
+    super();
     this.comm = comm;
     this.op = op;
     this.shape = shape;
@@ -260,7 +263,8 @@ export class TpPlan implements Disposable {
     this.#tensors = tensors;
     this.#words = new Uint32Array(this.#launch.buffer);
     this.#internals = Communicator.internals(comm);
-    this.#describe = describer(comm, opName(op));
+    this.completion = this.#internals.completion;
+    this.describe = describer(comm, opName(op));
     setup.catch((e: Error) => {
       this.#setupFailure = e;
     });
@@ -274,39 +278,14 @@ export class TpPlan implements Disposable {
     if (this.#setupFailure) throw this.#setupFailure;
     this.#internals.guard(op);
     for (const t of this.#tensors) t.guard(op);
-    const slot = this.#internals.completion.slot();
-    setU64(this.#words, LAUNCH.done, slot.done);
-    setU64(this.#words, LAUNCH.seq, slot.seq);
-    setU64(this.#words, LAUNCH.arrivals, slot.arrivals);
+    const slot = this.completion.slot();
+    writeSlot(this.#words, LAUNCH, slot);
     check(native().weft_tp_plan_launch(this.#handle, this.#launch), op);
     return slot.seq;
   }
 
-  /** Launches and resolves when this rank's part is done (its output is complete). */
-  run(): Promise<void> {
-    let seq: number;
-    try {
-      seq = this.launch();
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return this.promise(seq);
-  }
-
-  /** Launches and spins until done (benchmarks). A process driving several ranks must launch
-   * every rank's plan before waiting for any (each rank's kernel waits for the others): launch()
-   * them all, then wait(seq) each. */
-  runSync(): void {
-    this.wait(this.launch());
-  }
-
-  wait(seq: number): void {
-    const c = this.#internals.completion;
-    c.wait(seq, c.timeoutMs, opName(this.op), this.#describe);
-  }
-
-  promise(seq: number): Promise<void> {
-    return this.#internals.completion.promise(seq, opName(this.op), this.#describe);
+  get label(): string {
+    return opName(this.op);
   }
 
   /** Waits for this plan's work, frees it and gives its workspace back to the heap. Every rank
@@ -328,7 +307,7 @@ export class TpPlan implements Disposable {
     this.dispose();
   }
 
-  toString(): string {
+  override toString(): string {
     return `TpPlan(${this.op}, rank ${this.comm.rank}, M ${this.shape.m} n ${this.shape.n} k ${this.shape.k}, ${this.choice.path}` +
       `${this.choice.path === "fused" ? `, tile ${this.choice.tileN}, mover ${this.choice.mover}` : ""})`;
   }
@@ -336,10 +315,6 @@ export class TpPlan implements Disposable {
 
 const LAUNCH = { done: TpLaunch.offsets.done / 4, seq: TpLaunch.offsets.seq / 4, arrivals: TpLaunch.offsets.arrivals / 4 };
 
-function setU64(w: Uint32Array, at: number, v: number): void {
-  w[at] = v >>> 0;
-  w[at + 1] = Math.floor(v / 4294967296);
-}
 
 function desc(t: Tensor | undefined, comm: Communicator): TpTensorDesc | undefined {
   if (t === undefined) return undefined;
