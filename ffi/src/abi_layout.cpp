@@ -14,7 +14,7 @@ struct Layout {
   bool first_field = true;
 
   void begin(const char* name, size_t size) {
-    json += (first_struct ? "\"" : "},\"") + std::string(name) + "\":{\"sizeof\":" +
+    json += (first_struct ? "\"" : "}},\"") + std::string(name) + "\":{\"sizeof\":" +
             std::to_string(size) + ",\"fields\":{";
     first_struct = false;
     first_field = true;
@@ -51,6 +51,73 @@ std::string build() {
   // GEMM engine (issue 4)
 
   // inter-node: command FIFO, proxy, transport (issue 6)
+  STRUCT(WeftTransportParams);
+  FIELD(WeftTransportParams, size);
+  FIELD(WeftTransportParams, version);
+  FIELD(WeftTransportParams, rank);
+  FIELD(WeftTransportParams, world_size);
+  FIELD(WeftTransportParams, device);
+  FIELD(WeftTransportParams, same_host);
+  FIELD(WeftTransportParams, timeout_ms);
+  FIELD(WeftTransportParams, reserved);
+  FIELD(WeftTransportParams, provider);
+  STRUCT(WeftTransportCounters);
+  FIELD(WeftTransportCounters, size);
+  FIELD(WeftTransportCounters, version);
+  FIELD(WeftTransportCounters, transports);
+  FIELD(WeftTransportCounters, regions);
+  FIELD(WeftTransportCounters, proxy_threads);
+  FIELD(WeftTransportCounters, host_buffers);
+  STRUCT(WeftProxyParams);
+  FIELD(WeftProxyParams, size);
+  FIELD(WeftProxyParams, version);
+  FIELD(WeftProxyParams, fifo_slots);
+  FIELD(WeftProxyParams, batch);
+  FIELD(WeftProxyParams, max_inflight);
+  FIELD(WeftProxyParams, timeout_ms);
+  FIELD(WeftProxyParams, device);
+  FIELD(WeftProxyParams, reserved);
+  STRUCT(WeftProxyCommand);
+  FIELD(WeftProxyCommand, size);
+  FIELD(WeftProxyCommand, version);
+  FIELD(WeftProxyCommand, opcode);
+  FIELD(WeftProxyCommand, flags);
+  FIELD(WeftProxyCommand, peer);
+  FIELD(WeftProxyCommand, src_region);
+  FIELD(WeftProxyCommand, dst_region);
+  FIELD(WeftProxyCommand, signal_region);
+  FIELD(WeftProxyCommand, src_offset);
+  FIELD(WeftProxyCommand, dst_offset);
+  FIELD(WeftProxyCommand, bytes);
+  FIELD(WeftProxyCommand, signal_offset);
+  FIELD(WeftProxyCommand, signal_value);
+  FIELD(WeftProxyCommand, cookie);
+  STRUCT(WeftProxyFifo);
+  FIELD(WeftProxyFifo, size);
+  FIELD(WeftProxyFifo, version);
+  FIELD(WeftProxyFifo, capacity);
+  FIELD(WeftProxyFifo, slot_bytes);
+  FIELD(WeftProxyFifo, host_control);
+  FIELD(WeftProxyFifo, host_slots);
+  FIELD(WeftProxyFifo, device_control);
+  FIELD(WeftProxyFifo, device_slots);
+  FIELD(WeftProxyFifo, device_head);
+  STRUCT(WeftProxyStats);
+  FIELD(WeftProxyStats, size);
+  FIELD(WeftProxyStats, version);
+  FIELD(WeftProxyStats, pushed);
+  FIELD(WeftProxyStats, consumed);
+  FIELD(WeftProxyStats, completed);
+  FIELD(WeftProxyStats, puts);
+  FIELD(WeftProxyStats, signals);
+  FIELD(WeftProxyStats, fences);
+  FIELD(WeftProxyStats, barriers);
+  FIELD(WeftProxyStats, passes);
+  FIELD(WeftProxyStats, idle_sleeps);
+  FIELD(WeftProxyStats, max_batch);
+  FIELD(WeftProxyStats, transport_writes);
+  FIELD(WeftProxyStats, transport_bytes);
+  FIELD(WeftProxyStats, transport_signal_writes);
 
   return l.end();
 }
