@@ -1,0 +1,227 @@
+// The bootstrap store between real processes (one bun process per rank), the in-process store,
+// and reading the launcher's environment. CPU only: runs in CI.
+import { describe, expect, test } from "bun:test";
+import { hostname } from "node:os";
+import { join } from "node:path";
+
+import { LocalStore, rankEnvFromProcess, Store } from "../lib/bootstrap.ts";
+import { ArgumentError, PeerError, TimeoutError } from "../lib/errors.ts";
+
+const worker = join(import.meta.dir, "support", "store-worker.ts");
+
+interface Rank {
+  proc: ReturnType<typeof Bun.spawn>;
+  lines: AsyncGenerator<any>;
+}
+
+async function* jsonLines(stream: ReadableStream<Uint8Array>): AsyncGenerator<any> {
+  const decoder = new TextDecoder();
+  let buf = "";
+  for await (const chunk of stream) {
+    buf += decoder.decode(chunk, { stream: true });
+    let nl: number;
+    while ((nl = buf.indexOf("\n")) >= 0) {
+      const line = buf.slice(0, nl).trim();
+      buf = buf.slice(nl + 1);
+      if (line.startsWith("{")) yield JSON.parse(line);
+    }
+  }
+}
+
+function spawnRank(rank: number, worldSize: number, port: number, scenario: string): Rank {
+  const proc = Bun.spawn([process.execPath, worker], {
+    env: { ...process.env, RANK: String(rank), WORLD_SIZE: String(worldSize), MASTER_PORT: String(port), SCENARIO: scenario, TIMEOUT_MS: "15000" },
+    stdout: "pipe",
+    stderr: "inherit",
+  });
+  return { proc, lines: jsonLines(proc.stdout as ReadableStream<Uint8Array>) };
+}
+
+async function next(r: Rank): Promise<any> {
+  const { value, done } = await r.lines.next();
+  if (done) throw new Error(`rank process ${r.proc.pid} ended without a result (exit ${await r.proc.exited})`);
+  return value;
+}
+
+/** Starts rank 0 on a free port, then ranks 1..launched-1; returns every rank's result line. */
+async function runRanks(worldSize: number, scenario: string, launched = worldSize): Promise<{ results: any[]; exits: number[] }> {
+  const r0 = spawnRank(0, worldSize, 0, scenario);
+  const { port } = await next(r0);
+  expect(port).toBeGreaterThan(0);
+  const ranks = [r0, ...Array.from({ length: launched - 1 }, (_, i) => spawnRank(i + 1, worldSize, port, scenario))];
+  const results = await Promise.all(ranks.map(async (r) => {
+    try {
+      return await next(r);
+    } catch {
+      return undefined; // a rank that died on purpose
+    }
+  }));
+  const exits = await Promise.all(ranks.map((r) => r.proc.exited));
+  return { results, exits };
+}
+
+describe("Store between processes", () => {
+  test("set/get/wait/barrier/allGather across 4 processes, large values included", async () => {
+    const { results, exits } = await runRanks(4, "basic");
+    expect(exits).toEqual([0, 0, 0, 0]);
+    for (const r of results) {
+      expect(r.got).toEqual(["value of 0", "value of 1", "value of 2", "value of 3"]);
+      expect(r.gathered).toEqual([[0, 0, 255], [1, 2, 255], [2, 4, 255], [3, 6, 255]]);
+      expect(r.bigOk).toBe(true);
+    }
+  });
+
+  test("get of a key nobody sets times out and names the key", async () => {
+    const { results } = await runRanks(2, "get-timeout");
+    for (const r of results) {
+      expect(r.error).toBe("TimeoutError");
+      expect(r.code).toBe("E_TIMEOUT");
+      expect(r.message).toContain("'never-set'");
+      expect(r.message).toContain("300 ms");
+    }
+  });
+
+  test("wait names exactly the keys that were never set", async () => {
+    const { results } = await runRanks(2, "wait-timeout");
+    for (const r of results) {
+      expect(r.error).toBe("TimeoutError");
+      expect(r.message).toContain("2 of 3 keys");
+      expect(r.message).toContain("'absent/a'");
+      expect(r.message).toContain("'absent/b'");
+      expect(r.message).not.toContain("present/");
+    }
+  });
+
+  test("a rank that never joins: the barrier times out naming it", async () => {
+    const { results } = await runRanks(4, "barrier-missing", 2);
+    for (const r of results) {
+      expect(r.error).toBe("TimeoutError");
+      expect(r.message).toContain("barrier 'all'");
+      expect(r.message).toContain("ranks 2, 3 never arrived");
+      expect(r.message).toContain("arrived: 0, 1");
+    }
+  });
+
+  test("a rank that dies: the others get PeerError naming it, not a hang", async () => {
+    const t0 = performance.now();
+    const { results, exits } = await runRanks(3, "dies");
+    expect(exits[2]).toBe(3);
+    for (const r of results.slice(0, 2)) {
+      expect(r.error).toBe("PeerError");
+      expect(r.message).toContain("rank 2 left the store");
+    }
+    expect(performance.now() - t0).toBeLessThan(9000); // well before the 10 s barrier bound
+  });
+
+  test("two processes claiming one rank: the second is refused", async () => {
+    const r0 = spawnRank(0, 2, 0, "linger");
+    const { port } = await next(r0);
+    const first = spawnRank(1, 2, port, "linger");
+    expect((await next(first)).ok).toBe(true);
+    const second = spawnRank(1, 2, port, "linger");
+    const refused = await next(second);
+    expect(refused.connect).toBe(true);
+    expect(refused.error).toBe("ArgumentError");
+    expect(refused.message).toContain("rank 1 is already connected");
+    expect((await next(r0)).ok).toBe(true);
+    expect(await Promise.all([r0.proc.exited, first.proc.exited, second.proc.exited])).toEqual([0, 0, 0]);
+  });
+
+  test("no rank 0: connect times out saying where it looked", async () => {
+    const t0 = performance.now();
+    const err = await Store.connect({ rank: 1, worldSize: 2, addr: "127.0.0.1", port: 9, timeoutMs: 400 }).catch((e) => e);
+    expect(err).toBeInstanceOf(TimeoutError);
+    expect(err.message).toContain("127.0.0.1:9");
+    expect(err.message).toContain("MASTER_ADDR");
+    expect(performance.now() - t0).toBeLessThan(3000);
+  });
+
+  test("world size 1 in one process, and argument checks", async () => {
+    await using s = await Store.connect({ rank: 0, worldSize: 1, addr: "127.0.0.1", port: 0 });
+    await s.set("a", "b");
+    expect(new TextDecoder().decode(await s.get("a"))).toBe("b");
+    await s.barrier("x");
+    expect((await s.allGather("g", Uint8Array.of(9))).map((v) => Array.from(v))).toEqual([[9]]);
+    await expect(s.get("", 10)).rejects.toBeInstanceOf(ArgumentError);
+    await expect(s.get("a", -1)).rejects.toBeInstanceOf(ArgumentError);
+    await expect(Store.connect({ rank: 2, worldSize: 2, addr: "x", port: 1 })).rejects.toBeInstanceOf(ArgumentError);
+    await expect(Store.connect({ rank: 1, worldSize: 2, addr: "x", port: 0 })).rejects.toBeInstanceOf(ArgumentError);
+  });
+});
+
+describe("LocalStore (several ranks in one process)", () => {
+  test("same interface: set/get/wait/barrier/allGather", async () => {
+    const stores = LocalStore.group(3);
+    await Promise.all(stores.map((s) => s.set(`k${s.rank}`, `v${s.rank}`)));
+    const got = await Promise.all(stores.map((s) => s.get(`k${(s.rank + 1) % 3}`)));
+    expect(got.map((v) => new TextDecoder().decode(v))).toEqual(["v1", "v2", "v0"]);
+    await Promise.all(stores.map((s) => s.wait(["k0", "k1", "k2"])));
+    await Promise.all(stores.map((s) => s.barrier("b")));
+    await Promise.all(stores.map((s) => s.barrier("b")));
+    const g = await Promise.all(stores.map((s) => s.allGather("g", Uint8Array.of(s.rank))));
+    for (const row of g) expect(row.map((v) => v[0])).toEqual([0, 1, 2]);
+    await Promise.all(stores.map((s) => s.close()));
+  });
+
+  test("a barrier missing a rank times out naming it", async () => {
+    const [a, b, c] = LocalStore.group(3);
+    const errs = await Promise.all([a!.barrier("b", 100), b!.barrier("b", 100)].map((p) => p.catch((e) => e)));
+    for (const e of errs) {
+      expect(e).toBeInstanceOf(TimeoutError);
+      expect(e.message).toContain("rank 2 never arrived");
+    }
+    void c;
+  });
+});
+
+describe("rankEnvFromProcess", () => {
+  test("torchrun names", () => {
+    expect(rankEnvFromProcess({ RANK: "3", WORLD_SIZE: "8", LOCAL_RANK: "1", LOCAL_WORLD_SIZE: "2", MASTER_ADDR: "10.0.0.1", MASTER_PORT: "29500", WEFT_NODE_ID: "n7" }))
+      .toEqual({ rank: 3, worldSize: 8, localRank: 1, localWorldSize: 2, masterAddr: "10.0.0.1", masterPort: 29500, nodeId: "n7" });
+  });
+
+  test("torchrun names without LOCAL_*: one host, nodeId is the hostname", () => {
+    const e = rankEnvFromProcess({ RANK: "1", WORLD_SIZE: "2", MASTER_ADDR: "h", MASTER_PORT: "1234" });
+    expect(e).toMatchObject({ localRank: 1, localWorldSize: 2, nodeId: hostname() });
+  });
+
+  test("Slurm names, with the launch node and a port derived from the job id", () => {
+    const e = rankEnvFromProcess({
+      SLURM_PROCID: "5", SLURM_NTASKS: "8", SLURM_LOCALID: "1", SLURM_STEP_TASKS_PER_NODE: "4(x2)",
+      SLURM_LAUNCH_NODE_IPADDR: "10.1.2.3", SLURM_JOB_ID: "123456",
+    });
+    expect(e).toMatchObject({ rank: 5, worldSize: 8, localRank: 1, localWorldSize: 4, masterAddr: "10.1.2.3", masterPort: 29500 + (123456 % 20000) });
+    const f = rankEnvFromProcess({ SLURM_PROCID: "0", SLURM_STEP_NUM_TASKS: "2", SLURM_LOCALID: "0", SLURM_NTASKS_PER_NODE: "2", SLURM_NODELIST: "gpu[07-08]", MASTER_PORT: "5000" });
+    expect(f).toMatchObject({ worldSize: 2, masterAddr: "gpu07", masterPort: 5000 });
+  });
+
+  test("Open MPI names", () => {
+    const e = rankEnvFromProcess({
+      OMPI_COMM_WORLD_RANK: "2", OMPI_COMM_WORLD_SIZE: "4", OMPI_COMM_WORLD_LOCAL_RANK: "0", OMPI_COMM_WORLD_LOCAL_SIZE: "2",
+      MASTER_ADDR: "a", MASTER_PORT: "1",
+    });
+    expect(e).toMatchObject({ rank: 2, worldSize: 4, localRank: 0, localWorldSize: 2 });
+  });
+
+  test("missing or malformed variables are ArgumentErrors naming the variable", () => {
+    const arg = (env: Record<string, string>, name: string, text: string) => {
+      let err: unknown;
+      try {
+        rankEnvFromProcess(env);
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(ArgumentError);
+      expect((err as ArgumentError).argument).toBe(name);
+      expect((err as Error).message).toContain(text);
+    };
+    arg({}, "RANK", "torchrun, srun or mpirun");
+    arg({ RANK: "0", MASTER_ADDR: "a", MASTER_PORT: "1" }, "WORLD_SIZE", "must be set");
+    arg({ RANK: "2", WORLD_SIZE: "2", MASTER_ADDR: "a", MASTER_PORT: "1" }, "RANK", "must be < WORLD_SIZE=2");
+    arg({ RANK: "x", WORLD_SIZE: "2" }, "RANK", "integer");
+    arg({ RANK: "0", WORLD_SIZE: "2", MASTER_PORT: "1" }, "MASTER_ADDR", "must be set");
+    arg({ RANK: "0", WORLD_SIZE: "2", MASTER_ADDR: "a" }, "MASTER_PORT", "must be set");
+    arg({ RANK: "0", WORLD_SIZE: "2", MASTER_ADDR: "a", MASTER_PORT: "0" }, "MASTER_PORT", "real port");
+    arg({ OMPI_COMM_WORLD_RANK: "0", OMPI_COMM_WORLD_SIZE: "2", OMPI_COMM_WORLD_LOCAL_RANK: "0", MASTER_ADDR: "a", MASTER_PORT: "1" }, "LOCAL_WORLD_SIZE", "must be set");
+  });
+});

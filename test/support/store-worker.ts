@@ -1,0 +1,99 @@
+// A rank of a multi-process bootstrap test (test/bootstrap.test.ts). Rank 0 hosts the store on a
+// free port and prints {"port": n}; every rank then runs SCENARIO and prints one JSON result line.
+//   RANK, WORLD_SIZE, MASTER_PORT (0 on rank 0), SCENARIO, TIMEOUT_MS
+import { Store } from "../../lib/bootstrap.ts";
+
+const rank = Number(process.env.RANK);
+const worldSize = Number(process.env.WORLD_SIZE);
+const scenario = process.env.SCENARIO ?? "basic";
+const timeoutMs = Number(process.env.TIMEOUT_MS ?? 20000);
+
+function report(x: unknown): void {
+  process.stdout.write(JSON.stringify(x) + "\n");
+}
+
+function describeError(e: unknown): { error: string; code?: string; message: string } {
+  const err = e as Error & { code?: string };
+  return { error: err.name, code: err.code, message: err.message };
+}
+
+let store: Store;
+try {
+  store = await Store.connect({ rank, worldSize, addr: "127.0.0.1", port: Number(process.env.MASTER_PORT ?? 0), timeoutMs });
+} catch (e) {
+  report({ rank, connect: true, ...describeError(e) });
+  process.exit(0);
+}
+if (rank === 0) report({ port: store.port });
+
+try {
+  switch (scenario) {
+    case "basic": {
+      await store.set(`key/${rank}`, `value of ${rank}`);
+      const got: string[] = [];
+      for (let r = 0; r < worldSize; r++) got.push(new TextDecoder().decode(await store.get(`key/${r}`)));
+      await store.wait(Array.from({ length: worldSize }, (_, r) => `key/${r}`));
+      // The same barrier name twice: each call is its own generation.
+      await store.barrier("twice");
+      await store.barrier("twice");
+      const gathered = await store.allGather("ag", Uint8Array.of(rank, rank * 2, 255));
+      // A large value crosses many TCP chunks.
+      const big = new Uint8Array(3 << 20).map((_, i) => (i * 7 + rank) & 0xff);
+      await store.set(`big/${rank}`, big);
+      const peerBig = await store.get(`big/${(rank + 1) % worldSize}`);
+      let bigOk = peerBig.length === big.length;
+      for (let i = 0; bigOk && i < peerBig.length; i++) bigOk = peerBig[i] === ((i * 7 + (rank + 1) % worldSize) & 0xff);
+      await store.barrier("end");
+      report({ rank, got, gathered: gathered.map((g) => Array.from(g)), bigOk });
+      break;
+    }
+    case "get-timeout": {
+      try {
+        await store.get("never-set", 300);
+        report({ rank, ok: true });
+      } catch (e) {
+        report({ rank, ...describeError(e) });
+      }
+      break;
+    }
+    case "wait-timeout": {
+      await store.set(`present/${rank}`, "x");
+      try {
+        await store.wait([`present/${rank}`, "absent/a", "absent/b"], 300);
+        report({ rank, ok: true });
+      } catch (e) {
+        report({ rank, ...describeError(e) });
+      }
+      break;
+    }
+    case "barrier-missing": {
+      try {
+        await store.barrier("all", 600);
+        report({ rank, ok: true });
+      } catch (e) {
+        report({ rank, ...describeError(e) });
+      }
+      break;
+    }
+    case "dies": {
+      await store.barrier("ready");
+      if (rank === worldSize - 1) process.exit(3); // no close(): the connection just drops
+      try {
+        await store.barrier("after", 10000);
+        report({ rank, ok: true });
+      } catch (e) {
+        report({ rank, ...describeError(e) });
+      }
+      break;
+    }
+    case "linger": {
+      // Stays connected while the test starts a second process that claims the same rank.
+      report({ rank, ok: true });
+      if (rank === 0) await Bun.sleep(2000);
+      await store.barrier("done", 20000);
+      break;
+    }
+  }
+} finally {
+  await store.close();
+}
