@@ -13,3 +13,8 @@ export { runtimeInfo, formatInfo, fabricProviders, type RuntimeInfo } from "./in
 // GEMM engine (issue 4)
 
 // inter-node: command FIFO, proxy, transport (issue 6)
+export {
+  HostBuffer, Opcode, Proxy, Region, Transport, transportCounters,
+  type Command as ProxyCommand, type Exchange, type ProxyOptions, type ProxyStats, type PutCommand, type SignalTarget,
+  type TransportInfo, type TransportOptions,
+} from "./transport.ts";
