@@ -242,12 +242,23 @@ export class Transport implements Disposable {
    * writing. */
   dispose(): void {
     if (!this.#handle) return;
-    for (const p of [...this.#proxies]) p.dispose();
-    for (const r of [...this.#regions]) r.dispose();
+    let first: unknown;
+    for (const p of [...this.#proxies]) {
+      try {
+        p.dispose();
+      } catch (e) {
+        first ??= e;
+      }
+    }
     const h = this.#handle;
     this.#handle = 0;
     leaks.unregister(this);
+    // Closing the endpoint releases every registration with it, in-flight writes included (a
+    // failed transport may still have some), so regions are only marked here.
+    for (const r of [...this.#regions]) r.closed();
+    this.#regions.clear();
     check(native().weft_transport_close(h), "Transport.dispose");
+    if (first) throw first;
   }
 
   [Symbol.dispose](): void {
@@ -305,11 +316,17 @@ export class Region implements Disposable {
     check(native().weft_transport_region_connect(this.transport.handle, this.index, bytes, stride, descriptors.length), op);
   }
 
+  /** Deregisters now. Fails while local writes from it are in flight (flush the proxy first). */
   dispose(): void {
     if (!this.#live) return;
+    check(native().weft_transport_deregister(this.transport.handle, this.index), "Region.dispose");
     this.#live = false;
     this.transport.forget(this);
-    check(native().weft_transport_deregister(this.transport.handle, this.index), "Region.dispose");
+  }
+
+  /** @internal the transport closed, taking the registration with it */
+  closed(): void {
+    this.#live = false;
   }
 
   [Symbol.dispose](): void {

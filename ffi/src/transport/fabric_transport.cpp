@@ -16,6 +16,9 @@
 // coalesced (one in flight per word, the newest value next), so a stream of put+signal commands
 // is not limited to one signal per round trip.
 //
+// WEFT_FAULT_DROP_WRITE=N (tests only) reports every Nth data write as delivered without sending
+// it, so that tests can show their ordering checks do catch a signal that overtakes its data.
+//
 // Progress is driven by the caller (the proxy thread) through progress(): rxm's data progress is
 // manual, so incoming writes land only while the target's proxy polls its CQ too.
 #include <algorithm>
@@ -243,8 +246,9 @@ class FabricTransport final : public Transport {
     for (const Op& op : ops_)
       if (op.live && op.kind == Op::kData && op.local >= r.base &&
           static_cast<char*>(op.local) < static_cast<char*>(r.base) + r.bytes)
-        WEFT_FAIL(WEFT_E_INVALID, "region %d still has writes in flight: wait for them first",
-                  region);
+        WEFT_FAIL(WEFT_E_INVALID,
+                  "region %d still has writes in flight: wait for them (proxy flush) first%s",
+                  region, failed_code_ ? ", or close the failed transport, which releases it" : "");
     close_region(r);
   }
 
@@ -418,6 +422,7 @@ class FabricTransport final : public Transport {
                 tried.c_str(), forced.empty() ? "" : ", forced by WEFT_FABRIC_PROVIDER",
                 available_providers().c_str());
 
+    if (const char* f = std::getenv("WEFT_FAULT_DROP_WRITE")) fault_drop_write_ = std::strtoull(f, nullptr, 10);
     provider_ = info_->fabric_attr->prov_name;
     hmem_ = (info_->caps & FI_HMEM) != 0;
     mr_mode_ = info_->domain_attr->mr_mode;
@@ -655,6 +660,15 @@ class FabricTransport final : public Transport {
       msg.rma_iov_count = 1;
       msg.context = &op.ctx;
       uint64_t flags = FI_COMPLETION | (delivery_complete_ ? FI_DELIVERY_COMPLETE : 0);
+      if (fault_drop_write_ && op.kind == Op::kData &&
+          ++fault_writes_ % fault_drop_write_ == 0) {
+        // Fault injection: the write is reported delivered but never sent (tests prove that the
+        // receiver's checks catch a signal without its data).
+        queue_.pop_front();
+        complete(op);
+        any = true;
+        continue;
+      }
       ssize_t rc = fi_writemsg(ep_, &msg, flags);
       if (rc == -FI_EAGAIN) break;
       if (rc != 0) {
@@ -854,6 +868,8 @@ class FabricTransport final : public Transport {
   std::vector<uint32_t> free_slots_;
   std::deque<std::pair<int, uint64_t>> slot_waiters_;  // (peer, word) waiting for a source slot
   bool posting_ = false;
+  uint64_t fault_drop_write_ = 0;  // WEFT_FAULT_DROP_WRITE=N: drop every Nth data write (tests only)
+  uint64_t fault_writes_ = 0;
 
   std::deque<Op> ops_;  // stable addresses: the provider holds &op.ctx until completion
   std::vector<Op*> free_ops_;
