@@ -80,6 +80,7 @@ export const ProxyFifo = new Struct("WeftProxyFifo", {
   slot_bytes: "u32",
   host_control: "ptr",
   host_slots: "ptr",
+  device_control_host: "ptr",
   device_control: "ptr",
   device_slots: "ptr",
   device_head: "ptr",

@@ -76,7 +76,9 @@ export const symbols = {
   weft_proxy_fifo: { args: [T.ptr /* proxy */, T.ptr /* WeftProxyFifo* */], returns: T.i32 },
   weft_proxy_error: { args: [T.ptr /* proxy */, T.ptr /* int32_t* code */, T.ptr /* const char** message */], returns: T.i32 },
   weft_proxy_stats: { args: [T.ptr /* proxy */, T.ptr /* WeftProxyStats* */], returns: T.i32 },
+  weft_proxy_abort: { args: [T.ptr /* proxy */], returns: T.i32 },
   weft_proxy_set_paused: { args: [T.ptr /* proxy */, T.i32 /* paused */], returns: T.i32 },
+  weft_proxy_device_push: { args: [T.ptr /* proxy */, T.ptr /* const WeftProxyCommand* tmpl */, T.u32 /* ctas */, T.u32 /* threads */, T.u32 /* per_thread */, T.u32 /* timeout_ms */, T.ptr /* uint64_t[2] failures (device) */, T.ptr /* stream */], returns: T.i32 },
 
   // baselines for benchmarks (dlopen'ed cuBLASLt, NCCL)
 

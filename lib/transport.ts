@@ -418,6 +418,8 @@ export class Proxy implements Disposable {
   #control: BigUint64Array;
   #errorView: BigInt64Array;
   #scratch: Uint8Array;
+  #deviceControl: BigUint64Array | undefined;
+  #fifo: ReturnType<typeof ProxyFifo.read>;
   #waiters: Waiter[] = [];
   #ticking = false;
   #idlePolls = 0;
@@ -433,6 +435,8 @@ export class Proxy implements Disposable {
     const control = viewNative(f.host_control, 256);
     this.#control = new BigUint64Array(control);
     this.#errorView = new BigInt64Array(control);
+    this.#fifo = f;
+    if (f.device_control_host) this.#deviceControl = new BigUint64Array(viewNative(f.device_control_host, 256));
     this.#scratch = new Uint8Array(ProxyCommand.size * 64);
     leaks.register(this, `Proxy of rank ${transport.rank}`, this);
   }
@@ -467,6 +471,30 @@ export class Proxy implements Disposable {
   get completed(): number {
     this.handle;
     return Number(this.#control[COMPLETED_WORD]);
+  }
+
+  /** Device-lane commands completed so far, or undefined without a device lane. */
+  get deviceCompleted(): number | undefined {
+    this.handle;
+    return this.#deviceControl ? Number(this.#deviceControl[COMPLETED_WORD]) : undefined;
+  }
+
+  /** The device lane's addresses for a kernel's FifoDevice (cuda/primitives/fifo.cuh), or
+   * undefined without one. */
+  get deviceLane(): { slots: number; head: number; control: number; capacity: number } | undefined {
+    this.handle;
+    const f = this.#fifo;
+    return f.device_control ? { slots: f.device_slots, head: f.device_head, control: f.device_control, capacity: f.capacity } : undefined;
+  }
+
+  /** Test and benchmark support: ctas x threads GPU threads each push `perThread` copies of
+   * `template` into the device lane (thread g raises word template.offset + 8 g to 1..perThread).
+   * `failures`: 16 bytes of zeroed device memory ([0] pushes that gave up, [1] proxy status). */
+  devicePush(template: Command, opts: { ctas: number; threads: number; perThread: number; failures: number; timeoutMs?: number; stream?: number }): void {
+    const op = "Proxy.devicePush";
+    const packed = Proxy.pack([template]);
+    check(native().weft_proxy_device_push(this.handle, packed, checkInt(op, "ctas", opts.ctas, 1), checkInt(op, "threads", opts.threads, 1, 1024),
+      checkInt(op, "perThread", opts.perThread, 1), opts.timeoutMs ?? 10_000, checkInt(op, "failures", opts.failures, 1), opts.stream ?? null), op);
   }
 
   /** The error that stopped the proxy, or null while it is healthy. */
@@ -591,6 +619,12 @@ export class Proxy implements Disposable {
   /** Pushes a fence and resolves when it (and so everything before it) completes. */
   flush(opts: { timeoutMs?: number } = {}): Promise<void> {
     return this.done(this.fence(opts), opts);
+  }
+
+  /** Fails the proxy now: its thread ends, pending done() Promises reject, and GPU threads waiting
+   * in the device lane give up. Dispose it once the kernels using it have finished. */
+  abort(): void {
+    check(native().weft_proxy_abort(this.handle), "Proxy.abort");
   }
 
   set paused(p: boolean) {

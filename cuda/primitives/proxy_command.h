@@ -54,6 +54,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#if defined(__CUDACC__)
+#define WEFT_PROXY_HD __host__ __device__
+#else
+#define WEFT_PROXY_HD
+#endif
+
 namespace weft::proxy {
 
 enum Opcode : uint8_t {
@@ -95,11 +101,11 @@ constexpr unsigned kTicketShift = 8;
 constexpr uint64_t kTicketMask = (uint64_t{1} << (64 - kTicketShift)) - 1;
 
 // The header that commits ticket `t` with opcode `op`.
-constexpr uint64_t command_header(uint64_t ticket, uint8_t op) {
+WEFT_PROXY_HD constexpr uint64_t command_header(uint64_t ticket, uint8_t op) {
   return ((ticket & kTicketMask) << kTicketShift) | op;
 }
-constexpr uint8_t header_opcode(uint64_t header) { return static_cast<uint8_t>(header & 0xff); }
-constexpr bool header_commits(uint64_t header, uint64_t ticket) {
+WEFT_PROXY_HD constexpr uint8_t header_opcode(uint64_t header) { return static_cast<uint8_t>(header & 0xff); }
+WEFT_PROXY_HD constexpr bool header_commits(uint64_t header, uint64_t ticket) {
   return header_opcode(header) != kOpNone && (header >> kTicketShift) == (ticket & kTicketMask);
 }
 
@@ -120,6 +126,14 @@ static_assert(offsetof(FifoControl, tail) == 64 && offsetof(FifoControl, complet
               "one control word per cache line");
 
 constexpr size_t kSlotsOffset = sizeof(FifoControl);
+
+// What a kernel needs to push into a proxy's device lane (primitives/fifo.cuh).
+struct FifoDevice {
+  Command* slots;            // device alias of the lane's slots (host memory)
+  unsigned long long* head;  // ticket counter, device memory
+  const uint64_t* control;   // device alias of the lane's FifoControl (host memory)
+  uint32_t capacity;         // slots, a power of two
+};
 
 constexpr size_t fifo_bytes(uint32_t capacity) {
   return kSlotsOffset + size_t{capacity} * sizeof(Command);

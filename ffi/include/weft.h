@@ -263,9 +263,12 @@ typedef struct WeftProxyFifo {
   uint32_t slot_bytes; /* 64 */
   void* host_control;  /* host lane control block: head @0, tail @64, completed @128, error @192 */
   void* host_slots;
-  void* device_control; /* device lane, device addresses (NULL without a GPU) */
+  /* Device lane (all NULL without a GPU): its control block as the host sees it (for polling
+   * `completed`), then the device addresses a kernel's FifoDevice (primitives/fifo.cuh) takes. */
+  void* device_control_host;
+  void* device_control;
   void* device_slots;
-  void* device_head;    /* device lane ticket counter, in device memory */
+  void* device_head;    /* ticket counter, in device memory */
 } WeftProxyFifo;
 
 typedef struct WeftProxyStats {
@@ -290,7 +293,8 @@ typedef struct WeftProxyStats {
 WEFT_API int weft_proxy_start(WeftTransport* transport, const WeftProxyParams* params,
                               WeftProxy** out);
 /* Stops the thread and frees the proxy and its FIFOs. Bounded: does not wait for in-flight
- * transfers (push a FENCE and wait for it first when they must land). */
+ * transfers (push a FENCE and wait for it first when they must land). Kernels pushing into the
+ * device lane must have finished (weft_proxy_abort releases any that wait). */
 WEFT_API int weft_proxy_stop(WeftProxy* proxy);
 /* Pushes `count` commands (each commands[i].size bytes apart) into the host lane, all or none,
  * waiting up to timeout_ms for room (0: fail at once with WEFT_E_TIMEOUT when full). Commands
@@ -305,8 +309,18 @@ WEFT_API int weft_proxy_fifo(WeftProxy* proxy, WeftProxyFifo* out);
  * the next call on this proxy from the same thread. */
 WEFT_API int weft_proxy_error(WeftProxy* proxy, int32_t* out_code, const char** out_message);
 WEFT_API int weft_proxy_stats(WeftProxy* proxy, WeftProxyStats* out);
+/* Fails the proxy now (WEFT_E_TRANSPORT, "aborted"): its thread ends and every waiter, GPU threads
+ * in fifo.cuh included, gives up. Stop it after the kernels using its device lane have finished. */
+WEFT_API int weft_proxy_abort(WeftProxy* proxy);
 /* 1: stop taking commands (they stay in the FIFO; producers meet backpressure); 0: resume. */
 WEFT_API int weft_proxy_set_paused(WeftProxy* proxy, int32_t paused);
+/* Test and benchmark support: launches ctas x threads GPU threads on `stream`, each pushing
+ * per_thread copies of *tmpl into the device lane through primitives/fifo.cuh (thread g raises
+ * word tmpl->signal_offset + 8 g to 1, 2, ..., per_thread). failures: 2 uint64 of device memory,
+ * zeroed by the caller: [0] pushes that gave up, [1] the proxy status they saw. */
+WEFT_API int weft_proxy_device_push(WeftProxy* proxy, const WeftProxyCommand* tmpl, uint32_t ctas,
+                                    uint32_t threads, uint32_t per_thread, uint32_t timeout_ms,
+                                    void* failures, void* stream);
 
 /* ---- baselines for benchmarks (dlopen'ed cuBLASLt, NCCL) ------------------------------------- */
 

@@ -99,6 +99,7 @@ std::string build() {
   FIELD(WeftProxyFifo, slot_bytes);
   FIELD(WeftProxyFifo, host_control);
   FIELD(WeftProxyFifo, host_slots);
+  FIELD(WeftProxyFifo, device_control_host);
   FIELD(WeftProxyFifo, device_control);
   FIELD(WeftProxyFifo, device_slots);
   FIELD(WeftProxyFifo, device_head);

@@ -48,6 +48,11 @@ void Proxy::stop() {
   if (!thread_.joinable()) return;
   stop_.store(true);
   thread_.join();
+  // Device producers are invisible from here (their counter is in device memory): their lane's
+  // error word is set regardless, so a kernel still pushing gives up instead of waiting.
+  for (auto& lane : lanes_)
+    if (lane->fifo->producers() == CommandFifo::Producers::kDevice)
+      lane->fifo->publish_error(WEFT_E_TRANSPORT);
   for (auto& lane : lanes_)
     if (lane->completed < lane->dispatched || lane->fifo->claimed() > lane->dispatched)
       record_error(WEFT_E_TRANSPORT,

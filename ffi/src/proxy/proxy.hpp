@@ -26,6 +26,7 @@
 
 #include "proxy/command_fifo.hpp"
 #include "transport/transport.hpp"
+#include "weft.h"
 
 namespace weft::proxy {
 
@@ -54,8 +55,13 @@ class Proxy {
   Proxy(const Proxy&) = delete;
   Proxy& operator=(const Proxy&) = delete;
 
-  // Idempotent. Joins the thread; commands still incomplete are failed (error word set).
+  // Idempotent. Joins the thread; commands still incomplete are failed (error word set). Frees
+  // nothing: the FIFOs live until the Proxy is destroyed. Kernels still pushing into the device
+  // lane must have finished before that (abort() first to release them).
   void stop();
+  // Records `message` as the proxy's error (WEFT_E_TRANSPORT) if none is recorded yet: the thread
+  // ends, every FIFO's error word is set, and GPU threads waiting in fifo.cuh give up.
+  void abort(const std::string& message) { record_error(WEFT_E_TRANSPORT, message); }
   bool running() const { return thread_.joinable() && !exited_.load(); }
 
   // Host lane. Validates each command (throws WEFT_E_INVALID naming the field), then pushes all
@@ -68,6 +74,9 @@ class Proxy {
   CommandFifo& host_fifo() { return *lanes_[0]->fifo; }
   CommandFifo* device_fifo() { return lanes_.size() > 1 ? lanes_[1]->fifo.get() : nullptr; }
   Transport& transport() { return transport_; }
+  int device() const { return options_.device; }
+  // Throws WEFT_E_INVALID naming `where` and the field when c is not a valid command here.
+  void validate_command(const Command& c, const char* where) const { validate(c, where); }
 
   int error_code() const { return error_code_.load(std::memory_order_acquire); }
   std::string error_message() const;

@@ -2,7 +2,11 @@
 #include <memory>
 #include <string>
 
+#include <cuda_runtime_api.h>
+
+#include "device_guard.hpp"
 #include "primitives/proxy_command.h"
+#include "proxy/device_push.h"
 #include "proxy/proxy.hpp"
 #include "status.hpp"
 #include "transport/transport_handle.hpp"
@@ -125,6 +129,7 @@ WEFT_API int weft_proxy_fifo(WeftProxy* proxy, WeftProxyFifo* out) {
     out->host_control = p.host_fifo().control();
     out->host_slots = p.host_fifo().slots();
     CommandFifo* d = p.device_fifo();
+    out->device_control_host = d ? d->control() : nullptr;
     out->device_control = d ? d->control_device() : nullptr;
     out->device_slots = d ? d->slots_device() : nullptr;
     out->device_head = d ? d->device_head() : nullptr;
@@ -171,8 +176,48 @@ WEFT_API int weft_proxy_stats(WeftProxy* proxy, WeftProxyStats* out) {
   });
 }
 
+WEFT_API int weft_proxy_abort(WeftProxy* proxy) {
+  return guard([&] { get(proxy).abort("the proxy was aborted by the host"); });
+}
+
 WEFT_API int weft_proxy_set_paused(WeftProxy* proxy, int32_t paused) {
   return guard([&] { get(proxy).set_paused(paused != 0); });
+}
+
+WEFT_API int weft_proxy_device_push(WeftProxy* proxy, const WeftProxyCommand* tmpl, uint32_t ctas,
+                                    uint32_t threads, uint32_t per_thread, uint32_t timeout_ms,
+                                    void* failures, void* stream) {
+  return guard([&] {
+    Proxy& p = get(proxy);
+    CommandFifo* lane = p.device_fifo();
+    WEFT_REQUIRE(lane, "the proxy has no device lane: start it with a device (WeftProxyParams.device)");
+    WEFT_REQUIRE(tmpl && tmpl->size >= sizeof(WeftProxyCommand), "tmpl must be a WeftProxyCommand");
+    WEFT_REQUIRE(failures, "failures must be 2 uint64 of device memory");
+    WEFT_REQUIRE(ctas >= 1 && threads >= 1 && threads <= 1024 && per_thread >= 1,
+                 "ctas >= 1, threads in [1, 1024] and per_thread >= 1 (got %u, %u, %u)", ctas,
+                 threads, per_thread);
+    Command c = to_command(*tmpl, 0);
+    // Every thread's word must exist at the peer: validate the first and the last one.
+    {
+      std::lock_guard<std::recursive_mutex> lock(p.transport().lock());
+      Command last = c;
+      last.signal_offset = c.signal_offset + 8 * (uint64_t(ctas) * threads - 1);
+      last.signal_value = per_thread;
+      p.validate_command(c, "tmpl");
+      p.validate_command(last, "tmpl (last thread's word)");
+    }
+    FifoDevice f{};
+    f.slots = static_cast<Command*>(lane->slots_device());
+    f.head = reinterpret_cast<unsigned long long*>(lane->device_head());
+    f.control = static_cast<const uint64_t*>(lane->control_device());
+    f.capacity = lane->capacity();
+    int dev = p.device();
+    DeviceGuard g(dev);
+    WEFT_CUDA(kernels::push_commands(f, c, ctas, threads, per_thread,
+                                     static_cast<unsigned long long*>(failures),
+                                     uint64_t(timeout_ms ? timeout_ms : 10000) * 1000000ull,
+                                     static_cast<cudaStream_t>(stream)));
+  });
 }
 
 }  // extern "C"
