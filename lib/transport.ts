@@ -17,7 +17,7 @@ const leaks = new FinalizationRegistry<string>((what) => {
 });
 
 /** The part of the bootstrap store the transport needs (Store and LocalStore provide it). */
-export type Exchange = Pick<KeyValueStore, "rank" | "worldSize" | "allGather">;
+export type Exchange = Pick<KeyValueStore, "rank" | "worldSize" | "allGather" | "barrier">;
 
 function checkInt(op: string, name: string, v: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number {
   if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) {
@@ -164,11 +164,13 @@ export class Transport implements Disposable {
     return new Transport(outPointer(out), rank, worldSize);
   }
 
-  /** open() + the address exchange through the bootstrap store. Collective. */
+  /** open() + the address exchange through the bootstrap store. Collective. Returns once every
+   * rank has inserted every address, so that no write reaches a peer that cannot place it yet. */
   static async connect(store: Exchange, opts: Omit<TransportOptions, "rank" | "worldSize"> = {}, key = "weft/transport"): Promise<Transport> {
     const t = Transport.open({ ...opts, rank: store.rank, worldSize: store.worldSize });
     try {
       t.connectPeers(await store.allGather(`${key}/address`, t.address()));
+      await store.barrier(`${key}/connected`);
     } catch (e) {
       t.dispose();
       throw e;
@@ -441,7 +443,23 @@ export class Proxy implements Disposable {
     leaks.register(this, `Proxy of rank ${transport.rank}`, this);
   }
 
-  /** Starts the proxy thread on a connected transport. */
+  /** start() on every rank, returning once every rank's proxy runs. Use this (or a store barrier
+   * after start()) before pushing: a write completes only while the target's proxy progresses its
+   * endpoint, and a rank that blocks in push()/waitSync() before its peers have started theirs can
+   * starve them of the bootstrap store it hosts (rank 0). Collective. */
+  static async connect(store: Exchange, transport: Transport, opts: ProxyOptions = {}, key = "weft/proxy"): Promise<Proxy> {
+    const p = Proxy.start(transport, opts);
+    try {
+      await store.barrier(`${key}/started`);
+    } catch (e) {
+      p.dispose();
+      throw e;
+    }
+    return p;
+  }
+
+  /** Starts this rank's proxy thread on a connected transport (see connect() for the collective
+   * form). */
   static start(transport: Transport, opts: ProxyOptions = {}): Proxy {
     const op = "Proxy.start";
     const slots = opts.fifoSlots ?? 1024;
@@ -557,7 +575,8 @@ export class Proxy implements Disposable {
   }
 
   /** Pushes commands (all or none, at most `capacity`), waiting up to timeoutMs (default 10 000;
-   * 0 = fail at once when the FIFO is full). Returns the first ticket; the rest follow. */
+   * 0 = fail at once when the FIFO is full). Returns the ticket of the LAST command (the others
+   * precede it consecutively), which is what done()/waitSync() take to wait for all of them. */
   push(commands: readonly Command[] | Uint8Array, opts: { timeoutMs?: number; count?: number } = {}): number {
     const op = "Proxy.push";
     const timeoutMs = opts.timeoutMs === undefined ? 10_000 : checkInt(op, "timeoutMs", opts.timeoutMs, 0, 0xffffffff);
@@ -576,7 +595,7 @@ export class Proxy implements Disposable {
     }
     const first = new BigUint64Array(1);
     check(native().weft_proxy_push(this.handle, packed, count, timeoutMs, first), op);
-    return Number(first[0]);
+    return Number(first[0]) + count - 1;
   }
 
   put(c: PutCommand, opts?: { timeoutMs?: number }): number {

@@ -7,8 +7,15 @@ import { Tensor } from "../../lib/tensor.ts";
 import { HostBuffer, Proxy, Transport, transportCounters } from "../../lib/transport.ts";
 import { describeGpu } from "../support/gpu.ts";
 
-const provider = process.env.WEFT_FABRIC_PROVIDER ??
-  (fabricProviders().providers.some((p) => p.name === "shm") ? "shm" : "tcp;ofi_rxm");
+// tcp;ofi_rxm unless WEFT_FABRIC_PROVIDER names another (shm, ...).
+const provider = process.env.WEFT_FABRIC_PROVIDER ?? "tcp;ofi_rxm";
+const haveProvider = (() => {
+  try {
+    return fabricProviders().providers.some((p) => p.name === provider);
+  } catch {
+    return false;
+  }
+})();
 
 async function until(cond: () => boolean, timeoutMs: number, what: () => string): Promise<void> {
   const deadline = performance.now() + timeoutMs;
@@ -19,6 +26,10 @@ async function until(cond: () => boolean, timeoutMs: number, what: () => string)
 }
 
 describeGpu("proxy device lane", 1, () => {
+  test("the provider is available", () => {
+    expect(haveProvider).toBe(true);
+  });
+
   for (const [slots, ctas, threads, perThread] of [[1024, 4, 128, 50], [8, 8, 64, 40]] as const) {
     test(`${ctas}x${threads} GPU threads push ${perThread} signals each through a ${slots}-slot FIFO`, async () => {
       const words = ctas * threads;

@@ -116,7 +116,7 @@ async function randomWrites() {
   const srcRegion = await transport.share(store, src);
   const dstRegion = await transport.share(store, dst);
   const sigRegion = await transport.share(store, sig);
-  using proxy = Proxy.start(transport, { fifoSlots: 256 });
+  using proxy = await Proxy.connect(store, transport, { fifoSlots: 256 });
   const words = new BigUint64Array(sig.view.buffer, sig.view.byteOffset, 2); // [0] data signal from prev, [1] ack from next
 
   interface Put { srcOffset: number; dstOffset: number; bytes: number }
@@ -229,7 +229,7 @@ async function signalOrder() {
   const srcRegion = await transport.share(store, src);
   const dstRegion = await transport.share(store, dst);
   const sigRegion = await transport.share(store, sig);
-  using proxy = Proxy.start(transport, { fifoSlots: 64 });
+  using proxy = await Proxy.connect(store, transport, { fifoSlots: 64 });
   // Sizes vary so that a later, smaller put could overtake an earlier, larger one on an unordered
   // fabric. Both ranks draw them from the same stream.
   const sizes = (() => {
@@ -293,7 +293,7 @@ async function killedPeer() {
   using buf = HostBuffer.alloc(8 << 20);
   using transport = await Transport.connect(store, { timeoutMs });
   const region = await transport.share(store, buf);
-  using proxy = Proxy.start(transport);
+  using proxy = await Proxy.connect(store, transport);
   if (!before) {
     const t = proxy.put({ peer: 1 - rank, src: region, srcOffset: 0, dst: region, dstOffset: 0, bytes: 4096, signal: { region, offset: 8 << 19, value: 1 } });
     await proxy.done(t, { timeoutMs });
@@ -344,7 +344,7 @@ async function allToAll() {
       const sigRegion = await transport.share(store, sig, `a2a/${cycle}/sig`);
       const sigWords = new BigUint64Array(sig.view.buffer, sig.view.byteOffset, worldSize);
       const dstWords = new Uint32Array(dst.view.buffer, dst.view.byteOffset, (BLOCK * worldSize) / 4);
-      const proxy = Proxy.start(transport, { fifoSlots: 32 });
+      const proxy = await Proxy.connect(store, transport, { fifoSlots: 32 }, `a2a/${cycle}/proxy`);
       for (let round = 1; round <= rounds; round++) {
         const stamp = (r: number) => (Math.imul(round * 7919 + cycle, 40503) ^ Math.imul(r + 1, 2654435761)) >>> 0;
         new Uint32Array(src.view.buffer, src.view.byteOffset + rank * BLOCK, BLOCK / 4).fill(stamp(rank));
@@ -355,8 +355,8 @@ async function allToAll() {
             signal: { region: sigRegion, offset: 8 * rank, value: round } });
         }
         cmds.push({ op: "barrier" });
-        const first = proxy.push(cmds, { timeoutMs });
-        await proxy.done(first + cmds.length - 1, { timeoutMs });
+        const last = proxy.push(cmds, { timeoutMs });
+        await proxy.done(last, { timeoutMs });
         // After the barrier every peer's block of this round is here, and its signal is raised.
         for (let p = 0; p < worldSize; p++) {
           if (p === rank) continue;
@@ -400,7 +400,7 @@ async function fifo() {
   const srcRegion = await transport.share(store, src);
   const dstRegion = await transport.share(store, dst);
   const sigRegion = await transport.share(store, sig);
-  using proxy = Proxy.start(transport, { fifoSlots: 4, batch: 3 });
+  using proxy = await Proxy.connect(store, transport, { fifoSlots: 4, batch: 3 });
   const sigWords = new BigUint64Array(sig.view.buffer, sig.view.byteOffset, 8);
   fillSource(src.view, 0);
   const r = rng(seed, 5);

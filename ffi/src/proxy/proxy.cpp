@@ -1,9 +1,13 @@
 #include "proxy/proxy.hpp"
 
 #include <sched.h>
+#include <sys/prctl.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <thread>
 
 #include "proxy/cpu_affinity.hpp"
@@ -81,6 +85,10 @@ void Proxy::record_error(int code, const std::string& message) {
     error_code_.store(code ? code : WEFT_E_INTERNAL, std::memory_order_release);
   }
   for (auto& lane : lanes_) lane->fifo->publish_error(error_code_.load());
+  const char* log = std::getenv("WEFT_LOG");
+  if (log && (std::strcmp(log, "info") == 0 || std::strcmp(log, "debug") == 0))
+    std::fprintf(stderr, "weft: rank %d proxy failed (%d): %s\n", transport_.rank(), code,
+                 message.c_str());
 }
 
 void Proxy::validate(const Command& c, const char* where) const {
@@ -169,8 +177,11 @@ void Proxy::run() {
   affinity_ = pin_thread_near_device(options_.device);
   live_counters().proxy_threads.fetch_add(1);
   // Idle backoff: spin while work arrives back to back, then yield, then sleep with a growing
-  // period capped at 100 us (rxm's manual progress means a sleeping proxy also delays incoming
-  // writes by up to that much).
+  // period capped at 100 us: the bound on how late an idle proxy notices a new command. The sleep
+  // is on the transport's wait object where it has one, so incoming writes (which need this
+  // rank's progress) wake it at once. Timer slack 1 us: Linux's default 50 us would stretch every
+  // short sleep.
+  (void)prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   uint32_t idle = 0;
   uint64_t sleep_us = 2;
   while (!stop_.load(std::memory_order_relaxed)) {
@@ -198,7 +209,7 @@ void Proxy::run() {
       std::lock_guard<std::mutex> lock(stats_mu_);
       ++stats_.idle_sleeps;
     }
-    std::this_thread::sleep_for(std::chrono::microseconds(sleep_us));
+    transport_.wait_for_activity(static_cast<uint32_t>(sleep_us));
     sleep_us = std::min<uint64_t>(sleep_us * 2, 100);
   }
   live_counters().proxy_threads.fetch_sub(1);

@@ -21,6 +21,9 @@
 //
 // Progress is driven by the caller (the proxy thread) through progress(): rxm's data progress is
 // manual, so incoming writes land only while the target's proxy polls its CQ too.
+#include <poll.h>
+#include <time.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -381,6 +384,26 @@ class FabricTransport final : public Transport {
     return any;
   }
 
+  void wait_for_activity(uint32_t max_us) override {
+    if (wait_fd_ >= 0) {
+      fid* fids[] = {&cq_->fid};
+      int ready;
+      {
+        std::lock_guard<std::recursive_mutex> lock(mu_);
+        if (!ep_ || failed_code_) return;
+        // fi_trywait says whether blocking on the fd is safe (nothing left to progress first).
+        ready = fi_trywait(fabric_, fids, 1);
+      }
+      if (ready != FI_SUCCESS) return;
+      pollfd p{wait_fd_, POLLIN, 0};
+      timespec t{0, static_cast<long>(max_us) * 1000};
+      (void)ppoll(&p, 1, &t, nullptr);
+      return;
+    }
+    timespec t{0, static_cast<long>(max_us) * 1000};
+    nanosleep(&t, nullptr);
+  }
+
   size_t outstanding() const override {
     size_t n = live_ops_ + queue_.size();
     for (const Peer& p : peers_) n += p.signals.size();
@@ -405,7 +428,10 @@ class FabricTransport final : public Transport {
     if (!forced.empty()) candidates = {forced};
     else {
       candidates = {"efa", "verbs;ofi_rxm"};
-      if (options_.same_host) candidates.push_back("shm");
+      // shm before 1.18 loses an RMA delivery-complete response under load when the target polls
+      // with pauses (the proxy's idle backoff), after which it accepts no more writes: reproduced
+      // with libfabric 1.17 in plain C (bench/repro/shm-stall.c). Forcing it remains possible.
+      if (options_.same_host && api().version() >= FI_VERSION(1, 18)) candidates.push_back("shm");
       candidates.push_back("tcp;ofi_rxm");
     }
     std::string tried;
@@ -431,9 +457,18 @@ class FabricTransport final : public Transport {
     FI_CALL(fi_domain(fabric_, info_, &domain_, nullptr), "fi_domain");
     fi_cq_attr cq_attr{};
     cq_attr.format = FI_CQ_FORMAT_CONTEXT;
-    cq_attr.wait_obj = FI_WAIT_NONE;
     cq_attr.size = 4096;
-    FI_CALL(fi_cq_open(domain_, &cq_attr, &cq_, nullptr), "fi_cq_open");
+    // A file descriptor to sleep on when idle: with manual progress (rxm, shm) an incoming write
+    // lands only while this rank progresses, so an idle proxy must wake when data arrives rather
+    // than on a timer (a 100 us timer capped tcp;ofi_rxm at ~0.3 GB/s for 64 KiB writes here).
+    cq_attr.wait_obj = FI_WAIT_FD;
+    if (fi_cq_open(domain_, &cq_attr, &cq_, nullptr) != 0 || !cq_) {
+      cq_ = nullptr;
+      cq_attr.wait_obj = FI_WAIT_NONE;
+      FI_CALL(fi_cq_open(domain_, &cq_attr, &cq_, nullptr), "fi_cq_open");
+    } else if (fi_control(&cq_->fid, FI_GETWAIT, &wait_fd_) != 0) {
+      wait_fd_ = -1;
+    }
     fi_av_attr av_attr{};
     av_attr.type = FI_AV_TABLE;
     av_attr.count = static_cast<size_t>(world_size());
@@ -474,13 +509,14 @@ class FabricTransport final : public Transport {
     info_json_ = format(
         "{\"provider\":\"%s\",\"fabric\":\"%s\",\"domain\":\"%s\",\"libfabric\":\"%s\","
         "\"hmem\":%s,\"deliveryComplete\":%s,\"mrMode\":%d,\"dataProgress\":\"%s\","
-        "\"maxMessage\":%llu,\"rank\":%d,\"worldSize\":%d}",
+        "\"maxMessage\":%llu,\"waitFd\":%s,\"rank\":%d,\"worldSize\":%d}",
         provider_.c_str(), info_->fabric_attr->name ? info_->fabric_attr->name : "",
         info_->domain_attr->name ? info_->domain_attr->name : "",
         fabric::version_string().c_str(), hmem_ ? "true" : "false",
         delivery_complete_ ? "true" : "false", mr_mode_,
         info_->domain_attr->data_progress == FI_PROGRESS_AUTO ? "auto" : "manual",
-        (unsigned long long)info_->ep_attr->max_msg_size, rank(), world_size());
+        (unsigned long long)info_->ep_attr->max_msg_size, wait_fd_ >= 0 ? "true" : "false", rank(),
+        world_size());
     const char* log = std::getenv("WEFT_LOG");
     if (log && (std::strcmp(log, "info") == 0 || std::strcmp(log, "debug") == 0))
       std::fprintf(stderr, "weft: rank %d transport: libfabric %s provider %s (fabric %s, domain %s, FI_HMEM %s)\n",
@@ -499,6 +535,7 @@ class FabricTransport final : public Transport {
     hints->ep_attr->type = FI_EP_RDM;
     hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
                                   FI_MR_ENDPOINT | FI_MR_HMEM;
+    // Every call into the domain is serialized by this transport's lock (lock()).
     hints->domain_attr->threading = FI_THREAD_DOMAIN;
     if (delivery_complete) hints->tx_attr->op_flags = FI_DELIVERY_COMPLETE;
     hints->fabric_attr->prov_name = strdup(name.c_str());
@@ -834,12 +871,15 @@ class FabricTransport final : public Transport {
     auto limit = std::chrono::milliseconds(options_.timeout_ms);
     for (const Op& op : ops_) {
       if (!op.live || now - op.submitted <= limit) continue;
+      size_t posted = 0;
+      for (const Op& o : ops_) posted += o.live && o.posted;
       fail(WEFT_E_TIMEOUT,
-           format("rank %d -> rank %d: a %s of %llu bytes did not complete within %u ms (%s): "
-                  "the peer may be gone or not making progress",
+           format("rank %d -> rank %d: a %s of %llu bytes did not complete within %u ms (%s; %zu "
+                  "ops posted, %zu waiting for the provider): the peer may be gone or not making "
+                  "progress",
                   rank(), op.peer, op.kind == Op::kSignal ? "signal" : "write",
                   (unsigned long long)op.bytes, options_.timeout_ms,
-                  op.posted ? "posted" : "never accepted by the provider"));
+                  op.posted ? "posted" : "never accepted by the provider", posted, queue_.size()));
     }
   }
 
@@ -861,6 +901,7 @@ class FabricTransport final : public Transport {
   std::vector<uint8_t> address_;
   bool connected_ = false;
   uint64_t next_key_ = 1;
+  int wait_fd_ = -1;  // the CQ's wait object, when the provider offers one
 
   HostMemory control_;
   std::vector<Region> regions_;  // [0] = control region

@@ -95,6 +95,10 @@ class Transport {
   // Makes progress (posts queued ops, reaps completions, checks deadlines); appends the tokens of
   // ops that completed to `done`. Returns whether anything happened.
   virtual bool progress(std::vector<uint64_t>& done) = 0;
+  // Blocks the calling thread for at most max_us, returning early when the provider has something
+  // to progress (an incoming write landing in this rank's memory needs this rank's progress on
+  // providers with manual progress). Call without holding lock().
+  virtual void wait_for_activity(uint32_t max_us) = 0;
   virtual size_t outstanding() const = 0;  // ops submitted and not yet complete
   virtual TransportStats stats() const = 0;
 
