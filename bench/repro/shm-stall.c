@@ -1,10 +1,14 @@
 // shm-stall.c — libfabric 1.17's shm provider stops completing RMA writes under load when the
 // target polls its CQ with short pauses (as weft's idle proxy does). Two forked processes; rank 0
-// keeps W writes of 64 B (FI_DELIVERY_COMPLETE) in flight to rank 1, which polls its CQ every SL us.
-// With SL=100 it ends "STALL posted N done N-1" after ~120k writes (one completion never comes and
-// shm accepts no further write); with SL=0 (spinning) 300k writes complete. Observed 3/3 here.
-//   gcc -O2 shm-stall.c -o shm-stall -lfabric && SL=100 N=300000 W=1024 ./shm-stall shm
-// Kept as evidence for the provider rule in ffi/src/transport/fabric_transport.cpp; not built.
+// keeps W writes of SZ bytes (FI_DELIVERY_COMPLETE) in flight to rank 1, which polls its CQ every
+// SL us. With SL=100 it ends "STALL posted N done N-1" after ~120k writes (one completion never
+// comes and shm accepts no further write); with SL=0 (spinning) 300k writes complete. Observed 3/3
+// on the 2-core dev VM. The same program with 'tcp;ofi_rxm' is the raw-libfabric reference quoted
+// in bench/results/proxy.md.
+//   gcc -O2 shm-stall.c -o shm-stall -lfabric
+//   SL=100 N=300000 W=1024 ./shm-stall shm
+//   SZ=65536 SL=0 N=5000 W=256 FI_TCP_IFACE=lo ./shm-stall 'tcp;ofi_rxm'
+// Evidence for the provider rule in ffi/src/transport/fabric_transport.cpp; not built by CMake.
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>
@@ -48,7 +52,7 @@ int main(int argc,char**argv){
     double t0=now(); int posted=0,done=0; void* desc=fi_mr_desc(mr);
     while(done<N){
       if(posted<N && posted-done<W){
-        struct iovec io={buf+64*(posted%1000),64}; struct fi_rma_iov ri={theirs[0]+64*(posted%1000),64,theirs[1]};
+        size_t SZ=atoi(getenv("SZ")?getenv("SZ"):"64"); struct iovec io={buf+(SZ*(posted%64))%(B-SZ),SZ}; struct fi_rma_iov ri={theirs[0]+(SZ*(posted%64))%(B-SZ),SZ,theirs[1]};
         struct fi_msg_rma m={0}; m.msg_iov=&io; m.desc=&desc; m.iov_count=1; m.addr=fa[1]; m.rma_iov=&ri; m.rma_iov_count=1; m.context=&ctx[posted];
         ssize_t r=fi_writemsg(ep,&m,FI_COMPLETION|FI_DELIVERY_COMPLETE); if(r==0) posted++; else if(r!=-FI_EAGAIN){fprintf(stderr,"write %zd\n",r);return 1;}
       }

@@ -6,7 +6,7 @@
 // calls through the ops tables of objects these entry points return, so it works unchanged.
 #pragma once
 
-#if __has_include(<rdma/fabric.h>)
+#if __has_include(<rdma/fabric.h>) && !defined(WEFT_NO_FABRIC)
 #include <rdma/fabric.h>
 #include <rdma/fi_cm.h>
 #include <rdma/fi_domain.h>
