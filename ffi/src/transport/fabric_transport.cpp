@@ -1,12 +1,15 @@
 // fabric_transport.cpp — the Transport interface over libfabric RDM endpoints (FI_RMA).
 //
-// Provider choice (automatic): efa > verbs;ofi_rxm > shm (only when every rank is on this host)
-// > tcp;ofi_rxm. WEFT_FABRIC_PROVIDER, or TransportOptions::provider, forces one by name.
+// Provider choice (automatic): efa > verbs;ofi_rxm > shm (only when every rank is on this host, and
+// libfabric >= 1.18) > tcp;ofi_rxm. WEFT_FABRIC_PROVIDER, or TransportOptions::provider, forces one
+// by name. With a GPU, a provider offering FI_HMEM is asked for first.
 //
 // How a signal is ordered after its data. Every write is posted with FI_DELIVERY_COMPLETE: its
 // completion means the bytes are visible in the target's memory, not merely sent. A signal to
 // peer p is an 8-byte write posted only once every data write to p submitted before it has
-// completed. This is the one scheme that is correct on all four providers:
+// completed (verbs and efa also qualify without FI_DELIVERY_COMPLETE: their write completion
+// comes from the target NIC's acknowledgement). This is the one scheme that is correct on all
+// four providers:
 //   - efa (SRD) delivers RMA writes out of order, so "post the signal after the data" alone
 //     would let the flag overtake its data; only the data's completion proves arrival.
 //   - fi_writemsg(FI_FENCE) is not offered by tcp;ofi_rxm or shm (caps lack FI_FENCE).
