@@ -176,6 +176,85 @@ export const TpLaunch = new Struct("WeftTpLaunch", {
 });
 
 // inter-node: command FIFO, proxy, transport (issue 6)
+export const TransportParams = new Struct("WeftTransportParams", {
+  size: "u32",
+  version: "u32",
+  rank: "i32",
+  world_size: "i32",
+  device: "i32",
+  same_host: "i32",
+  timeout_ms: "u32",
+  reserved: "u32",
+  provider: "ptr",
+});
+
+export const TransportCounters = new Struct("WeftTransportCounters", {
+  size: "u32",
+  version: "u32",
+  transports: "i64",
+  regions: "i64",
+  proxy_threads: "i64",
+  host_buffers: "i64",
+});
+
+export const ProxyParams = new Struct("WeftProxyParams", {
+  size: "u32",
+  version: "u32",
+  fifo_slots: "u32",
+  batch: "u32",
+  max_inflight: "u32",
+  timeout_ms: "u32",
+  device: "i32",
+  reserved: "u32",
+});
+
+export const ProxyCommand = new Struct("WeftProxyCommand", {
+  size: "u32",
+  version: "u32",
+  opcode: "u32",
+  flags: "u32",
+  peer: "i32",
+  src_region: "i32",
+  dst_region: "i32",
+  signal_region: "i32",
+  src_offset: "u64",
+  dst_offset: "u64",
+  bytes: "u64",
+  signal_offset: "u64",
+  signal_value: "u64",
+  cookie: "u64",
+});
+
+export const ProxyFifo = new Struct("WeftProxyFifo", {
+  size: "u32",
+  version: "u32",
+  capacity: "u32",
+  slot_bytes: "u32",
+  host_control: "ptr",
+  host_slots: "ptr",
+  device_control_host: "ptr",
+  device_control: "ptr",
+  device_slots: "ptr",
+  device_head: "ptr",
+});
+
+export const ProxyStats = new Struct("WeftProxyStats", {
+  size: "u32",
+  version: "u32",
+  pushed: "u64",
+  consumed: "u64",
+  completed: "u64",
+  puts: "u64",
+  signals: "u64",
+  fences: "u64",
+  barriers: "u64",
+  passes: "u64",
+  idle_sleeps: "u64",
+  max_batch: "u64",
+  transport_writes: "u64",
+  transport_bytes: "u64",
+  transport_signal_writes: "u64",
+});
 
 /** Every ABI struct, by its C name. */
 export const ABI_STRUCTS: readonly Struct<any>[] = [
@@ -194,4 +273,10 @@ export const ABI_STRUCTS: readonly Struct<any>[] = [
   TpChoice,
   TpLaunch,
   // issue 6
+  TransportParams,
+  TransportCounters,
+  ProxyParams,
+  ProxyCommand,
+  ProxyFifo,
+  ProxyStats,
 ];

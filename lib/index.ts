@@ -31,3 +31,8 @@ export {
 } from "./ops/tp.ts";
 
 // inter-node: command FIFO, proxy, transport (issue 6)
+export {
+  HostBuffer, Opcode, Proxy, Region, Transport, transportCounters,
+  type Command as ProxyCommand, type Exchange, type ProxyOptions, type ProxyStats, type PutCommand, type SignalTarget,
+  type TransportInfo, type TransportOptions,
+} from "./transport.ts";

@@ -75,6 +75,28 @@ export const symbols = {
   weft_tp_plan_destroy: { args: [T.ptr /* WeftTpPlan* */], returns: T.i32 },
 
   // inter-node: command FIFO, proxy, transport (issue 6)
+  weft_transport_open: { args: [T.ptr /* const WeftTransportParams* */, T.ptr /* WeftTransport** */], returns: T.i32 },
+  weft_transport_close: { args: [T.ptr /* WeftTransport* */], returns: T.i32 },
+  weft_transport_info: { args: [T.ptr /* transport */, T.ptr /* const char** json */], returns: T.i32 },
+  weft_transport_address: { args: [T.ptr /* transport */, T.ptr /* const uint8_t** blob */, T.ptr /* uint64_t* bytes */], returns: T.i32 },
+  weft_transport_connect: { args: [T.ptr /* transport */, T.ptr /* const uint8_t* blobs */, T.u64 /* stride */, T.i32 /* count */], returns: T.i32 },
+  weft_transport_register: { args: [T.ptr /* transport */, T.ptr /* base */, T.u64 /* bytes */, T.i32 /* device */, T.ptr /* int32_t* region */], returns: T.i32 },
+  weft_transport_region_descriptor: { args: [T.ptr /* transport */, T.i32 /* region */, T.ptr /* const uint8_t** blob */, T.ptr /* uint64_t* bytes */], returns: T.i32 },
+  weft_transport_region_connect: { args: [T.ptr /* transport */, T.i32 /* region */, T.ptr /* const uint8_t* blobs */, T.u64 /* stride */, T.i32 /* count */], returns: T.i32 },
+  weft_transport_deregister: { args: [T.ptr /* transport */, T.i32 /* region */], returns: T.i32 },
+  weft_transport_host_alloc: { args: [T.u64 /* bytes */, T.ptr /* void** host */, T.ptr /* void** device */], returns: T.i32 },
+  weft_transport_host_free: { args: [T.ptr /* host */], returns: T.i32 },
+  weft_transport_counters: { args: [T.ptr /* WeftTransportCounters* */], returns: T.i32 },
+  weft_proxy_start: { args: [T.ptr /* transport */, T.ptr /* const WeftProxyParams* */, T.ptr /* WeftProxy** */], returns: T.i32 },
+  weft_proxy_stop: { args: [T.ptr /* WeftProxy* */], returns: T.i32 },
+  weft_proxy_push: { args: [T.ptr /* proxy */, T.ptr /* const WeftProxyCommand* */, T.u32 /* count */, T.u32 /* timeout_ms */, T.ptr /* uint64_t* first_ticket */], returns: T.i32 },
+  weft_proxy_wait: { args: [T.ptr /* proxy */, T.u64 /* ticket */, T.u32 /* timeout_ms */], returns: T.i32 },
+  weft_proxy_fifo: { args: [T.ptr /* proxy */, T.ptr /* WeftProxyFifo* */], returns: T.i32 },
+  weft_proxy_error: { args: [T.ptr /* proxy */, T.ptr /* int32_t* code */, T.ptr /* const char** message */], returns: T.i32 },
+  weft_proxy_stats: { args: [T.ptr /* proxy */, T.ptr /* WeftProxyStats* */], returns: T.i32 },
+  weft_proxy_abort: { args: [T.ptr /* proxy */], returns: T.i32 },
+  weft_proxy_set_paused: { args: [T.ptr /* proxy */, T.i32 /* paused */], returns: T.i32 },
+  weft_proxy_device_push: { args: [T.ptr /* proxy */, T.ptr /* const WeftProxyCommand* tmpl */, T.u32 /* ctas */, T.u32 /* threads */, T.u32 /* per_thread */, T.u32 /* timeout_ms */, T.ptr /* uint64_t[2] failures (device) */, T.ptr /* stream */], returns: T.i32 },
 
   // baselines for benchmarks (dlopen'ed cuBLASLt, NCCL)
   weft_cublaslt_available: { args: [T.ptr /* int32_t* */, T.ptr /* const char** path */], returns: T.i32 },

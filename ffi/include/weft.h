@@ -404,6 +404,177 @@ enum WeftTpFailure { WEFT_TP_FAIL_BARRIER = 1, WEFT_TP_FAIL_PEER_WAIT = 2, WEFT_
 
 /* ---- inter-node: command FIFO, proxy, transport (issue 6) ------------------------------------ */
 
+/* Transport: one libfabric RDM endpoint per rank (ffi/src/transport/). Set-up is collective:
+ *   1. weft_transport_open on every rank;
+ *   2. exchange weft_transport_address blobs (bootstrap store), weft_transport_connect with all;
+ *   3. per memory region, on every rank in the same order: weft_transport_register, exchange
+ *      weft_transport_region_descriptor blobs, weft_transport_region_connect with all.
+ * Region indices are then the same on every rank; user regions start at 1 (0 is the transport's).
+ * Provider: automatic (efa > verbs;ofi_rxm > shm when same_host > tcp;ofi_rxm), or forced by
+ * `provider` or WEFT_FABRIC_PROVIDER. WEFT_LOG=info prints the choice on stderr. */
+typedef struct WeftTransport WeftTransport;
+
+typedef struct WeftTransportParams {
+  uint32_t size;        /* sizeof(WeftTransportParams) */
+  uint32_t version;     /* 1 */
+  int32_t rank;
+  int32_t world_size;
+  int32_t device;       /* GPU whose memory may be registered (FI_HMEM); -1: host memory only */
+  int32_t same_host;    /* 1 when every rank runs on this host: lets the shm provider qualify */
+  uint32_t timeout_ms;  /* bound on every transport operation; 0 = 30000 */
+  uint32_t reserved;    /* 0 */
+  const char* provider; /* NULL or "" = automatic */
+} WeftTransportParams;
+#define WEFT_TRANSPORT_PARAMS_INIT {sizeof(WeftTransportParams), 1, 0, 1, -1, 0, 0, 0, NULL}
+
+WEFT_API int weft_transport_open(const WeftTransportParams* params, WeftTransport** out);
+/* WEFT_E_INVALID while a proxy still runs on it. Closes the endpoint first: no transfer touches
+ * registered memory after this returns. */
+WEFT_API int weft_transport_close(WeftTransport* transport);
+/* JSON {"provider", "fabric", "domain", "libfabric", "hmem", "deliveryComplete", "mrMode",
+ * "dataProgress", "maxMessage", "rank", "worldSize"}; valid until close. */
+WEFT_API int weft_transport_info(WeftTransport* transport, const char** out_json);
+/* This rank's address blob (valid until close); every rank's blob has the same length. */
+WEFT_API int weft_transport_address(WeftTransport* transport, const uint8_t** out_blob,
+                                    uint64_t* out_bytes);
+/* blobs: `count` (= world size) addresses of `stride` bytes each, in rank order. */
+WEFT_API int weft_transport_connect(WeftTransport* transport, const uint8_t* blobs, uint64_t stride,
+                                    int32_t count);
+/* device -1: host memory (weft_transport_host_alloc or pinned); >= 0: that GPU's memory (needs a
+ * provider with FI_HMEM, else WEFT_E_UNSUPPORTED). */
+WEFT_API int weft_transport_register(WeftTransport* transport, void* base, uint64_t bytes,
+                                     int32_t device, int32_t* out_region);
+WEFT_API int weft_transport_region_descriptor(WeftTransport* transport, int32_t region,
+                                              const uint8_t** out_blob, uint64_t* out_bytes);
+WEFT_API int weft_transport_region_connect(WeftTransport* transport, int32_t region,
+                                           const uint8_t* blobs, uint64_t stride, int32_t count);
+WEFT_API int weft_transport_deregister(WeftTransport* transport, int32_t region);
+
+/* Host memory a NIC and (when present) every GPU can reach: pinned and mapped with a GPU
+ * (out_device = its device alias), page-aligned host memory without one (out_device = NULL).
+ * Zero-filled. */
+WEFT_API int weft_transport_host_alloc(uint64_t bytes, void** out_host, void** out_device);
+WEFT_API int weft_transport_host_free(void* host);
+
+/* Live resources in this process, for leak checks after teardown. */
+typedef struct WeftTransportCounters {
+  uint32_t size;    /* sizeof(WeftTransportCounters) */
+  uint32_t version; /* 1 */
+  int64_t transports;
+  int64_t regions;       /* registered memory regions, transports' own included */
+  int64_t proxy_threads; /* proxy threads running */
+  int64_t host_buffers;  /* FIFOs, control regions and weft_transport_host_alloc blocks */
+} WeftTransportCounters;
+WEFT_API int weft_transport_counters(WeftTransportCounters* out);
+
+/* Proxy: one thread per rank that drains the command FIFO into the transport (ffi/src/proxy/).
+ * Slot layout and ordering rules: cuda/primitives/proxy_command.h. Host code pushes with
+ * weft_proxy_push; kernels push into the device lane (cuda/primitives/fifo.cuh). */
+typedef struct WeftProxy WeftProxy;
+
+typedef struct WeftProxyParams {
+  uint32_t size;         /* sizeof(WeftProxyParams) */
+  uint32_t version;      /* 1 */
+  uint32_t fifo_slots;   /* power of two in [2, 2^20]; 0 = 1024 */
+  uint32_t batch;        /* commands taken per pass, [1, 4096]; 0 = 64 */
+  uint32_t max_inflight; /* commands in flight per lane; 0 = 4096 */
+  uint32_t timeout_ms;   /* barrier waits; 0 = the transport's timeout */
+  int32_t device;        /* pin near this GPU and add a device lane; -1: host lane only */
+  uint32_t reserved;     /* 0 */
+} WeftProxyParams;
+#define WEFT_PROXY_PARAMS_INIT {sizeof(WeftProxyParams), 1, 0, 0, 0, 0, -1, 0}
+
+enum WeftProxyOpcode {
+  WEFT_PROXY_PUT = 1,     /* bytes src_region[src_offset..] -> peer's dst_region[dst_offset..] */
+  WEFT_PROXY_SIGNAL = 2,  /* raise the peer's signal word to signal_value after earlier data */
+  WEFT_PROXY_FENCE = 3,   /* later commands start after every earlier one completed */
+  WEFT_PROXY_BARRIER = 4  /* fence + barrier with every rank's proxy */
+};
+#define WEFT_PROXY_FLAG_SIGNAL 1u /* PUT: then raise the signal (signal_* fields) */
+
+typedef struct WeftProxyCommand {
+  uint32_t size;    /* sizeof(WeftProxyCommand) */
+  uint32_t version; /* 1 */
+  uint32_t opcode;  /* WeftProxyOpcode */
+  uint32_t flags;   /* WEFT_PROXY_FLAG_* */
+  int32_t peer;
+  int32_t src_region;
+  int32_t dst_region;
+  int32_t signal_region;
+  uint64_t src_offset;
+  uint64_t dst_offset;
+  uint64_t bytes;
+  uint64_t signal_offset; /* 8-byte aligned */
+  uint64_t signal_value;  /* epoch: values only grow */
+  uint64_t cookie;        /* opaque, quoted in errors */
+} WeftProxyCommand;
+
+typedef struct WeftProxyFifo {
+  uint32_t size;       /* sizeof(WeftProxyFifo) */
+  uint32_t version;    /* 1 */
+  uint32_t capacity;   /* slots per lane */
+  uint32_t slot_bytes; /* 64 */
+  void* host_control;  /* host lane control block: head @0, tail @64, completed @128, error @192 */
+  void* host_slots;
+  /* Device lane (all NULL without a GPU): its control block as the host sees it (for polling
+   * `completed`), then the device addresses a kernel's FifoDevice (primitives/fifo.cuh) takes. */
+  void* device_control_host;
+  void* device_control;
+  void* device_slots;
+  void* device_head;    /* ticket counter, in device memory */
+} WeftProxyFifo;
+
+typedef struct WeftProxyStats {
+  uint32_t size;    /* sizeof(WeftProxyStats) */
+  uint32_t version; /* 1 */
+  uint64_t pushed;    /* host lane tickets claimed */
+  uint64_t consumed;  /* commands taken from the FIFOs */
+  uint64_t completed; /* commands complete */
+  uint64_t puts;
+  uint64_t signals;
+  uint64_t fences;
+  uint64_t barriers;
+  uint64_t passes;      /* proxy loop passes that did work */
+  uint64_t idle_sleeps; /* times the idle proxy slept */
+  uint64_t max_batch;   /* most commands taken in one pass */
+  uint64_t transport_writes;        /* write ops posted for data (chunks) */
+  uint64_t transport_bytes;         /* data bytes */
+  uint64_t transport_signal_writes; /* signal writes posted (coalesced) */
+} WeftProxyStats;
+
+/* Starts the proxy thread on a connected transport. */
+WEFT_API int weft_proxy_start(WeftTransport* transport, const WeftProxyParams* params,
+                              WeftProxy** out);
+/* Stops the thread and frees the proxy and its FIFOs. Bounded: does not wait for in-flight
+ * transfers (push a FENCE and wait for it first when they must land). Kernels pushing into the
+ * device lane must have finished (weft_proxy_abort releases any that wait). */
+WEFT_API int weft_proxy_stop(WeftProxy* proxy);
+/* Pushes `count` commands (each commands[i].size bytes apart) into the host lane, all or none,
+ * waiting up to timeout_ms for room (0: fail at once with WEFT_E_TIMEOUT when full). Commands
+ * are validated first (WEFT_E_INVALID names the command and field). out_first_ticket: the ticket
+ * of commands[0]; the others follow consecutively. */
+WEFT_API int weft_proxy_push(WeftProxy* proxy, const WeftProxyCommand* commands, uint32_t count,
+                             uint32_t timeout_ms, uint64_t* out_first_ticket);
+/* Waits until every host-lane ticket <= ticket completed; fails with the proxy's error. */
+WEFT_API int weft_proxy_wait(WeftProxy* proxy, uint64_t ticket, uint32_t timeout_ms);
+WEFT_API int weft_proxy_fifo(WeftProxy* proxy, WeftProxyFifo* out);
+/* out_code: 0 while healthy, else the WEFT_E_* that stopped the proxy; out_message valid until
+ * the next call on this proxy from the same thread. */
+WEFT_API int weft_proxy_error(WeftProxy* proxy, int32_t* out_code, const char** out_message);
+WEFT_API int weft_proxy_stats(WeftProxy* proxy, WeftProxyStats* out);
+/* Fails the proxy now (WEFT_E_TRANSPORT, "aborted"): its thread ends and every waiter, GPU threads
+ * in fifo.cuh included, gives up. Stop it after the kernels using its device lane have finished. */
+WEFT_API int weft_proxy_abort(WeftProxy* proxy);
+/* 1: stop taking commands (they stay in the FIFO; producers meet backpressure); 0: resume. */
+WEFT_API int weft_proxy_set_paused(WeftProxy* proxy, int32_t paused);
+/* Test and benchmark support: launches ctas x threads GPU threads on `stream`, each pushing
+ * per_thread copies of *tmpl into the device lane through primitives/fifo.cuh (thread g raises
+ * word tmpl->signal_offset + 8 g to 1, 2, ..., per_thread). failures: 2 uint64 of device memory,
+ * zeroed by the caller: [0] pushes that gave up, [1] the proxy status they saw. */
+WEFT_API int weft_proxy_device_push(WeftProxy* proxy, const WeftProxyCommand* tmpl, uint32_t ctas,
+                                    uint32_t threads, uint32_t per_thread, uint32_t timeout_ms,
+                                    void* failures, void* stream);
+
 /* ---- baselines for benchmarks (dlopen'ed cuBLASLt, NCCL) ------------------------------------- */
 
 /* 1 when libcublasLt.so.13 (or libcublasLt.so) could be loaded, else 0 (not an error); out_path
