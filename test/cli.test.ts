@@ -1,6 +1,7 @@
 import { expect, test } from "bun:test";
 import { join } from "node:path";
 
+import { ABI_VERSION } from "../lib/native.ts";
 import { gpuCount } from "./support/gpu.ts";
 
 const cli = join(import.meta.dir, "..", "lib", "cli.ts");
@@ -13,7 +14,7 @@ function run(...args: string[]) {
 test("weft info exits 0 and describes the runtime, GPUs and transports", () => {
   const r = run("info");
   expect(r.code).toBe(0);
-  expect(r.out).toContain("weft 0.1.0 (ABI 1)");
+  expect(r.out).toContain(`weft 0.1.0 (ABI ${ABI_VERSION})`);
   expect(r.out).toContain("CUDA runtime");
   expect(r.out).toContain("libfabric");
   if (gpuCount() === 0) expect(r.out).toContain("GPUs: none found");
@@ -24,7 +25,7 @@ test("weft info --json is machine-readable", () => {
   const r = run("info", "--json");
   expect(r.code).toBe(0);
   const info = JSON.parse(r.out);
-  expect(info.abi).toBe(1);
+  expect(info.abi).toBe(ABI_VERSION);
   expect(info.topology.devices.length).toBe(gpuCount());
   expect(Array.isArray(info.fabric.providers)).toBe(true);
 });

@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 /* Bumped on any change to a signature or an ABI struct. lib/native.ts refuses a mismatch. */
-#define WEFT_ABI_VERSION 1
+#define WEFT_ABI_VERSION 2
 
 enum WeftStatus {
   WEFT_OK = 0,
