@@ -14,25 +14,12 @@ import { deviceCount } from "../lib/device.ts";
 import { fabricProviders } from "../lib/info.ts";
 import { Tensor } from "../lib/tensor.ts";
 import { HostBuffer, Proxy, Transport } from "../lib/transport.ts";
+import { jsonLines } from "../test/support/json-lines.ts";
 
 const root = join(import.meta.dir, "..");
 const repeats = process.env.REPEATS ?? "5";
 const available = fabricProviders().providers.map((p) => p.name);
 const providers = (process.env.PROVIDERS?.split(",") ?? ["tcp;ofi_rxm", "shm"]).filter((p) => available.includes(p));
-
-async function* jsonLines(stream: ReadableStream<Uint8Array>): AsyncGenerator<any> {
-  const decoder = new TextDecoder();
-  let buf = "";
-  for await (const chunk of stream) {
-    buf += decoder.decode(chunk, { stream: true });
-    let nl: number;
-    while ((nl = buf.indexOf("\n")) >= 0) {
-      const line = buf.slice(0, nl).trim();
-      buf = buf.slice(nl + 1);
-      if (line.startsWith("{")) yield JSON.parse(line);
-    }
-  }
-}
 
 /** Runs the two ranks; a pair that fails or stalls past `limitMs` is reported, not fatal. */
 async function runPair(provider: string, limitMs = 240_000): Promise<any> {

@@ -6,26 +6,13 @@ import { join } from "node:path";
 
 import { LocalStore, rankEnvFromProcess, Store } from "../lib/bootstrap.ts";
 import { ArgumentError, PeerError, TimeoutError } from "../lib/errors.ts";
+import { jsonLines } from "./support/json-lines.ts";
 
 const worker = join(import.meta.dir, "support", "store-worker.ts");
 
 interface Rank {
   proc: ReturnType<typeof Bun.spawn>;
   lines: AsyncGenerator<any>;
-}
-
-async function* jsonLines(stream: ReadableStream<Uint8Array>): AsyncGenerator<any> {
-  const decoder = new TextDecoder();
-  let buf = "";
-  for await (const chunk of stream) {
-    buf += decoder.decode(chunk, { stream: true });
-    let nl: number;
-    while ((nl = buf.indexOf("\n")) >= 0) {
-      const line = buf.slice(0, nl).trim();
-      buf = buf.slice(nl + 1);
-      if (line.startsWith("{")) yield JSON.parse(line);
-    }
-  }
 }
 
 function spawnRank(rank: number, worldSize: number, port: number, scenario: string): Rank {

@@ -5,6 +5,7 @@ import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
 
 import { fabricProviders } from "../../lib/info.ts";
+import { jsonLines } from "../support/json-lines.ts";
 
 const worker = join(import.meta.dir, "rank-worker.ts");
 
@@ -22,20 +23,6 @@ const tcpAvailable = (() => {
 interface Rank {
   proc: ReturnType<typeof Bun.spawn>;
   lines: AsyncGenerator<any>;
-}
-
-async function* jsonLines(stream: ReadableStream<Uint8Array>): AsyncGenerator<any> {
-  const decoder = new TextDecoder();
-  let buf = "";
-  for await (const chunk of stream) {
-    buf += decoder.decode(chunk, { stream: true });
-    let nl: number;
-    while ((nl = buf.indexOf("\n")) >= 0) {
-      const line = buf.slice(0, nl).trim();
-      buf = buf.slice(nl + 1);
-      if (line.startsWith("{")) yield JSON.parse(line);
-    }
-  }
 }
 
 function spawnRank(rank: number, worldSize: number, port: number, scenario: string, env: Record<string, string>): Rank {
