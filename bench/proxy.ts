@@ -14,7 +14,7 @@ import { deviceCount } from "../lib/device.ts";
 import { fabricProviders } from "../lib/info.ts";
 import { Tensor } from "../lib/tensor.ts";
 import { HostBuffer, Proxy, Transport } from "../lib/transport.ts";
-import { jsonLines } from "../test/support/json-lines.ts";
+import { jsonLines } from "../test/support/report-channel.ts";
 
 const root = join(import.meta.dir, "..");
 const repeats = process.env.REPEATS ?? "5";

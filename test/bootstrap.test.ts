@@ -6,39 +6,25 @@ import { join } from "node:path";
 
 import { LocalStore, rankEnvFromProcess, Store } from "../lib/bootstrap.ts";
 import { ArgumentError, PeerError, TimeoutError } from "../lib/errors.ts";
-import { jsonLines } from "./support/json-lines.ts";
+import { nextReport, spawnWorker, type Worker } from "./support/report-channel.ts";
 
 const worker = join(import.meta.dir, "support", "store-worker.ts");
 
-interface Rank {
-  proc: ReturnType<typeof Bun.spawn>;
-  lines: AsyncGenerator<any>;
-}
+type Rank = Worker;
 
 function spawnRank(rank: number, worldSize: number, port: number, scenario: string): Rank {
-  const proc = Bun.spawn([process.execPath, worker], {
-    env: { ...process.env, RANK: String(rank), WORLD_SIZE: String(worldSize), MASTER_PORT: String(port), SCENARIO: scenario, TIMEOUT_MS: "15000" },
-    stdout: "pipe",
-    stderr: "inherit",
-  });
-  return { proc, lines: jsonLines(proc.stdout as ReadableStream<Uint8Array>) };
-}
-
-async function next(r: Rank): Promise<any> {
-  const { value, done } = await r.lines.next();
-  if (done) throw new Error(`rank process ${r.proc.pid} ended without a result (exit ${await r.proc.exited})`);
-  return value;
+  return spawnWorker(worker, { RANK: String(rank), WORLD_SIZE: String(worldSize), MASTER_PORT: String(port), SCENARIO: scenario, TIMEOUT_MS: "15000" });
 }
 
 /** Starts rank 0 on a free port, then ranks 1..launched-1; returns every rank's result line. */
 async function runRanks(worldSize: number, scenario: string, launched = worldSize): Promise<{ results: any[]; exits: number[] }> {
   const r0 = spawnRank(0, worldSize, 0, scenario);
-  const { port } = await next(r0);
+  const { port } = await nextReport(r0);
   expect(port).toBeGreaterThan(0);
   const ranks = [r0, ...Array.from({ length: launched - 1 }, (_, i) => spawnRank(i + 1, worldSize, port, scenario))];
   const results = await Promise.all(ranks.map(async (r) => {
     try {
-      return await next(r);
+      return await nextReport(r);
     } catch {
       return undefined; // a rank that died on purpose
     }
@@ -102,15 +88,15 @@ describe("Store between processes", () => {
 
   test("two processes claiming one rank: the second is refused", async () => {
     const r0 = spawnRank(0, 2, 0, "linger");
-    const { port } = await next(r0);
+    const { port } = await nextReport(r0);
     const first = spawnRank(1, 2, port, "linger");
-    expect((await next(first)).ok).toBe(true);
+    expect((await nextReport(first)).ok).toBe(true);
     const second = spawnRank(1, 2, port, "linger");
-    const refused = await next(second);
+    const refused = await nextReport(second);
     expect(refused.connect).toBe(true);
     expect(refused.error).toBe("ArgumentError");
     expect(refused.message).toContain("rank 1 is already connected");
-    expect((await next(r0)).ok).toBe(true);
+    expect((await nextReport(r0)).ok).toBe(true);
     expect(await Promise.all([r0.proc.exited, first.proc.exited, second.proc.exited])).toEqual([0, 0, 0]);
   });
 

@@ -9,6 +9,7 @@ import { OutOfMemoryError } from "../lib/errors.ts";
 import { HeapAllocator } from "../lib/heap.ts";
 import { CHECKS, releaseDiffBuffers, type CheckContext } from "./support/collective-checks.ts";
 import { describeGpu, gpuCount } from "./support/gpu.ts";
+import { freePorts, runCheckWorkers } from "./support/report-channel.ts";
 
 /** GPU wait bound for the suite: short on the device runner so that a broken kernel fails fast. */
 const GPU_TIMEOUT_MS = Number(process.env.WEFT_COMM_TIMEOUT_MS ?? 10_000);
@@ -71,36 +72,12 @@ describeGpu("collectives, one process driving both GPUs (Communicator.local)", 2
 
 describeGpu("collectives, one process per GPU (2 bun processes, CUDA IPC)", 2, () => {
   test("every check passes on both ranks", async () => {
-    const freePort = () => {
-      const l = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-      const p = l.port;
-      l.stop(true);
-      return p;
-    };
-    const port = freePort();
-    const port2 = freePort();
+    // The second port is for the worker's Communicator.fromEnv() smoke run.
+    const [port, port2] = freePorts(2);
     const worker = join(import.meta.dir, "support", "comm-worker.ts");
-    const procs = [0, 1].map((rank) => Bun.spawn([process.execPath, worker], {
-      env: {
-        ...process.env, RANK: String(rank), WORLD_SIZE: "2", LOCAL_RANK: String(rank), LOCAL_WORLD_SIZE: "2",
-        MASTER_ADDR: "127.0.0.1", MASTER_PORT: String(port), WEFT_FROM_ENV_PORT: String(port2),
-      },
-      stdout: "pipe",
-      stderr: "inherit",
-    }));
-    const outputs = await Promise.all(procs.map(async (p) => (await new Response(p.stdout).text())));
-    const exits = await Promise.all(procs.map((p) => p.exited));
-    const failed: string[] = [];
-    outputs.forEach((text, rank) => {
-      for (const line of text.split("\n").filter((l) => l.startsWith("{"))) {
-        const r = JSON.parse(line);
-        console.log(`  [rank ${rank}] ${r.ok ? "ok  " : "FAIL"} ${r.name}${r.ms ? ` (${r.ms.toFixed(0)} ms)` : ""}: ${r.ok ? r.detail : r.error}`);
-        if (!r.ok) failed.push(`rank ${rank}: ${r.name}: ${r.error}`);
-      }
-    });
+    const { failed, exits, reported } = await runCheckWorkers(worker, 2, { WEFT_FROM_ENV_PORT: String(port2) }, port);
     expect(failed).toEqual([]);
     expect(exits).toEqual([0, 0]);
-    const reported = outputs.map((t) => t.split("\n").filter((l) => l.startsWith("{")).length);
     expect(reported).toEqual([CHECKS.length + 1, CHECKS.length + 1]);
   }, LONG);
 });

@@ -8,6 +8,7 @@ import { Communicator } from "../../lib/comm.ts";
 import { ArgumentError } from "../../lib/errors.ts";
 import { validateTp, validateTpConfig, type TpTensorDesc } from "../../lib/ops/tp.ts";
 import { describeGpu } from "../support/gpu.ts";
+import { runCheckWorkers } from "../support/report-channel.ts";
 import { TP_CHECKS, type TpContext } from "../support/tp-checks.ts";
 
 const GPU_TIMEOUT_MS = Number(process.env.WEFT_COMM_TIMEOUT_MS ?? 10_000);
@@ -90,31 +91,10 @@ describeGpu("tensor-parallel ops, one process driving both GPUs (Communicator.lo
 
 describeGpu("tensor-parallel ops, one process per GPU (2 bun processes, CUDA IPC)", 2, () => {
   test("every check passes on both ranks", async () => {
-    const l = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-    const port = l.port;
-    l.stop(true);
     const worker = join(import.meta.dir, "..", "support", "tp-worker.ts");
-    const procs = [0, 1].map((rank) => Bun.spawn([process.execPath, worker], {
-      env: {
-        ...process.env, RANK: String(rank), WORLD_SIZE: "2", LOCAL_RANK: String(rank), LOCAL_WORLD_SIZE: "2",
-        MASTER_ADDR: "127.0.0.1", MASTER_PORT: String(port),
-      },
-      stdout: "pipe",
-      stderr: "inherit",
-    }));
-    const outputs = await Promise.all(procs.map(async (p) => await new Response(p.stdout).text()));
-    const exits = await Promise.all(procs.map((p) => p.exited));
-    const failed: string[] = [];
-    outputs.forEach((text, rank) => {
-      for (const line of text.split("\n").filter((x) => x.startsWith("{"))) {
-        const r = JSON.parse(line);
-        console.log(`  [rank ${rank}] ${r.ok ? "ok  " : "FAIL"} ${r.name} (${r.ms.toFixed(0)} ms): ${r.ok ? r.detail : r.error}`);
-        if (!r.ok) failed.push(`rank ${rank}: ${r.name}: ${r.error}`);
-      }
-    });
+    const { failed, exits, reported } = await runCheckWorkers(worker, 2);
     expect(failed).toEqual([]);
     expect(exits).toEqual([0, 0]);
-    const reported = outputs.map((x) => x.split("\n").filter((y) => y.startsWith("{")).length);
     const expected = process.env.CHECK_FILTER ? reported[0] : TP_CHECKS.length;
     expect(reported).toEqual([expected!, expected!]);
   }, LONG);

@@ -12,6 +12,7 @@ import { ArgumentError, PeerError, TimeoutError } from "../../lib/errors.ts";
 import type { SymmetricTensor } from "../../lib/heap.ts";
 import { check, native } from "../../lib/native.ts";
 import { Tensor } from "../../lib/tensor.ts";
+import type { NamedCheck } from "./report-channel.ts";
 
 export interface CheckContext {
   /** The ranks this process drives. */
@@ -21,10 +22,7 @@ export interface CheckContext {
   spawn(opts: CommunicatorOptions): Promise<Communicator[]>;
 }
 
-export interface Check {
-  name: string;
-  run(ctx: CheckContext): Promise<string>;
-}
+export type Check = NamedCheck<CheckContext>;
 
 const MiB = 1 << 20;
 const TOL: Record<string, number> = { bf16: 1e-2, f16: 1e-3, f32: 1e-5 };

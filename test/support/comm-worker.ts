@@ -5,15 +5,11 @@
 import { rankEnvFromProcess, Store } from "../../lib/bootstrap.ts";
 import { Communicator } from "../../lib/comm.ts";
 import { CHECKS, releaseDiffBuffers, type CheckContext } from "./collective-checks.ts";
-
-function report(x: unknown): void {
-  process.stdout.write(JSON.stringify(x) + "\n");
-}
+import { report, runChecks } from "./report-channel.ts";
 
 /** GPU wait bound for the suite: short on the device runner so that a broken kernel fails fast. */
 const GPU_TIMEOUT_MS = Number(process.env.WEFT_COMM_TIMEOUT_MS ?? 10_000);
 const env = rankEnvFromProcess();
-const filter = new RegExp(process.env.CHECK_FILTER ?? ".");
 let failures = 0;
 
 // fromEnv end to end: its own store on another port, a barrier and an allReduce.
@@ -44,17 +40,7 @@ const ctx: CheckContext = {
   world: env.worldSize,
   spawn: async (opts) => [await Communicator.create(store, env, device, opts)],
 };
-for (const check of CHECKS) {
-  if (!filter.test(check.name)) continue;
-  const t0 = performance.now();
-  try {
-    const detail = await check.run(ctx);
-    report({ name: check.name, ok: true, detail, ms: performance.now() - t0 });
-  } catch (e) {
-    failures++;
-    report({ name: check.name, ok: false, error: String((e as Error).stack ?? e), ms: performance.now() - t0 });
-  }
-}
+failures += await runChecks(CHECKS, ctx);
 releaseDiffBuffers();
 await comm.dispose();
 await store.close();

@@ -2,20 +2,12 @@
 // free port and prints {"port": n}; every rank then runs SCENARIO and prints one JSON result line.
 //   RANK, WORLD_SIZE, MASTER_PORT (0 on rank 0), SCENARIO, TIMEOUT_MS
 import { Store } from "../../lib/bootstrap.ts";
+import { describeError, report } from "./report-channel.ts";
 
 const rank = Number(process.env.RANK);
 const worldSize = Number(process.env.WORLD_SIZE);
 const scenario = process.env.SCENARIO ?? "basic";
 const timeoutMs = Number(process.env.TIMEOUT_MS ?? 20000);
-
-function report(x: unknown): void {
-  process.stdout.write(JSON.stringify(x) + "\n");
-}
-
-function describeError(e: unknown): { error: string; code?: string; message: string } {
-  const err = e as Error & { code?: string };
-  return { error: err.name, code: err.code, message: err.message };
-}
 
 let store: Store;
 try {

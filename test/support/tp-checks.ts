@@ -12,16 +12,14 @@ import { check, native } from "../../lib/native.ts";
 import { tpChoice, type TpConfig, type TpOp, type TpPlan } from "../../lib/ops/tp.ts";
 import { Tensor } from "../../lib/tensor.ts";
 import { deviceErrorAsync, readErrors, referenceGemm } from "./gemm.ts";
+import type { NamedCheck } from "./report-channel.ts";
 
 export interface TpContext {
   comms: Communicator[];
   world: number;
 }
 
-export interface TpCheck {
-  name: string;
-  run(ctx: TpContext): Promise<string>;
-}
+export type TpCheck = NamedCheck<TpContext>;
 
 const TOL = 1e-2;
 const BF16_NAN = 0x7fc0;

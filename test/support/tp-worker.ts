@@ -4,26 +4,11 @@
 import { Communicator } from "../../lib/comm.ts";
 import "../../lib/ops/tp.ts";
 import { TP_CHECKS, type TpContext } from "./tp-checks.ts";
-
-function report(x: unknown): void {
-  process.stdout.write(JSON.stringify(x) + "\n");
-}
+import { runChecks } from "./report-channel.ts";
 
 const GPU_TIMEOUT_MS = Number(process.env.WEFT_COMM_TIMEOUT_MS ?? 10_000);
-const filter = new RegExp(process.env.CHECK_FILTER ?? ".");
-let failures = 0;
 const comm = await Communicator.fromEnv({ heapBytes: 1536 << 20, timeoutMs: GPU_TIMEOUT_MS });
 const ctx: TpContext = { comms: [comm], world: comm.size };
-for (const check of TP_CHECKS) {
-  if (!filter.test(check.name)) continue;
-  const t0 = performance.now();
-  try {
-    const detail = await check.run(ctx);
-    report({ name: check.name, ok: true, detail, ms: performance.now() - t0 });
-  } catch (e) {
-    failures++;
-    report({ name: check.name, ok: false, error: String((e as Error).stack ?? e), ms: performance.now() - t0 });
-  }
-}
+const failures = await runChecks(TP_CHECKS, ctx);
 await comm.dispose();
 process.exit(failures === 0 ? 0 : 1);

@@ -5,7 +5,7 @@ import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
 
 import { fabricProviders } from "../../lib/info.ts";
-import { jsonLines } from "../support/json-lines.ts";
+import { nextReport, spawnWorker, type Worker } from "../support/report-channel.ts";
 
 const worker = join(import.meta.dir, "rank-worker.ts");
 
@@ -20,36 +20,22 @@ const tcpAvailable = (() => {
   }
 })();
 
-interface Rank {
-  proc: ReturnType<typeof Bun.spawn>;
-  lines: AsyncGenerator<any>;
-}
+type Rank = Worker;
 
 function spawnRank(rank: number, worldSize: number, port: number, scenario: string, env: Record<string, string>): Rank {
-  const proc = Bun.spawn([process.execPath, worker], {
-    env: { ...process.env, ...fabricEnv, RANK: String(rank), WORLD_SIZE: String(worldSize), MASTER_PORT: String(port), SCENARIO: scenario, ...env },
-    stdout: "pipe",
-    stderr: "inherit",
-  });
-  return { proc, lines: jsonLines(proc.stdout as ReadableStream<Uint8Array>) };
-}
-
-async function next(r: Rank): Promise<any> {
-  const { value, done } = await r.lines.next();
-  if (done) throw new Error(`rank process ${r.proc.pid} ended without a result (exit ${await r.proc.exited})`);
-  return value;
+  return spawnWorker(worker, { ...fabricEnv, RANK: String(rank), WORLD_SIZE: String(worldSize), MASTER_PORT: String(port), SCENARIO: scenario, ...env });
 }
 
 /** Runs `scenario` on `worldSize` processes; returns each rank's result line (undefined for a rank
  * that died without one) in rank order. */
 async function runRanks(worldSize: number, scenario: string, env: Record<string, string> = {}): Promise<any[]> {
   const r0 = spawnRank(0, worldSize, 0, scenario, env);
-  const { port } = await next(r0);
+  const { port } = await nextReport(r0);
   expect(port).toBeGreaterThan(0);
   const ranks = [r0, ...Array.from({ length: worldSize - 1 }, (_, i) => spawnRank(i + 1, worldSize, port, scenario, env))];
   const results = await Promise.all(ranks.map(async (r) => {
     try {
-      return await next(r);
+      return await nextReport(r);
     } catch {
       return undefined;
     }

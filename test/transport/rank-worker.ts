@@ -6,21 +6,13 @@
 // The parent sets WEFT_FABRIC_PROVIDER=tcp;ofi_rxm and FI_TCP_IFACE=lo (loopback).
 import { Store } from "../../lib/bootstrap.ts";
 import { HostBuffer, Proxy, Region, Transport, transportCounters, type Command } from "../../lib/transport.ts";
+import { describeError, report } from "../support/report-channel.ts";
 
 const rank = Number(process.env.RANK);
 const worldSize = Number(process.env.WORLD_SIZE);
 const scenario = process.env.SCENARIO ?? "random-writes";
 const seed = Number(process.env.SEED ?? 1);
 const timeoutMs = Number(process.env.TIMEOUT_MS ?? 20000);
-
-function report(x: unknown): void {
-  process.stdout.write(JSON.stringify(x) + "\n");
-}
-
-function describeError(e: unknown): { error: string; code?: string; message: string } {
-  const err = e as Error & { code?: string };
-  return { error: err.name, code: err.code, message: err.message };
-}
 
 /** xorshift32 stream: the same (seed, stream) gives the same numbers in every process. */
 function rng(...keys: number[]): () => number {

@@ -1,0 +1,108 @@
+// report-channel.ts — how the multi-process tests talk to their rank processes: a worker prints
+// one JSON object per line on stdout (report), the parent spawns it and reads those objects in
+// order (spawnWorker, nextReport), skipping any other output. Used by the bootstrap, transport,
+// comm and TP tests and by bench/proxy.ts. No bun:test import: workers load this too.
+
+/** Worker side: one result line. */
+export function report(x: unknown): void {
+  process.stdout.write(JSON.stringify(x) + "\n");
+}
+
+/** Worker side: the fields of an error that a parent test asserts on. */
+export function describeError(e: unknown): { error: string; code?: string; message: string } {
+  const err = e as Error & { code?: string };
+  return { error: err.name, code: err.code, message: err.message };
+}
+
+/** Parent side: the JSON objects a child prints one per line. */
+export async function* jsonLines(stream: ReadableStream<Uint8Array>): AsyncGenerator<any> {
+  const decoder = new TextDecoder();
+  let buf = "";
+  for await (const chunk of stream) {
+    buf += decoder.decode(chunk, { stream: true });
+    let nl: number;
+    while ((nl = buf.indexOf("\n")) >= 0) {
+      const line = buf.slice(0, nl).trim();
+      buf = buf.slice(nl + 1);
+      if (line.startsWith("{")) yield JSON.parse(line);
+    }
+  }
+}
+
+export interface Worker {
+  proc: ReturnType<typeof Bun.spawn>;
+  lines: AsyncGenerator<any>;
+}
+
+/** Parent side: starts `script` under this bun with `env` added to the environment. */
+export function spawnWorker(script: string, env: Record<string, string>): Worker {
+  const proc = Bun.spawn([process.execPath, script], { env: { ...process.env, ...env }, stdout: "pipe", stderr: "inherit" });
+  return { proc, lines: jsonLines(proc.stdout as ReadableStream<Uint8Array>) };
+}
+
+/** Parent side: the worker's next report; throws if it ended without one. */
+export async function nextReport(w: Worker): Promise<any> {
+  const { value, done } = await w.lines.next();
+  if (done) throw new Error(`worker process ${w.proc.pid} ended without a result (exit ${await w.proc.exited})`);
+  return value;
+}
+
+/** A named GPU check run by every rank (collective-checks.ts, tp-checks.ts). */
+export interface NamedCheck<C> {
+  name: string;
+  run(ctx: C): Promise<string>;
+}
+
+/** Worker side: runs the checks whose names match CHECK_FILTER, one report line each; returns how
+ * many failed. */
+export async function runChecks<C>(checks: readonly NamedCheck<C>[], ctx: C): Promise<number> {
+  const filter = new RegExp(process.env.CHECK_FILTER ?? ".");
+  let failures = 0;
+  for (const check of checks) {
+    if (!filter.test(check.name)) continue;
+    const t0 = performance.now();
+    try {
+      const detail = await check.run(ctx);
+      report({ name: check.name, ok: true, detail, ms: performance.now() - t0 });
+    } catch (e) {
+      failures++;
+      report({ name: check.name, ok: false, error: String((e as Error).stack ?? e), ms: performance.now() - t0 });
+    }
+  }
+  return failures;
+}
+
+/** `n` distinct free TCP ports on 127.0.0.1 (all held open together, then released). */
+export function freePorts(n: number): number[] {
+  const held = Array.from({ length: n }, () => Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } }));
+  const ports = held.map((l) => l.port);
+  held.forEach((l) => l.stop(true));
+  return ports;
+}
+
+/** Parent side: one worker per rank on this host (torchrun-style environment, store on `port`),
+ * every report printed; returns the failures, exit codes and report counts per rank. */
+export async function runCheckWorkers(script: string, world: number, env: Record<string, string> = {},
+  port = freePorts(1)[0]!): Promise<{ failed: string[]; exits: number[]; reported: number[] }> {
+  const procs = Array.from({ length: world }, (_, rank) => Bun.spawn([process.execPath, script], {
+    env: {
+      ...process.env, RANK: String(rank), WORLD_SIZE: String(world), LOCAL_RANK: String(rank), LOCAL_WORLD_SIZE: String(world),
+      MASTER_ADDR: "127.0.0.1", MASTER_PORT: String(port), ...env,
+    },
+    stdout: "pipe",
+    stderr: "inherit",
+  }));
+  const outputs = await Promise.all(procs.map((p) => new Response(p.stdout).text()));
+  const exits = await Promise.all(procs.map((p) => p.exited));
+  const failed: string[] = [];
+  const reported = outputs.map((text, rank) => {
+    const lines = text.split("\n").filter((l) => l.startsWith("{"));
+    for (const line of lines) {
+      const r = JSON.parse(line);
+      console.log(`  [rank ${rank}] ${r.ok ? "ok  " : "FAIL"} ${r.name}${r.ms ? ` (${r.ms.toFixed(0)} ms)` : ""}: ${r.ok ? r.detail : r.error}`);
+      if (!r.ok) failed.push(`rank ${rank}: ${r.name}: ${r.error}`);
+    }
+    return lines.length;
+  });
+  return { failed, exits, reported };
+}
