@@ -1,11 +1,15 @@
 // collectives.cpp — weft_collective: checks one call, picks the algorithm and the CTA count, takes
 // the next epoch and launches the kernel of cuda/collectives/ on the caller's stream.
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "comm.hpp"
 #include "device_guard.hpp"
+#include "driver.hpp"
 #include "status.hpp"
 #include "tensor/accumulate.h"
 #include "tuning.hpp"
@@ -46,6 +50,48 @@ void require_on_device(const WeftComm& c, uint64_t ptr, const char* what, const 
                op, what, (unsigned long long)ptr, dev, c.device);
 }
 
+// WEFT_COLLECTIVE_LAUNCH=runtime launches through cudaLaunchKernel instead of the driver, to
+// measure the difference (bench/NOTES-collectives.md); WEFT_COLLECTIVE_STAMPS=1 sets Args::kStamps.
+bool runtime_launch() {
+  static const bool v = [] {
+    const char* e = std::getenv("WEFT_COLLECTIVE_LAUNCH");
+    return e && std::strcmp(e, "runtime") == 0;
+  }();
+  return v;
+}
+
+uint32_t debug_flags() {
+  static const uint32_t v = [] {
+    const char* e = std::getenv("WEFT_COLLECTIVE_STAMPS");
+    return e && std::strcmp(e, "1") == 0 ? coll::kStamps : 0u;
+  }();
+  return v;
+}
+
+// The kernel's driver handle on the communicator's device (the current one), looked up once.
+CUfunction function_of(WeftComm& c, const void* kernel) {
+  for (const auto& [stub, fn] : c.functions)
+    if (stub == kernel) return static_cast<CUfunction>(fn);
+  cudaFunction_t fn = nullptr;
+  WEFT_CUDA(cudaGetFuncBySymbol(&fn, kernel));
+  c.functions.emplace_back(kernel, static_cast<void*>(fn));
+  return reinterpret_cast<CUfunction>(fn);
+}
+
+// One launch with the Args as the kernel's only parameter. The driver call skips the runtime's
+// per-launch bookkeeping (its symbol lookup and launch-config stack): about a fifth of the host
+// cost of a small collective (bench/NOTES-collectives.md, run 7).
+cudaError_t launch(WeftComm& c, const coll::KernelLaunch& k, const coll::Args& a, cudaStream_t stream) {
+  void* params[] = {const_cast<coll::Args*>(&a)};
+  if (runtime_launch())
+    return cudaLaunchKernel(k.kernel, dim3(k.ctas), dim3(k.threads), params, k.smem, stream);
+  const CUresult r = driver::launchKernel()(function_of(c, k.kernel), k.ctas, 1, 1, k.threads, 1, 1, k.smem,
+                                            reinterpret_cast<CUstream>(stream), params, nullptr);
+  if (r == CUDA_SUCCESS) return cudaSuccess;
+  // CUresult and cudaError_t share their numbers for the launch failures that can happen here.
+  return static_cast<cudaError_t>(r);
+}
+
 }  // namespace
 
 extern "C" {
@@ -84,6 +130,7 @@ WEFT_API int weft_collective(WeftComm* comm, const WeftCollectiveParams* p) {
     a.timeout_ns = c.timeout_ns;
     a.completion = {reinterpret_cast<uint64_t*>(p->done), p->seq, reinterpret_cast<uint32_t*>(p->arrivals)};
     a.algo = coll::kDirect;
+    a.flags = debug_flags();
 
     uint64_t payload = 0;
     std::vector<uint64_t> a2a;
@@ -156,15 +203,16 @@ WEFT_API int weft_collective(WeftComm* comm, const WeftCollectiveParams* p) {
     if (p->kind == WEFT_ALL_TO_ALL)
       WEFT_CUDA(cudaMemcpyAsync(c.a2a, a2a.data(), a2a.size() * sizeof(uint64_t), cudaMemcpyHostToDevice, stream));
     a.epoch = ++c.epoch;
-    cudaError_t e = cudaSuccess;
+    coll::KernelLaunch k{};
     switch (p->kind) {
-      case WEFT_ALL_GATHER: e = coll::launch_all_gather(a, stream); break;
-      case WEFT_REDUCE_SCATTER: e = coll::launch_reduce_scatter(a, stream); break;
-      case WEFT_ALL_REDUCE: e = coll::launch_all_reduce(a, stream); break;
-      case WEFT_ALL_TO_ALL: e = coll::launch_all_to_all(a, stream); break;
-      case WEFT_BROADCAST: e = coll::launch_broadcast(a, stream); break;
-      case WEFT_BARRIER: e = coll::launch_barrier(a, stream); break;
+      case WEFT_ALL_GATHER: k = coll::all_gather_launch(a); break;
+      case WEFT_REDUCE_SCATTER: k = coll::reduce_scatter_launch(a); break;
+      case WEFT_ALL_REDUCE: k = coll::all_reduce_launch(a); break;
+      case WEFT_ALL_TO_ALL: k = coll::all_to_all_launch(a); break;
+      case WEFT_BROADCAST: k = coll::broadcast_launch(a); break;
+      case WEFT_BARRIER: k = coll::barrier_launch(a); break;
     }
+    const cudaError_t e = launch(c, k, a, stream);
     // A launch that failed never ran: give its epoch back so that the ranks stay in step.
     if (e != cudaSuccess) --c.epoch;
     WEFT_CUDA(e);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "collectives/args.h"
@@ -25,6 +26,9 @@ struct WeftComm {
   int32_t sm_count = 0;
   uint32_t max_ctas = 0;
   bool connected = false;
+  // Driver handles of the collective kernels on this device, looked up on first launch
+  // (ffi/src/comm/collectives.cpp): [kernel host stub, CUfunction] pairs.
+  std::vector<std::pair<const void*, void*>> functions;
 };
 
 namespace weft::comm {
