@@ -40,6 +40,17 @@ __global__ void __launch_bounds__(512, 1) publish(const __grid_constant__ Param 
     asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p.flag), "l"(p.seq) : "memory");
 }
 
+struct SmallParam {
+  unsigned long long* flag;
+  unsigned long long seq;
+};
+
+__global__ void __launch_bounds__(512, 1) publish_small(const __grid_constant__ SmallParam p) {
+  __syncthreads();
+  if (threadIdx.x == 0 && p.flag)
+    asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p.flag), "l"(p.seq) : "memory");
+}
+
 __device__ __forceinline__ unsigned long long ld_acq(const unsigned long long* a) {
   unsigned long long v;
   asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(a) : "memory");
@@ -131,24 +142,56 @@ int main() {
       CK(cudaStreamSynchronize(s));
     }
   }
-  // A one-kernel CUDA graph (constant parameters), launched: the other submission path.
+  // A one-kernel CUDA graph, launched: the other submission path. Its parameters are fixed, so the
+  // kernel publishes a constant and the host clears the word before each launch.
   {
-    p.flag = nullptr;
+    p.flag = hostDev;
+    p.seq = 1;
     cudaGraph_t g;
     cudaGraphExec_t ge;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
     if (launch(false)) return 2;
     CK(cudaStreamEndCapture(s, &g));
     CK(cudaGraphInstantiate(&ge, g, 0));
-    std::vector<double> graph;
+    std::vector<double> graph, graphSeen, graphAfter;
     for (int i = 0; i < 2200; ++i) {
+      host[0] = 0;
       const double t0 = now_us();
       CK(cudaGraphLaunch(ge, s));
-      if (i >= 200) graph.push_back(now_us() - t0);
-      if (i % 20 == 19) CK(cudaStreamSynchronize(s));
+      const double t1 = now_us();
+      while (reinterpret_cast<volatile unsigned long long*>(host)[0] < 1) {}
+      const double t2 = now_us();
+      if (i >= 200) {
+        graph.push_back(t1 - t0);
+        graphSeen.push_back(t2 - t0);
+        graphAfter.push_back(t2 - t1);
+      }
     }
     CK(cudaStreamSynchronize(s));
     report("launch call, cudaGraphLaunch (1 kernel)", graph);
+    report("launch to host-seen, cudaGraphLaunch", graphSeen);
+    report("launch returned to host-seen, cudaGraphLaunch", graphAfter);
+  }
+  // Parameter size: the same kernel with a 16-byte parameter, through the driver.
+  {
+    cudaFunction_t fs = nullptr;
+    CK(cudaGetFuncBySymbol(&fs, reinterpret_cast<const void*>(&publish_small)));
+    SmallParam sp{hostDev, 0};
+    void* sparams[] = {&sp};
+    std::vector<double> call, seenAll;
+    for (int i = 0; i < 2200; ++i) {
+      sp.seq = ++seq;
+      const double t0 = now_us();
+      if (cuLaunch(reinterpret_cast<CUfunction>(fs), 1, 1, 1, 512, 1, 1, 0, reinterpret_cast<CUstream>(s), sparams, nullptr)) return 2;
+      const double t1 = now_us();
+      while (reinterpret_cast<volatile unsigned long long*>(host)[0] < seq) {}
+      if (i >= 200) {
+        call.push_back(t1 - t0);
+        seenAll.push_back(now_us() - t0);
+      }
+    }
+    report("launch call, cuLaunchKernel, 16-byte param", call);
+    report("launch to host-seen, cuLaunchKernel, 16-byte param", seenAll);
   }
   // What a DeviceGuard costs when the caller's current device is another one (rank 1 of a
   // process per GPU: weft_collective sets device 1 and restores 0 around every launch).

@@ -11,8 +11,8 @@
 //   run+noEager: the same with the eager spin off (ticker only, its default 3 µs turns)
 //   allReduce: `await comm.allReduce(x, y)`, the unprepared call (packs a plan each time)
 // With WEFT_COLLECTIVE_STAMPS=1 the runSync variant also reads the kernel's phase times from the
-// completion's reason word (cuda/collectives/all_reduce.cu): stamp.flagged / .seen / .summed, µs
-// since the kernel's start at the device's nominal clock.
+// completion's reason word (cuda/collectives/all_reduce.cu): stamp.stored / .flagged / .seen /
+// .summed, µs since the kernel's start at the device's nominal clock.
 import { rankEnvFromProcess, Store } from "../../lib/bootstrap.ts";
 import { Communicator } from "../../lib/comm.ts";
 import { deviceInfo } from "../../lib/device.ts";
@@ -34,7 +34,8 @@ const defaultEager = comm.eagerSpinMicros;
 const symbols = native() as unknown as Record<string, (...a: unknown[]) => number>;
 const rawCollective = symbols.weft_collective!;
 const ffiTimes: number[] = [];
-const stampTimes: Record<string, number[]> = { "stamp.flagged": [], "stamp.seen": [], "stamp.summed": [] };
+const STAMPS = ["stamp.stored", "stamp.flagged", "stamp.seen", "stamp.summed"];
+const stampTimes: Record<string, number[]> = Object.fromEntries(STAMPS.map((k) => [k, []]));
 const abiOut = new Int32Array(1);
 
 interface Variant {
@@ -78,10 +79,7 @@ const variants: Record<string, Variant> = {
       const dt = performance.now() - t0;
       if (stamps) {
         const w = completion.reasonWord(seq);
-        const mask = (1n << 21n) - 1n;
-        stampTimes["stamp.flagged"]!.push(Number(w & mask) / cyclesPerUs);
-        stampTimes["stamp.seen"]!.push(Number((w >> 21n) & mask) / cyclesPerUs);
-        stampTimes["stamp.summed"]!.push(Number((w >> 42n) & mask) / cyclesPerUs);
+        STAMPS.forEach((k, i) => stampTimes[k]!.push((Number((w >> BigInt(16 * i)) & 0xffffn) * 4) / cyclesPerUs));
       }
       return dt;
     },

@@ -111,8 +111,8 @@ struct Args {
   uint32_t flags;  // kStamps
 };
 
-// Args::flags. kStamps: the staged all-reduce writes its phase times (SM cycles) into the
-// completion's reason word on success (bench/NOTES-collectives.md, latency breakdown).
+// Args::flags. kStamps: the staged all-reduce of one CTA writes its phase times (SM cycles) into
+// the completion's reason word on success (bench/NOTES-collectives.md, latency breakdown).
 constexpr uint32_t kStamps = 1;
 
 // The kernel a call runs and its launch shape; ffi/src/comm/collectives.cpp launches it with the

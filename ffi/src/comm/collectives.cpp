@@ -50,12 +50,22 @@ void require_on_device(const WeftComm& c, uint64_t ptr, const char* what, const 
                op, what, (unsigned long long)ptr, dev, c.device);
 }
 
-// WEFT_COLLECTIVE_LAUNCH=runtime launches through cudaLaunchKernel instead of the driver, to
-// measure the difference (bench/NOTES-collectives.md); WEFT_COLLECTIVE_STAMPS=1 sets Args::kStamps.
-bool runtime_launch() {
-  static const bool v = [] {
+// How collective kernels are submitted (bench/NOTES-collectives.md, runs 7-8, has the numbers):
+//   graph (default for kernels of <= kGraphMaxCtas CTAs): through a one-kernel CUDA graph kept per
+//     kernel, shape and stream, its parameters rewritten each launch. On the 2xH200 host a graph
+//     launch call costs 1.2 us against 3.1 us for cuLaunchKernel, and the kernel starts as soon.
+//   driver: cuLaunchKernel with the CUfunction cached per communicator (larger kernels).
+// WEFT_COLLECTIVE_LAUNCH=driver or =runtime (cudaLaunchKernel) forces one path for comparisons;
+// WEFT_COLLECTIVE_STAMPS=1 sets Args::kStamps.
+enum class LaunchMode { kGraph, kDriver, kRuntime };
+constexpr uint32_t kGraphMaxCtas = 16;
+
+LaunchMode launch_mode() {
+  static const LaunchMode v = [] {
     const char* e = std::getenv("WEFT_COLLECTIVE_LAUNCH");
-    return e && std::strcmp(e, "runtime") == 0;
+    if (e && std::strcmp(e, "runtime") == 0) return LaunchMode::kRuntime;
+    if (e && std::strcmp(e, "driver") == 0) return LaunchMode::kDriver;
+    return LaunchMode::kGraph;
   }();
   return v;
 }
@@ -78,13 +88,40 @@ CUfunction function_of(WeftComm& c, const void* kernel) {
   return reinterpret_cast<CUfunction>(fn);
 }
 
-// One launch with the Args as the kernel's only parameter. The driver call skips the runtime's
-// per-launch bookkeeping (its symbol lookup and launch-config stack): about a fifth of the host
-// cost of a small collective (bench/NOTES-collectives.md, run 7).
+cudaKernelNodeParams node_params(const coll::KernelLaunch& k, void** params) {
+  cudaKernelNodeParams np{};
+  np.func = const_cast<void*>(k.kernel);
+  np.gridDim = dim3(k.ctas);
+  np.blockDim = dim3(k.threads);
+  np.sharedMemBytes = k.smem;
+  np.kernelParams = params;
+  return np;
+}
+
+// A stream being captured gets a plain kernel node: a graph launch there would capture the graph
+// as it is at capture time, not this call.
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return true;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
+// One launch with the Args as the kernel's only parameter.
 cudaError_t launch(WeftComm& c, const coll::KernelLaunch& k, const coll::Args& a, cudaStream_t stream) {
   void* params[] = {const_cast<coll::Args*>(&a)};
-  if (runtime_launch())
+  const LaunchMode mode = launch_mode();
+  if (mode == LaunchMode::kRuntime)
     return cudaLaunchKernel(k.kernel, dim3(k.ctas), dim3(k.threads), params, k.smem, stream);
+  if (mode == LaunchMode::kGraph && k.ctas <= kGraphMaxCtas && c.graph.exec && !capturing(stream)) {
+    const cudaKernelNodeParams np = node_params(k, params);
+    // The node takes a copy of the parameters (and may change kernel and shape); launches already
+    // enqueued keep theirs. Launches of one graph are ordered with each other, as the epochs are.
+    const cudaError_t e = cudaGraphExecKernelNodeSetParams(c.graph.exec, c.graph.node, &np);
+    return e == cudaSuccess ? cudaGraphLaunch(c.graph.exec, stream) : e;
+  }
   const CUresult r = driver::launchKernel()(function_of(c, k.kernel), k.ctas, 1, 1, k.threads, 1, 1, k.smem,
                                             reinterpret_cast<CUstream>(stream), params, nullptr);
   if (r == CUDA_SUCCESS) return cudaSuccess;
@@ -93,6 +130,35 @@ cudaError_t launch(WeftComm& c, const coll::KernelLaunch& k, const coll::Args& a
 }
 
 }  // namespace
+
+namespace weft::comm {
+
+void make_launch_graph(WeftComm& c) {
+  if (c.graph.exec || launch_mode() != LaunchMode::kGraph) return;
+  coll::Args a{};
+  a.world = c.world;
+  a.nctas = 1;
+  a.algo = coll::kStaged;
+  void* params[] = {&a};
+  // The staged all-reduce: the node's first kernel, so that its module loads now, while idle.
+  const cudaKernelNodeParams np = node_params(coll::all_reduce_launch(a), params);
+  LaunchGraph g;
+  if (cudaGraphCreate(&g.graph, 0) != cudaSuccess || cudaGraphAddKernelNode(&g.node, g.graph, nullptr, 0, &np) != cudaSuccess ||
+      cudaGraphInstantiate(&g.exec, g.graph, 0) != cudaSuccess) {
+    (void)cudaGetLastError();  // no graph: every launch goes direct
+    if (g.graph) (void)cudaGraphDestroy(g.graph);
+    return;
+  }
+  c.graph = g;
+}
+
+void destroy_launch_graph(WeftComm& c) {
+  if (c.graph.exec) (void)cudaGraphExecDestroy(c.graph.exec);
+  if (c.graph.graph) (void)cudaGraphDestroy(c.graph.graph);
+  c.graph = LaunchGraph{};
+}
+
+}  // namespace weft::comm
 
 extern "C" {
 

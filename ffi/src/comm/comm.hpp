@@ -9,6 +9,25 @@
 #include "collectives/args.h"
 #include "weft.h"
 
+struct WeftComm;
+
+namespace weft::comm {
+
+// The one-kernel CUDA graph that small collectives launch through (ffi/src/comm/collectives.cpp):
+// its node's kernel, shape and parameters are rewritten before each launch. Made at connect,
+// while nothing of this communicator runs (module loading may wait for the device to go idle,
+// see preload() in ffi/src/tp/plan.cpp); exec == nullptr: there is none, launches go direct.
+struct LaunchGraph {
+  cudaGraph_t graph = nullptr;
+  cudaGraphNode_t node = nullptr;
+  cudaGraphExec_t exec = nullptr;
+};
+
+void make_launch_graph(WeftComm& c);
+void destroy_launch_graph(WeftComm& c);
+
+}  // namespace weft::comm
+
 struct WeftComm {
   int32_t device = 0;
   uint32_t rank = 0;
@@ -29,6 +48,7 @@ struct WeftComm {
   // Driver handles of the collective kernels on this device, looked up on first launch
   // (ffi/src/comm/collectives.cpp): [kernel host stub, CUfunction] pairs.
   std::vector<std::pair<const void*, void*>> functions;
+  weft::comm::LaunchGraph graph;
 };
 
 namespace weft::comm {
