@@ -158,6 +158,9 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
   readonly #heap: HeapAllocator;
   readonly #describe: Map<string, FailureDescriber> = new Map();
   #eagerSpinMicros: number;
+  readonly #lastPlans = new Map<string, {
+    input: Tensor; output: Tensor; ctas?: number; algorithm?: Algorithm; root?: number; plan: CollectivePlan;
+  }>();
   #disposed = false;
 
   private constructor(init: {
@@ -345,17 +348,17 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
 
   /** output (symmetric, size × input.numel) block r = rank r's input. */
   allGather(input: Tensor, output: Tensor, opts?: CollectiveOptions): Promise<void> {
-    return this.prepare.allGather(input, output, opts).run();
+    return this.#reuse("allGather", input, output, opts, () => this.prepare.allGather(input, output, opts)).run();
   }
 
   /** output = sum over ranks of block `rank` of their input (symmetric, size × output.numel). */
   reduceScatter(input: Tensor, output: Tensor, opts?: CollectiveOptions): Promise<void> {
-    return this.prepare.reduceScatter(input, output, opts).run();
+    return this.#reuse("reduceScatter", input, output, opts, () => this.prepare.reduceScatter(input, output, opts)).run();
   }
 
   /** output = sum over ranks of their input; both symmetric, output defaults to input (in place). */
   allReduce(input: Tensor, output: Tensor = input, opts?: CollectiveOptions): Promise<void> {
-    return this.prepare.allReduce(input, output, opts).run();
+    return this.#reuse("allReduce", input, output, opts, () => this.prepare.allReduce(input, output, opts)).run();
   }
 
   /** Block d of input (sendCounts[d] elements) goes to rank d, which stores blocks in rank order. */
@@ -365,7 +368,22 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
 
   /** Every output (symmetric) receives the root's input. */
   broadcast(input: Tensor, output: Tensor, opts?: BroadcastOptions): Promise<void> {
-    return this.prepare.broadcast(input, output, opts).run();
+    return this.#reuse("broadcast", input, output, opts, () => this.prepare.broadcast(input, output, opts)).run();
+  }
+
+  /** The plan of this kind's previous call when it had the very same tensors and options (a loop
+   * that reduces the same buffers each step skips validation and packing: ~4 µs of an 8 KiB
+   * allReduce, bench/NOTES-collectives.md run 7); else a new one, remembered. A plan's launch
+   * still guards its tensors, so a disposed one fails as validation would. */
+  #reuse(kind: string, input: Tensor, output: Tensor, opts: BroadcastOptions | undefined, make: () => CollectivePlan): CollectivePlan {
+    const last = this.#lastPlans.get(kind);
+    if (last && last.input === input && last.output === output && last.ctas === opts?.ctas && last.algorithm === opts?.algorithm &&
+      last.root === opts?.root) {
+      return last.plan;
+    }
+    const plan = make();
+    this.#lastPlans.set(kind, { input, output, ctas: opts?.ctas, algorithm: opts?.algorithm, root: opts?.root, plan });
+    return plan;
   }
 
   /** Resolves once every rank has reached this barrier on its stream. */
@@ -379,6 +397,7 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
   async dispose(): Promise<void> {
     if (this.#disposed) return;
     this.#disposed = true;
+    this.#lastPlans.clear();
     leaks.unregister(this);
     const errors: unknown[] = [];
     const step = async (f: () => unknown) => {
