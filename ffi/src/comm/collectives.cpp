@@ -51,9 +51,10 @@ void require_on_device(const WeftComm& c, uint64_t ptr, const char* what, const 
 }
 
 // How collective kernels are submitted (bench/NOTES-collectives.md, runs 7-8, has the numbers):
-//   graph (default for kernels of <= kGraphMaxCtas CTAs): through a one-kernel CUDA graph kept per
-//     kernel, shape and stream, its parameters rewritten each launch. On the 2xH200 host a graph
-//     launch call costs 1.2 us against 3.1 us for cuLaunchKernel, and the kernel starts as soon.
+//   graph (default for kernels of <= kGraphMaxCtas CTAs): through the communicator's one-kernel
+//     CUDA graph, its node rewritten for the call unless it already holds the call's parameters
+//     (see LaunchGraph). On the 2xH200 host a graph launch call costs 1.2-1.4 us against 3.1-3.8
+//     us for cuLaunchKernel, and the kernel starts as soon after it.
 //   driver: cuLaunchKernel with the CUfunction cached per communicator (larger kernels).
 // WEFT_COLLECTIVE_LAUNCH=driver or =runtime (cudaLaunchKernel) forces one path for comparisons;
 // WEFT_COLLECTIVE_STAMPS=1 sets Args::kStamps.
@@ -109,6 +110,10 @@ bool capturing(cudaStream_t stream) {
   return status != cudaStreamCaptureStatusNone;
 }
 
+bool same(const coll::KernelLaunch& x, const coll::KernelLaunch& y) {
+  return x.kernel == y.kernel && x.ctas == y.ctas && x.threads == y.threads && x.smem == y.smem;
+}
+
 // One launch with the Args as the kernel's only parameter.
 cudaError_t launch(WeftComm& c, const coll::KernelLaunch& k, const coll::Args& a, cudaStream_t stream) {
   void* params[] = {const_cast<coll::Args*>(&a)};
@@ -116,11 +121,31 @@ cudaError_t launch(WeftComm& c, const coll::KernelLaunch& k, const coll::Args& a
   if (mode == LaunchMode::kRuntime)
     return cudaLaunchKernel(k.kernel, dim3(k.ctas), dim3(k.threads), params, k.smem, stream);
   if (mode == LaunchMode::kGraph && k.ctas <= kGraphMaxCtas && c.graph.exec && !capturing(stream)) {
-    const cudaKernelNodeParams np = node_params(k, params);
+    comm::LaunchGraph& g = c.graph;
     // The node takes a copy of the parameters (and may change kernel and shape); launches already
     // enqueued keep theirs. Launches of one graph are ordered with each other, as the epochs are.
-    const cudaError_t e = cudaGraphExecKernelNodeSetParams(c.graph.exec, c.graph.node, &np);
-    return e == cudaSuccess ? cudaGraphLaunch(c.graph.exec, stream) : e;
+    if (!(g.holds && same(g.kernel, k) && std::memcmp(&g.args, &a, sizeof a) == 0)) {
+      g.holds = false;
+      const cudaKernelNodeParams np = node_params(k, params);
+      const cudaError_t e = cudaGraphExecKernelNodeSetParams(g.exec, g.node, &np);
+      if (e != cudaSuccess) return e;
+    }
+    g.holds = false;
+    const cudaError_t e = cudaGraphLaunch(g.exec, stream);
+    if (e != cudaSuccess) return e;
+    // Off the critical path (the kernel has yet to start): give the node this call's parameters
+    // for its next launch. Only an exact match (memcmp above) is ever launched from them.
+    std::memcpy(&g.args, &a, sizeof a);  // padding included, for the memcmp
+    g.args.epoch += 1;
+    g.args.completion.seq += 1;
+    g.args.completion.done += 2;      // the next slot: two 64-bit words on
+    g.args.completion.arrivals += 2;  // two 32-bit words on
+    g.kernel = k;
+    void* next[] = {&g.args};
+    const cudaKernelNodeParams np = node_params(k, next);
+    if (cudaGraphExecKernelNodeSetParams(g.exec, g.node, &np) == cudaSuccess) g.holds = true;
+    else (void)cudaGetLastError();
+    return cudaSuccess;
   }
   const CUresult r = driver::launchKernel()(function_of(c, k.kernel), k.ctas, 1, 1, k.threads, 1, 1, k.smem,
                                             reinterpret_cast<CUstream>(stream), params, nullptr);
@@ -179,7 +204,8 @@ WEFT_API int weft_collective(WeftComm* comm, const WeftCollectiveParams* p) {
     WEFT_REQUIRE(p->ctas >= 0, "%s: ctas must be >= 0 (got %d)", op, p->ctas);
     const uint64_t W = c.world;
 
-    coll::Args a{};
+    coll::Args a;
+    std::memset(&a, 0, sizeof a);  // padding too: the launch graph compares Args bytewise
     a.kind = uint32_t(p->kind);
     a.dtype = uint32_t(p->dtype);
     a.elem_bytes = elem;

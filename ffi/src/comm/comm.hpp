@@ -21,6 +21,12 @@ struct LaunchGraph {
   cudaGraph_t graph = nullptr;
   cudaGraphNode_t node = nullptr;
   cudaGraphExec_t exec = nullptr;
+  // What the node holds now when `holds` is set: after each launch the node is already given the
+  // parameters the same call would have next time (next epoch, next completion slot), so that a
+  // repeated call launches without rewriting it; a different call rewrites it first.
+  bool holds = false;
+  coll::KernelLaunch kernel{};
+  coll::Args args{};
 };
 
 void make_launch_graph(WeftComm& c);
