@@ -21,7 +21,9 @@ nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,clocks.mem,temperature
 } > "$OUT/lat.log" 2>&1
 [ -x build/latency-probe ] && timeout 20 ./build/latency-probe > "$OUT/probe.txt" 2>&1
 rc=0
-REQUIRE_GPU=1 WEFT_COMM_TIMEOUT_MS=3000 timeout "${TEST_TIMEOUT:-60}" bun test test/comm.test.ts test/ops/tp.test.ts > "$OUT/test.log" 2>&1 || rc=1
+# TESTS: which test files (default: the communicator and TP suites; TESTS=all runs everything)
+if [ "${TESTS:-}" = all ]; then files=(); else read -ra files <<< "${TESTS:-test/comm.test.ts test/ops/tp.test.ts}"; fi
+REQUIRE_GPU=1 WEFT_COMM_TIMEOUT_MS=3000 timeout "${TEST_TIMEOUT:-60}" bun test "${files[@]}" > "$OUT/test.log" 2>&1 || rc=1
 [ -n "${NO_TABLE:-}" ] || { timeout "${BENCH_TIMEOUT:-95}" bun bench/collectives.ts > "$OUT/bench.log" 2>&1 || rc=1; }
 cp bench/results/collectives.json bench/results/collectives.md "$OUT/" 2>/dev/null
 tail -4 "$OUT/test.log"; grep -E "^rank|^===" "$OUT/lat.log"; grep -E "latency|x[0-9]" "$OUT/bench.log" 2>/dev/null | head -60
