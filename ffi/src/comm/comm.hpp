@@ -14,7 +14,7 @@ struct WeftComm;
 namespace weft::comm {
 
 // The one-kernel CUDA graph that small collectives launch through (ffi/src/comm/collectives.cpp):
-// its node's kernel, shape and parameters are rewritten before each launch. Made at connect,
+// its node's kernel, shape and parameters are set for each launch. Made at connect,
 // while nothing of this communicator runs (module loading may wait for the device to go idle,
 // see preload() in ffi/src/tp/plan.cpp); exec == nullptr: there is none, launches go direct.
 struct LaunchGraph {
