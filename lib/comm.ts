@@ -39,9 +39,10 @@ export interface CommunicatorOptions {
    * 3: below one kernel launch, and it catches a short collective ~0.7 µs sooner; 0 = one pass). */
   pollSpinMicros?: number;
   /** µs the Promise of a small collective (≤ 256 KiB per rank) polls its completion word right
-   * after the launch, in a microtask, before the ticker takes over (default 20; 0 = off). Such a
-   * collective finishes ~10 µs after its launch; the spin saves the event-loop turns in between
-   * and blocks the loop at most this long per call. */
+   * after the launch, in a microtask, before the ticker takes over (default 0 = off). Such a
+   * collective finishes ~10 µs after its launch; a spin of ~20 saves the event-loop turns in
+   * between (0.15-0.35 µs of the 8 KiB latency, bench/NOTES-collectives.md run 9) but blocks the
+   * loop up to that long per call, longer than DESIGN.md "Completion" allows, hence opt-in. */
   eagerSpinMicros?: number;
 }
 
@@ -241,7 +242,7 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
     const stagedBytes = positiveInt(op, "stagedBytes", opts.stagedBytes ?? 1 << 20, 1 << 30);
     const timeoutMs = positiveInt(op, "timeoutMs", opts.timeoutMs ?? 10_000);
     const storeTimeoutMs = positiveInt(op, "storeTimeoutMs", opts.storeTimeoutMs ?? 120_000);
-    const eagerSpinMicros = opts.eagerSpinMicros ?? 20;
+    const eagerSpinMicros = opts.eagerSpinMicros ?? 0;
     checkSpin(op, "eagerSpinMicros", eagerSpinMicros);
     if (ident.worldSize !== store.worldSize || ident.rank !== store.rank) {
       throw new ArgumentError(op, "ident", `says rank ${ident.rank} of ${ident.worldSize} but the store is rank ${store.rank} of ${store.worldSize}`);

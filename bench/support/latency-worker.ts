@@ -7,8 +7,8 @@
 //     its FFI call to weft_collective is timed on its own as "launch.ffi"
 //   ffiFloor: one trivial FFI call (weft_abi_version), the floor under launch.ffi
 //   runSync: launch, then spin on the completion word (no event loop)
-//   run: plan.run() awaited (default eager spin, then the ticker)
-//   run+noEager: the same with the eager spin off (ticker only, its default 3 µs turns)
+//   run: plan.run() awaited (defaults: no eager spin, the ticker's 3 µs turns)
+//   run+eager: the same with a 20 µs eager spin (CommunicatorOptions.eagerSpinMicros, opt-in)
 //   allReduce: `await comm.allReduce(x, y)`, the unprepared call (packs a plan each time)
 // With WEFT_COLLECTIVE_STAMPS=1 the runSync variant also reads the kernel's phase times from the
 // completion's reason word (cuda/collectives/all_reduce.cu): stamp.stored / .flagged / .seen /
@@ -94,9 +94,9 @@ const variants: Record<string, Variant> = {
       return performance.now() - t0;
     },
   },
-  "run+noEager": {
+  "run+eager": {
     setup() {
-      comm.eagerSpinMicros = 0;
+      comm.eagerSpinMicros = 20;
     },
     teardown() {
       comm.eagerSpinMicros = defaultEager;
