@@ -38,16 +38,12 @@ const events = devices.map((d) => [Event.create(d), Event.create(d)] as const);
 const streams = comms.map((c) => c.stream);
 
 type Op = "gemmReduceScatter" | "gemmAllReduce";
+const LARGE: [number, number, number][] = [[4096, 8192, 8192], [8192, 8192, 8192], [4096, 14336, 4096]];
 const CASES: { op: Op; shape: [number, number, number]; tileN?: 64 | 128 | 256 }[] = [
-  { op: "gemmReduceScatter", shape: [4096, 8192, 8192] },
-  { op: "gemmReduceScatter", shape: [8192, 8192, 8192] },
-  { op: "gemmReduceScatter", shape: [4096, 14336, 4096] },
-  { op: "gemmAllReduce", shape: [4096, 8192, 8192] },
-  { op: "gemmAllReduce", shape: [8192, 8192, 8192] },
-  { op: "gemmAllReduce", shape: [4096, 14336, 4096] },
-  { op: "gemmAllReduce", shape: [16, 8192, 8192], tileN: 64 },
-  { op: "gemmAllReduce", shape: [512, 8192, 8192], tileN: 64 },
-  { op: "gemmAllReduce", shape: [512, 8192, 8192], tileN: 128 },
+  ...(["gemmReduceScatter", "gemmAllReduce"] as const).flatMap((op) =>
+    LARGE.flatMap((shape) => [{ op, shape }, { op, shape, tileN: 128 as const }])),
+  { op: "gemmAllReduce", shape: [16, 8192, 8192] },
+  { op: "gemmAllReduce", shape: [512, 8192, 8192] },
 ];
 
 /** ms per launch (slower rank) over a back-to-back loop of `iters` launches. */
@@ -71,6 +67,16 @@ function timeAll(issues: (() => void)[]): number[] {
   const samples = issues.map(() => [] as number[]);
   for (let s = 0; s < SAMPLES; s++) issues.forEach((issue, i) => samples[i]!.push(loopMs(issue, iters[i]!)));
   return samples.map(median);
+}
+
+/** Host ms per issue() (every rank's launch), over 50 issues: when it nears the GPU time, the loop
+ * measures the host, not the kernel. */
+function hostMs(issue: () => void): number {
+  const t0 = performance.now();
+  for (let i = 0; i < 50; i++) issue();
+  const ms = (performance.now() - t0) / 50;
+  streams.forEach((s) => s.synchronize());
+  return ms;
 }
 
 const scratch = devices.map((d) => Tensor.empty([6], "f32", { device: d }));
@@ -100,6 +106,7 @@ for (const { op, shape, tileN } of CASES) {
     const gOut = comms.map((c) => keep(Tensor.empty([M, N], "bf16", { device: c.device })));
     const gemm = () => comms.forEach((c, r) => gemmSync(a[r]!, b[r]!, gOut[r]!, { stream: c.stream }));
     const [fusedMs, gemmMs] = timeAll([fused.issue, gemm]) as [number, number];
+    const hostFusedMs = hostMs(fused.issue), hostGemmMs = hostMs(gemm);
     let rel: number | undefined;
     if (variant === 0) {
       // The last timed launch's output against our sequential path on the same inputs.
@@ -111,7 +118,7 @@ for (const { op, shape, tileN } of CASES) {
       rel = Math.max(...comms.map((_, r) => relError(fused.out[r]!, seq.out[r]!, r)));
     }
     const row = { label, variant, lagEnv: process.env.WEFT_TP_SCATTER_LAG ?? null, op, M, N, K, tileN: fused.plans[0]!.choice.tileN,
-      fusedMs, gemmMs, ratio: fusedMs / gemmMs, rel };
+      fusedMs, gemmMs, ratio: fusedMs / gemmMs, hostFusedMs, hostGemmMs, rel };
     console.log(JSON.stringify(row));
     if (process.env.OUT) appendFileSync(join(process.env.OUT, `stages-${label}.jsonl`), JSON.stringify(row) + "\n");
   } finally {
