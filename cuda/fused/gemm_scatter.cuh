@@ -207,9 +207,7 @@ struct ScatterHooks : gemm::DefaultHooks {
 // kernels stay separate instantiations (one per translation unit).
 template <int TileN, bool BNMajor, int Op>
 struct ScatterConfig {
-  // A whole tile of epilogue staging: its stores (mostly over NVLink) drain during the next tile's
-  // math instead of stalling the consumer (config.cuh).
-  using Gemm = gemm::Config<TileN, 1, 1, BNMajor, false, (TileN / 64 > 2 ? TileN / 64 : 2)>;
+  using Gemm = gemm::Config<TileN, 1, 1, BNMajor, false>;
   static constexpr int kThreads = Gemm::kThreads;
   static constexpr int kOp = Op;
 };

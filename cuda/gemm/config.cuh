@@ -8,7 +8,7 @@
 
 namespace weft::gemm {
 
-template <int TileN, int ClusterM, int ClusterN, bool BNMajor, bool OutF32, int EpilogueBuffers = 2>
+template <int TileN, int ClusterM, int ClusterN, bool BNMajor, bool OutF32>
 struct Config {
   static constexpr int kTileM = gemm::kTileM;
   static constexpr int kTileN = TileN;
@@ -34,18 +34,13 @@ struct Config {
   // N-major B arrives as TileN/64 boxes of 64 N x 64 K.
   static constexpr int kBBoxBytes = 64 * kTileK * 2;
 
-  // Epilogue staging: per consumer, EpilogueBuffers 64-row boxes of 128 bytes per row (64 bf16 or 32
-  // fp32 columns, the widest box a 128-byte swizzle allows), so that filling one overlaps the TMA
-  // store of the others. Two suffice when stores drain at HBM speed. When they go over NVLink and
-  // every CTA stores at once (the end of a wave), a box drains at the link's share of one SM, and a
-  // consumer that must wait for its box before staging the next one stalls its math: the fused
-  // scatter ops therefore stage a whole tile (kOutBoxes buffers) and let it drain during the next
-  // tile's math, paying for it in ring stages (bench/NOTES-tp.md, version 2).
+  // Epilogue staging: per consumer, two 64-row boxes of 128 bytes per row (64 bf16 or 32 fp32
+  // columns, the widest box a 128-byte swizzle allows), double-buffered so that filling one overlaps
+  // the TMA store of the other.
   static constexpr int kOutBoxCols = OutF32 ? 32 : 64;
   static constexpr int kOutBoxBytes = kConsumerRows * 128;
   static constexpr int kOutBoxes = kTileN / kOutBoxCols;
-  static constexpr int kEpilogueBuffers = EpilogueBuffers;
-  static constexpr int kEpilogueBytes = kConsumers * kEpilogueBuffers * kOutBoxBytes;
+  static constexpr int kEpilogueBytes = kConsumers * 2 * kOutBoxBytes;
 
   // 227 KiB of opt-in shared memory per block on sm_90; 1 KiB slack to align the base to the 1024-byte
   // swizzle period, 1 KiB for the barriers.
@@ -65,14 +60,13 @@ struct Config {
   static_assert(!(kShareB && BNMajor && TileN < 128), "an N-major B half must be whole 64-column boxes");
   static_assert(kStages >= 3, "the ring needs at least three stages to overlap load and math");
   static_assert(kOutBoxes * kOutBoxCols == kTileN, "the tile splits into whole output boxes");
-  static_assert(EpilogueBuffers >= 2 && EpilogueBuffers <= 8, "the epilogue ring holds 2 to 8 boxes per consumer");
   static_assert(wg::kThreads * (kProducerRegisters + kConsumers * kConsumerRegisters) <= 65536,
                 "register budgets exceed the register file");
 };
 
 // Shared memory, from a 1024-byte-aligned base:
 //   [stage 0: A 16 KiB | B TileN*128 B] ... [stage S-1]   TMA destinations, 128-byte swizzled
-//   [consumer 0: box 0 .. B-1][consumer 1: box 0 .. B-1]   epilogue staging, 8 KiB each (B = kEpilogueBuffers)
+//   [consumer 0: box 0 | box 1][consumer 1: box 0 | box 1] epilogue staging, 8 KiB each
 //   [full[S] | empty[S]]                                   mbarriers, 8 bytes each
 template <class Cfg>
 struct SharedStorage {
@@ -84,7 +78,7 @@ struct SharedStorage {
   __device__ uint8_t* a(uint32_t stage) const { return base + stage * Cfg::kStageBytes; }
   __device__ uint8_t* b(uint32_t stage) const { return base + stage * Cfg::kStageBytes + Cfg::kABytes; }
   __device__ uint8_t* out_box(int consumer, uint32_t buffer) const {
-    return base + Cfg::kStages * Cfg::kStageBytes + (consumer * Cfg::kEpilogueBuffers + buffer) * Cfg::kOutBoxBytes;
+    return base + Cfg::kStages * Cfg::kStageBytes + (consumer * 2 + buffer) * Cfg::kOutBoxBytes;
   }
   __device__ uint64_t* full(uint32_t stage) const {
     return reinterpret_cast<uint64_t*>(base + Cfg::kStages * Cfg::kStageBytes + Cfg::kEpilogueBytes) + stage;

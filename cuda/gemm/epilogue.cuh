@@ -2,9 +2,8 @@
 //
 // Each consumer owns 64 rows x TileN columns. It converts them box by box (64 rows x 128 bytes: 64
 // bf16 or 32 fp32 columns) into a 128-byte-swizzled staging buffer, then one thread issues the TMA
-// store of that box. kEpilogueBuffers buffers rotate, so filling one overlaps the stores of the
-// others; a buffer is refilled only after bulk_wait_read<B - 1> says the store issued B boxes ago has
-// read it. Boxes
+// store of that box. Two buffers alternate, so filling one overlaps the store of the other; a buffer
+// is refilled only after bulk_wait_read<1> says the store issued two boxes ago has read it. Boxes
 // that lie entirely outside C are skipped; partial ones are clipped by TMA. TMA writes whole 16-byte
 // chunks, so the last partial chunk of each row (n not a multiple of 8 bf16 / 4 fp32) is written
 // from registers with plain stores instead (OutputTail).
@@ -138,8 +137,8 @@ __device__ __forceinline__ void store_tile(const float (&acc)[Cfg::kTileN / 2], 
   for (int box = 0; box < Cfg::kOutBoxes; ++box) {
     const int32_t col0 = t.n0 + box * Cfg::kOutBoxCols;
     if (col0 >= p.tail.tma_cols) break;
-    uint8_t* buf = s.out_box(consumer, staged % Cfg::kEpilogueBuffers);
-    if (leader) cta::bulk_wait_read<Cfg::kEpilogueBuffers - 1>();
+    uint8_t* buf = s.out_box(consumer, staged & 1u);
+    if (leader) cta::bulk_wait_read<1>();
     wg::sync(barrier_id);
     stage_box<Cfg>(acc, buf, box);
     cta::fence_proxy_async_shared();
