@@ -6,8 +6,9 @@
 //   WEFT_TP_SCATTER_VARIANT=2 bun bench/tp-stages.ts --label stores [--samples N]
 //
 // Variants (cuda/fused/fused.h, ScatterVariant): 0 full op; 1 every store and add local (no NVLink
-// data); 2 the peers' adds become plain stores; 3 plain local stores, no flag waits. Only variant 0
-// computes the right sum, so only it is checked (against our sequential path, same inputs).
+// data); 2 the peers' adds become plain stores; 3 plain local stores, no flag waits; 4 as 3 without
+// the final handshake; 5 as 4 in the plain GEMM's tile order. Only variant 0 computes the right
+// sum, so only it is checked (against our sequential path, same inputs).
 // One JSON line per (op, shape, tileN) goes to stdout and to $OUT/stages-<label>.jsonl.
 import { appendFileSync } from "node:fs";
 import { join } from "node:path";
@@ -38,10 +39,11 @@ const events = devices.map((d) => [Event.create(d), Event.create(d)] as const);
 const streams = comms.map((c) => c.stream);
 
 type Op = "gemmReduceScatter" | "gemmAllReduce";
-const LARGE: [number, number, number][] = [[4096, 8192, 8192], [8192, 8192, 8192], [4096, 14336, 4096]];
+const LARGE: [number, number, number][] = [
+  [4096, 8192, 8192], [8192, 8192, 8192], [16384, 8192, 8192], [8192, 28672, 8192], [4096, 14336, 4096],
+];
 const CASES: { op: Op; shape: [number, number, number]; tileN?: 64 | 128 | 256 }[] = [
-  ...(["gemmReduceScatter", "gemmAllReduce"] as const).flatMap((op) =>
-    LARGE.flatMap((shape) => [{ op, shape }, { op, shape, tileN: 128 as const }])),
+  ...(["gemmReduceScatter", "gemmAllReduce"] as const).flatMap((op) => LARGE.map((shape) => ({ op, shape }))),
   { op: "gemmAllReduce", shape: [16, 8192, 8192] },
   { op: "gemmAllReduce", shape: [512, 8192, 8192] },
 ];

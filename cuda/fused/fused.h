@@ -70,7 +70,16 @@ bool all_gather_gemm_supported(int tile_n);
 //   kScatterLocalOnly      every store and add goes to this rank's own out (no NVLink data traffic)
 //   kScatterRemoteStores   the peers' adds become plain stores (NVLink write rate vs reduce rate)
 //   kScatterNoComm         plain local stores, no flag waits (the GEMM in the fused tile order)
-enum ScatterVariant : int32_t { kScatterFull = 0, kScatterLocalOnly = 1, kScatterRemoteStores = 2, kScatterNoComm = 3 };
+//   kScatterNoHandshake    kScatterNoComm without the final done-flag exchange (the ranks decouple)
+//   kScatterPlainOrder     kScatterNoHandshake in the plain GEMM's grouped tile order
+enum ScatterVariant : int32_t {
+  kScatterFull = 0,
+  kScatterLocalOnly = 1,
+  kScatterRemoteStores = 2,
+  kScatterNoComm = 3,
+  kScatterNoHandshake = 4,
+  kScatterPlainOrder = 5,
+};
 
 struct ScatterState {
   CUtensorMap out[kMaxRanks];    // out[q]: rank q's output as mapped here

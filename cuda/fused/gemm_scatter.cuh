@@ -52,12 +52,28 @@ class OwnerScheduler {
         rank_(s.rank),
         world_(s.world),
         lag_(s.lag),
+        plain_order_(s.variant == kScatterPlainOrder),
         unit_(static_cast<int32_t>(blockIdx.x)),
         stride_(static_cast<int32_t>(gridDim.x)) {}
 
   __device__ bool next(gemm::TileCoord& t) {
     const int32_t units = tiles_m_ * tiles_n_;
     if (unit_ >= units) return false;
+    if (plain_order_) {
+      // GroupedScheduler's order over all of M (kScatterPlainOrder, a benchmark variant).
+      const int32_t per_band = group_ * tiles_n_;
+      const int32_t band = unit_ / per_band;
+      const int32_t rows = min(group_, tiles_m_ - band * group_);
+      const int32_t local = unit_ - band * per_band;
+      t.tile_m = band * group_ + local % rows;
+      t.tile_n = local / rows;
+      t.m0 = t.tile_m * Cfg::kTileM;
+      t.n0 = t.tile_n * Cfg::kTileN;
+      t.k_begin = 0;
+      t.k_blocks = -1;
+      unit_ += stride_;
+      return true;
+    }
     // The unit's round: the last t with before(t) <= unit_ (before() is non-decreasing in t).
     int32_t lo = 0, hi = last_round();
     while (lo < hi) {
@@ -117,7 +133,9 @@ class OwnerScheduler {
     return n;
   }
 
-  int32_t tiles_n_, tiles_m_, shard_tiles_, group_, rank_, world_, lag_, unit_, stride_;
+  int32_t tiles_n_, tiles_m_, shard_tiles_, group_, rank_, world_, lag_;
+  bool plain_order_;
+  int32_t unit_, stride_;
 };
 
 struct ScatterHooks : gemm::DefaultHooks {
@@ -153,7 +171,9 @@ struct ScatterHooks : gemm::DefaultHooks {
     switch (s.variant) {
       case kScatterLocalOnly: return gemm::Route{1u << s.rank, offset, !own, own};
       case kScatterRemoteStores: return gemm::Route{s.all_reduce ? all : 1u << o, offset, false, own};
-      case kScatterNoComm: return gemm::Route{1u << s.rank, offset, false, false};
+      case kScatterNoComm:
+      case kScatterNoHandshake:
+      case kScatterPlainOrder: return gemm::Route{1u << s.rank, offset, false, false};
       default: return gemm::Route{s.all_reduce ? all : 1u << o, offset, !own, own};
     }
   }
@@ -162,7 +182,7 @@ struct ScatterHooks : gemm::DefaultHooks {
 
   static __device__ bool before_tile_stores(const State& s, ConsumerState& cs, const gemm::TileCoord& t,
                                             const gemm::Route&, int consumer) {
-    if (s.variant == kScatterNoComm) return true;
+    if (s.variant >= kScatterNoComm) return true;
     if (owner(s, t) == s.rank) {
       if (!s.all_reduce || cs.peers_entered) return true;
       for (int32_t q = 0; q < s.world; ++q) {
@@ -188,6 +208,7 @@ struct ScatterHooks : gemm::DefaultHooks {
   }
 
   static __device__ bool before_finish(const State& s) {
+    if (s.variant >= kScatterNoHandshake) return true;
     const int64_t ctas = gridDim.x;
     const int64_t c = blockIdx.x;
     // Every add and store of this CTA is complete and fenced (the consumers' bulk_wait + fences,

@@ -156,13 +156,13 @@ void build_all_gather(WeftTpPlan& plan) {
   }
 }
 
-// WEFT_TP_SCATTER_VARIANT=1..3 leaves one stage of the fused reduce-scatter / all-reduce out
+// WEFT_TP_SCATTER_VARIANT=1..5 leaves one stage of the fused reduce-scatter / all-reduce out
 // (fused::ScatterVariant; wrong results by design): for bench/tp-stages.ts only.
 int32_t scatter_variant() {
   const char* env = std::getenv("WEFT_TP_SCATTER_VARIANT");
   if (!env || !*env) return fused::kScatterFull;
   const long v = std::strtol(env, nullptr, 10);
-  return v >= fused::kScatterFull && v <= fused::kScatterNoComm ? int32_t(v) : fused::kScatterFull;
+  return v >= fused::kScatterFull && v <= fused::kScatterPlainOrder ? int32_t(v) : fused::kScatterFull;
 }
 
 void build_scatter(WeftTpPlan& plan) {
