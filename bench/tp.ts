@@ -125,11 +125,45 @@ function median(xs: number[]): number {
 }
 
 const scratch = devices.map((d) => Tensor.empty([6], "f32", { device: d }));
+/** ‖x − ref‖ / ‖ref‖ over ref's elements (x may be longer); NaN when x holds a non-finite value there. */
 function relError(x: Tensor, ref: Tensor, r: number): number {
-  check(native().weft_diff_norms(x.ptr, 0, ref.ptr, 0, x.numel, scratch[r]!.ptr, null), "relError");
+  check(native().weft_diff_norms(x.ptr, 0, ref.ptr, 0, ref.numel, scratch[r]!.ptr, null), "relError");
   const d = new Float64Array((scratch[r]!.download() as Float32Array).buffer, 0, 3);
   return d[2]! > 0 ? NaN : Math.sqrt(d[0]!) / Math.sqrt(d[1]!);
 }
+
+const syncAll = () => {
+  ncclStreams.forEach((s) => s.synchronize());
+  comms.forEach((c) => c.stream.synchronize());
+};
+
+/** Every variant's output against cuBLAS+NCCL's, each from one fresh launch into an output poisoned with
+ * NaN (so a variant that writes nothing reads as NaN, not as an earlier run's result). Outputs are
+ * bf16 from the same inputs, so equal bits (rel 0) are possible and common: the same wgmma order and
+ * one bf16 rounding per partial and per add. A negative control keeps the comparison honest: our
+ * GEMM of the local operands alone (a different product) must differ from the baseline. A rel above
+ * 1e-2 or NaN is recorded in `failures` and fails the run. */
+function checkOutputs(variants: Variant[], baseline: Tensor[], other: Tensor[], op: TpOp, [M, N, K]: [number, number, number]): Map<string, number> {
+  const rel = new Map<string, number>();
+  const fresh = (v: Variant, outs: Tensor[]) => {
+    outs.forEach((t) => t.fill(NaN));
+    v.issue();
+    syncAll();
+  };
+  fresh(variants.find((v) => v.name === "cuBLAS+NCCL")!, baseline);
+  // The first rows of `other` (our GEMM of the local operands, at least as many elements).
+  const control = Math.max(...baseline.map((ref, r) => relError(other[r]!, ref, r)));
+  if (!(control > 0.1)) failures.push(`${op} (${M}, ${N}, ${K}): the negative control compared equal (rel ${control}): the comparison cannot fail`);
+  for (const v of variants) {
+    if (!v.output || v.name === "cuBLAS+NCCL") continue;
+    fresh(v, v.output);
+    const e = Math.max(...v.output.map((o, r) => relError(o, baseline[r]!, r)));
+    rel.set(v.name, e);
+    if (!(e <= 1e-2)) failures.push(`${op} (${M}, ${N}, ${K}) ${v.name}: rel ${e} vs cuBLAS+NCCL`);
+  }
+  return rel;
+}
+const failures: string[] = [];
 
 // ---- one op at one shape ------------------------------------------------------------------------------------
 interface Row {
@@ -175,8 +209,9 @@ function runShape(op: TpOp, torchOp: string, shape: [number, number, number]): R
     }
     if (ag && choice.fusedAvailable) {
       const mover = choice.mover === "ctas" ? "copyEngine" : "ctas";
-      const plans = make({ path: "fused", mover });
-      variants.push({ name: `ours fused ${mover}`, issue: launchAll(plans), streams, output: out, samples: [] });
+      const outMover = comms.map((c) => keep(Tensor.empty([M, n], "bf16", { device: c.device })));
+      const plans = comms.map((c, r) => keep(c.allGatherGemm({ ...args(r, { path: "fused", mover }), out: outMover[r]! })));
+      variants.push({ name: `ours fused ${mover}`, issue: launchAll(plans), streams, output: outMover, samples: [] });
     }
 
     // Own GEMM only: the local problem with no communication.
@@ -231,14 +266,11 @@ function runShape(op: TpOp, torchOp: string, shape: [number, number, number]): R
       ours: { ms: 0, path: choice.path, tileN: choice.tileN, mover: choice.mover, predictedFusedUs: choice.predictedFusedUs, predictedSequentialUs: choice.predictedSequentialUs },
       gemmOnly: 0, variants: {},
     };
+    const rel = baseline ? checkOutputs(variants, baseline, gOut, op, shape) : new Map<string, number>();
     for (const v of variants) {
       const s = [...v.samples].sort((x, y) => x - y);
       const entry: Row["variants"][string] = { ms: median(s), min: s[0]!, max: s.at(-1)!, samples: s.length };
-      if (v.output && baseline) {
-        ncclStreams.forEach((s) => s.synchronize());
-        comms.forEach((c) => c.stream.synchronize());
-        entry.relVsBaseline = Math.max(...v.output.map((o, r) => relError(o, baseline![r]!, r)));
-      }
+      if (rel.has(v.name)) entry.relVsBaseline = rel.get(v.name);
       row.variants[v.name] = entry;
     }
     row.ours.ms = row.variants["ours"]!.ms;
@@ -317,3 +349,7 @@ emit(true);
 
 nccl?.dispose();
 await Communicator.disposeAll(comms);
+if (failures.length > 0) {
+  console.error(`output checks failed:\n${failures.join("\n")}`);
+  process.exit(1);
+}

@@ -64,6 +64,23 @@ bool all_gather_gemm_supported(int tile_n);
 
 // ---- GEMM + reduce-scatter / all-reduce (gemm_reduce_scatter.cu, gemm_all_reduce.cu) --------------
 
+// Variants that leave one stage of GEMM + reduce-scatter / all-reduce out, to find what limits it
+// (bench/NOTES-tp.md). Only kScatterFull computes the right result; the others keep the tile order,
+// the flag waits and the final handshake:
+//   kScatterLocalOnly      every store and add goes to this rank's own out (no NVLink data traffic)
+//   kScatterRemoteStores   the peers' adds become plain stores (NVLink write rate vs reduce rate)
+//   kScatterNoComm         plain local stores, no flag waits (the GEMM in the fused tile order)
+//   kScatterNoHandshake    kScatterNoComm without the final done-flag exchange (the ranks decouple)
+//   kScatterPlainOrder     kScatterNoHandshake in the plain GEMM's grouped tile order
+enum ScatterVariant : int32_t {
+  kScatterFull = 0,
+  kScatterLocalOnly = 1,
+  kScatterRemoteStores = 2,
+  kScatterNoComm = 3,
+  kScatterNoHandshake = 4,
+  kScatterPlainOrder = 5,
+};
+
 struct ScatterState {
   CUtensorMap out[kMaxRanks];    // out[q]: rank q's output as mapped here
   uint64_t* stored[kMaxRanks];   // stored[q]: rank q's half-tile flags [tiles_m * 2][tiles_n]
@@ -77,6 +94,8 @@ struct ScatterState {
   int32_t tiles_m, tiles_n;
   int32_t group_m;      // band height in tile rows (row ownership), dividing shard_tiles
   int32_t m_shard;      // rows per rank (reduce-scatter)
+  int32_t lag;          // rounds between an owner's tile and the same tile at the next rank (OwnerScheduler)
+  int32_t variant;      // ScatterVariant: kScatterFull, or a stage left out (benchmarks only)
 };
 
 struct ScatterLaunch {

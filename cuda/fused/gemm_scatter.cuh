@@ -19,11 +19,18 @@
 //                     so a launch never overwrites an output the caller may still be reading from the
 //                     previous one; adders follow the owner's flag and so come later still.
 //
-// Rank r works through the owners r, r+1, ..., r+W-1 (mod W): its own tiles first, then the others
-// in the order their owners stored them, so the flags it waits for were published a phase earlier
-// and the wait costs one L2 poll. Ownership is by row shard when the rows split into whole tiles per
-// rank (reduce-scatter requires it; all-reduce prefers it for L2-friendly bands), else by linear
-// tile index mod W (small M: decode all-reduce).
+// Tile order (OwnerScheduler): rank r interleaves the owners r, r+1, ..., r+W-1 (mod W) with a lag.
+// Every owner lists its tiles in one order; in round t rank r takes tile t of its own list, then
+// tile t - lag of owner r+1's list, tile t - 2·lag of owner r+2's, and so on. So a rank adds into a
+// tile about lag x W tile positions after its owner stored it (the flag it waits for was published
+// long before: one L2 poll), and the NVLink traffic of the adds runs through the whole kernel
+// instead of its second half only (bench/NOTES-tp.md, version 2). A lag at least the owner's tile
+// count gives the version-1 order: all own tiles, then each peer's. No deadlock: an owner's tiles
+// never wait on another rank (all-reduce's "entered" flags are written at kernel start), and every
+// tile's owner reaches it at a unit position no later than any rank that adds into it, so the
+// chain of waits only ever points to earlier positions. Ownership is by row shard when the rows
+// split into whole tiles per rank (reduce-scatter requires it; all-reduce prefers it for L2-friendly
+// bands), else by linear tile index mod W (small M: decode all-reduce).
 //
 // Precision: the owner's partial is rounded to bf16 once, each add rounds once more. For W = 2 every
 // rank's all-reduce output has the same bits (the same store, then the same single add).
@@ -44,35 +51,57 @@ class OwnerScheduler {
         group_(s.group_m),
         rank_(s.rank),
         world_(s.world),
+        lag_(s.lag),
+        plain_order_(s.variant == kScatterPlainOrder),
         unit_(static_cast<int32_t>(blockIdx.x)),
         stride_(static_cast<int32_t>(gridDim.x)) {}
 
   __device__ bool next(gemm::TileCoord& t) {
     const int32_t units = tiles_m_ * tiles_n_;
     if (unit_ >= units) return false;
-    if (shard_tiles_ > 0) {
-      // Grouped bands over virtual rows; phase = virtual row / shard_tiles (group_ divides it).
+    if (plain_order_) {
+      // GroupedScheduler's order over all of M (kScatterPlainOrder, a benchmark variant).
       const int32_t per_band = group_ * tiles_n_;
       const int32_t band = unit_ / per_band;
+      const int32_t rows = min(group_, tiles_m_ - band * group_);
       const int32_t local = unit_ - band * per_band;
-      const int32_t v = band * group_ + local % group_;
-      const int32_t phase = v / shard_tiles_;
-      const int32_t owner = (rank_ + phase) % world_;
-      t.tile_m = owner * shard_tiles_ + (v - phase * shard_tiles_);
+      t.tile_m = band * group_ + local % rows;
+      t.tile_n = local / rows;
+      t.m0 = t.tile_m * Cfg::kTileM;
+      t.n0 = t.tile_n * Cfg::kTileN;
+      t.k_begin = 0;
+      t.k_blocks = -1;
+      unit_ += stride_;
+      return true;
+    }
+    // The unit's round: the last t with before(t) <= unit_ (before() is non-decreasing in t).
+    int32_t lo = 0, hi = last_round();
+    while (lo < hi) {
+      const int32_t mid = (lo + hi + 1) / 2;
+      if (before(mid) <= unit_) lo = mid; else hi = mid - 1;
+    }
+    // Within round lo, the (unit_ - before(lo))-th phase that has a tile in it.
+    int32_t skip = unit_ - before(lo);
+    int32_t phase = 0, index = 0;
+    for (int32_t s = 0; s < world_; ++s) {
+      const int32_t i = lo - s * lag_;
+      if (i < 0 || i >= count(s)) continue;
+      if (skip-- == 0) {
+        phase = s;
+        index = i;
+        break;
+      }
+    }
+    const int32_t owner = (rank_ + phase) % world_;
+    if (shard_tiles_ > 0) {
+      // The owner's row shard in grouped bands (group_ divides shard_tiles_).
+      const int32_t per_band = group_ * tiles_n_;
+      const int32_t band = index / per_band;
+      const int32_t local = index - band * per_band;
+      t.tile_m = owner * shard_tiles_ + band * group_ + local % group_;
       t.tile_n = local / group_;
     } else {
-      // Phase s holds the tiles of owner (rank + s) % W: linear indices owner, owner + W, ...
-      int32_t u = unit_;
-      int32_t linear = 0;
-      for (int32_t s = 0; s < world_; ++s) {
-        const int32_t owner = (rank_ + s) % world_;
-        const int32_t count = (units - owner + world_ - 1) / world_;
-        if (u < count) {
-          linear = owner + u * world_;
-          break;
-        }
-        u -= count;
-      }
+      const int32_t linear = owner + index * world_;
       t.tile_m = linear / tiles_n_;
       t.tile_n = linear - t.tile_m * tiles_n_;
     }
@@ -85,7 +114,28 @@ class OwnerScheduler {
   }
 
  private:
-  int32_t tiles_n_, tiles_m_, shard_tiles_, group_, rank_, world_, unit_, stride_;
+  // Tiles of the owner of phase s: a whole row shard each, or every W-th linear tile index.
+  __device__ int32_t count(int32_t s) const {
+    const int32_t units = tiles_m_ * tiles_n_;
+    if (shard_tiles_ > 0) return shard_tiles_ * tiles_n_;
+    const int32_t owner = (rank_ + s) % world_;
+    return (units - owner + world_ - 1) / world_;
+  }
+  __device__ int32_t last_round() const {
+    int32_t r = 0;
+    for (int32_t s = 0; s < world_; ++s) r = max(r, s * lag_ + count(s) - 1);
+    return r;
+  }
+  // Units in rounds [0, t).
+  __device__ int32_t before(int32_t t) const {
+    int32_t n = 0;
+    for (int32_t s = 0; s < world_; ++s) n += min(max(t - s * lag_, 0), count(s));
+    return n;
+  }
+
+  int32_t tiles_n_, tiles_m_, shard_tiles_, group_, rank_, world_, lag_;
+  bool plain_order_;
+  int32_t unit_, stride_;
 };
 
 struct ScatterHooks : gemm::DefaultHooks {
@@ -116,15 +166,24 @@ struct ScatterHooks : gemm::DefaultHooks {
   static __device__ __forceinline__ gemm::Route route(const State& s, const gemm::TileCoord& t) {
     const int32_t o = owner(s, t);
     const bool own = o == s.rank;
-    if (s.all_reduce) return gemm::Route{(1u << s.world) - 1u, 0, !own, own};
-    return gemm::Route{1u << o, o * s.m_shard, !own, own};
+    const uint32_t all = (1u << s.world) - 1u;
+    const int32_t offset = s.all_reduce ? 0 : o * s.m_shard;
+    switch (s.variant) {
+      case kScatterLocalOnly: return gemm::Route{1u << s.rank, offset, !own, own};
+      case kScatterRemoteStores: return gemm::Route{s.all_reduce ? all : 1u << o, offset, false, own};
+      case kScatterNoComm:
+      case kScatterNoHandshake:
+      case kScatterPlainOrder: return gemm::Route{1u << s.rank, offset, false, false};
+      default: return gemm::Route{s.all_reduce ? all : 1u << o, offset, !own, own};
+    }
   }
 
   static __device__ __forceinline__ const CUtensorMap* out_map(const State& s, int dest) { return &s.out[dest]; }
 
   static __device__ bool before_tile_stores(const State& s, ConsumerState& cs, const gemm::TileCoord& t,
-                                            const gemm::Route& r, int consumer) {
-    if (!r.reduce) {
+                                            const gemm::Route&, int consumer) {
+    if (s.variant >= kScatterNoComm) return true;
+    if (owner(s, t) == s.rank) {
       if (!s.all_reduce || cs.peers_entered) return true;
       for (int32_t q = 0; q < s.world; ++q) {
         if (q == s.rank) continue;
@@ -149,6 +208,7 @@ struct ScatterHooks : gemm::DefaultHooks {
   }
 
   static __device__ bool before_finish(const State& s) {
+    if (s.variant >= kScatterNoHandshake) return true;
     const int64_t ctas = gridDim.x;
     const int64_t c = blockIdx.x;
     // Every add and store of this CTA is complete and fenced (the consumers' bulk_wait + fences,

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "fused/fused.h"
 #include "gemm/gemm.h"
@@ -94,6 +95,20 @@ std::string fused_obstacle(const Problem& p) {
   if (row_sharded && p.m % (int64_t(gemm::kTileM) * p.world) != 0)
     return "m is not a multiple of 128 x world size (each rank's rows must be whole 128-row tiles)";
   return "";
+}
+
+// Rounds (W tiles each, one per owner) between an owner computing a tile and the next rank adding
+// into it. The owner publishes its flag when its CTA starts the epilogue of its next tile (one wave
+// of tiles later), so the rank that adds should reach the tile about two waves after the owner:
+// lag x W ~ 2 x ctas tile positions. Less and adders wait; more and the last `lag` rounds hold only
+// adds (traffic after the math). WEFT_TP_SCATTER_LAG overrides it (bench/NOTES-tp.md's sweeps; a
+// lag at least the owner's tile count gives the old order: all own tiles, then each peer's).
+int scatter_lag(int ctas, int world) {
+  if (const char* env = std::getenv("WEFT_TP_SCATTER_LAG"); env && *env) {
+    const long v = std::strtol(env, nullptr, 10);
+    if (v >= 1 && v <= (1 << 24)) return int(v);
+  }
+  return std::max(1, int(ceil_div(2 * int64_t(ctas), world)));
 }
 
 double sequential_us(const Problem& p, int sms, const Choice& c) {
@@ -207,6 +222,7 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       c.shard_tiles = rows ? int(p.m_shard / gemm::kTileM) : 0;
       c.group_m = rows ? band_for(c.shard_tiles, params.group_m) : 1;
       c.gemm_ctas = int(std::min<int64_t>(tiles_m * ceil_div(p.n, c.tile_n), sms));
+      c.lag = scatter_lag(c.gemm_ctas, W);
       const double gemm = gemm_us(p.m, p.n, p.k, c.tile_n, c.gemm_ctas);
       // Bytes each rank sends: reduce-scatter adds its (W-1)/W share into the owners; all-reduce
       // stores its own 1/W into W-1 peers and adds the other (W-1)/W into W-1 peers.

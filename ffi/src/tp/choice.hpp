@@ -46,6 +46,7 @@ struct Choice {
   int group_m;
   int chunk_rows;   // all-gather: rows per arrival flag
   int shard_tiles;  // scatter ops: tile rows per owner (0: ownership by tile index)
+  int lag;          // scatter ops: rounds between an owner's tile and the next rank's (OwnerScheduler)
   bool fused_available;
   std::string reason;
   double fused_us;

@@ -4,6 +4,7 @@
 // GEMM and our collective on the plan's stream, with padded copies where TMA needs them.
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -155,6 +156,15 @@ void build_all_gather(WeftTpPlan& plan) {
   }
 }
 
+// WEFT_TP_SCATTER_VARIANT=1..5 leaves one stage of the fused reduce-scatter / all-reduce out
+// (fused::ScatterVariant; wrong results by design): for bench/tp-stages.ts only.
+int32_t scatter_variant() {
+  const char* env = std::getenv("WEFT_TP_SCATTER_VARIANT");
+  if (!env || !*env) return fused::kScatterFull;
+  const long v = std::strtol(env, nullptr, 10);
+  return v >= fused::kScatterFull && v <= fused::kScatterPlainOrder ? int32_t(v) : fused::kScatterFull;
+}
+
 void build_scatter(WeftTpPlan& plan) {
   const WeftComm& c = *plan.comm;
   const tp::Problem& p = plan.problem;
@@ -183,6 +193,8 @@ void build_scatter(WeftTpPlan& plan) {
   s.tiles_n = int32_t((p.n + ch.tile_n - 1) / ch.tile_n);
   s.group_m = ch.group_m;
   s.m_shard = int32_t(p.m_shard);
+  s.lag = ch.lag;
+  s.variant = scatter_variant();
   l.m = int32_t(p.m);
   l.n = int32_t(p.n);
   l.k = int32_t(p.k);

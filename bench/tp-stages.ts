@@ -1,0 +1,130 @@
+// tp-stages.ts — what limits fused GEMM + reduce-scatter / all-reduce: the fused kernel beside our
+// GEMM alone, in one process, under the stage-out variant and tile-order lag that the environment
+// selects at plan creation (ffi/src/tp: WEFT_TP_SCATTER_VARIANT, WEFT_TP_SCATTER_LAG). Run it once
+// per setting (bench/tp-stages.sh); bench/NOTES-tp.md compares the settings.
+//
+//   WEFT_TP_SCATTER_VARIANT=2 bun bench/tp-stages.ts --label stores [--samples N]
+//
+// Variants (cuda/fused/fused.h, ScatterVariant): 0 full op; 1 every store and add local (no NVLink
+// data); 2 the peers' adds become plain stores; 3 plain local stores, no flag waits; 4 as 3 without
+// the final handshake; 5 as 4 in the plain GEMM's tile order. Only variant 0 computes the right
+// sum, so only it is checked (against our sequential path, same inputs).
+// One JSON line per (op, shape, tileN) goes to stdout and to $OUT/stages-<label>.jsonl.
+import { appendFileSync } from "node:fs";
+import { join } from "node:path";
+
+import { Communicator } from "../lib/comm.ts";
+import { deviceCount } from "../lib/device.ts";
+import { check, native } from "../lib/native.ts";
+import { gemmSync } from "../lib/ops/gemm.ts";
+import "../lib/ops/tp.ts";
+import type { TpConfig, TpPlan } from "../lib/ops/tp.ts";
+import { Event, type Stream } from "../lib/stream.ts";
+import { Tensor } from "../lib/tensor.ts";
+
+const args = process.argv.slice(2);
+const opt = (name: string, fallback: string) => (args.includes(name) ? args[args.indexOf(name) + 1]! : fallback);
+const label = opt("--label", "full");
+const SAMPLES = Number(opt("--samples", "12"));
+const variant = Number(process.env.WEFT_TP_SCATTER_VARIANT ?? 0);
+
+if (deviceCount() < 2) {
+  console.error(`bench/tp-stages.ts needs 2 GPUs; this machine has ${deviceCount()}`);
+  process.exit(1);
+}
+const devices = [0, 1];
+const W = devices.length;
+const comms = await Communicator.local({ devices, heapBytes: 4 * 2 ** 30 });
+const events = devices.map((d) => [Event.create(d), Event.create(d)] as const);
+const streams = comms.map((c) => c.stream);
+
+type Op = "gemmReduceScatter" | "gemmAllReduce";
+const LARGE: [number, number, number][] = [
+  [4096, 8192, 8192], [8192, 8192, 8192], [16384, 8192, 8192], [8192, 28672, 8192], [4096, 14336, 4096],
+];
+const CASES: { op: Op; shape: [number, number, number]; tileN?: 64 | 128 | 256 }[] = [
+  ...(["gemmReduceScatter", "gemmAllReduce"] as const).flatMap((op) => LARGE.map((shape) => ({ op, shape }))),
+  { op: "gemmAllReduce", shape: [16, 8192, 8192] },
+  { op: "gemmAllReduce", shape: [512, 8192, 8192] },
+];
+
+/** ms per launch (slower rank) over a back-to-back loop of `iters` launches. */
+function loopMs(issue: () => void, iters: number): number {
+  streams.forEach((s: Stream, r) => events[r]![0].record(s));
+  for (let i = 0; i < iters; i++) issue();
+  streams.forEach((s: Stream, r) => events[r]![1].record(s));
+  events.forEach(([, e]) => e.synchronize());
+  return Math.max(...events.map(([a, b]) => b.elapsedSince(a))) / iters;
+}
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+/** Alternates the variants sample by sample (the card's clocks drift); returns each one's median ms. */
+function timeAll(issues: (() => void)[]): number[] {
+  const iters = issues.map((issue) => {
+    issue();
+    const once = loopMs(issue, 1);
+    return Math.max(1, Math.min(50, Math.ceil(1.0 / Math.max(once, 1e-3))));
+  });
+  const samples = issues.map(() => [] as number[]);
+  for (let s = 0; s < SAMPLES; s++) issues.forEach((issue, i) => samples[i]!.push(loopMs(issue, iters[i]!)));
+  return samples.map(median);
+}
+
+/** Host ms per issue() (every rank's launch), over 50 issues: when it nears the GPU time, the loop
+ * measures the host, not the kernel. */
+function hostMs(issue: () => void): number {
+  const t0 = performance.now();
+  for (let i = 0; i < 50; i++) issue();
+  const ms = (performance.now() - t0) / 50;
+  streams.forEach((s) => s.synchronize());
+  return ms;
+}
+
+const scratch = devices.map((d) => Tensor.empty([6], "f32", { device: d }));
+function relError(x: Tensor, ref: Tensor, r: number): number {
+  check(native().weft_diff_norms(x.ptr, 0, ref.ptr, 0, x.numel, scratch[r]!.ptr, null), "relError");
+  const d = new Float64Array((scratch[r]!.download() as Float32Array).buffer, 0, 3);
+  return d[2]! > 0 ? NaN : Math.sqrt(d[0]!) / Math.sqrt(d[1]!);
+}
+
+for (const { op, shape, tileN } of CASES) {
+  const [M, N, K] = shape;
+  const k = K / W;
+  const outRows = op === "gemmReduceScatter" ? M / W : M;
+  const owned: { dispose(): void }[] = [];
+  const keep = <T extends { dispose(): void }>(t: T): T => (owned.push(t), t);
+  try {
+    const a = comms.map((c, r) => keep(Tensor.empty([M, k], "bf16", { device: c.device }).fillRandom(11 + r)));
+    const b = comms.map((c, r) => keep(Tensor.empty([k, N], "bf16", { device: c.device }).fillRandom(23 + r)));
+    const make = (config: TpConfig) => {
+      const out = comms.map((c) => keep(c.empty([outRows, N], "bf16")));
+      const plans: TpPlan[] = comms.map((c, r) => keep(op === "gemmReduceScatter"
+        ? c.gemmReduceScatter({ a: a[r]!, b: b[r]!, out: out[r]!, config })
+        : c.gemmAllReduce({ a: a[r]!, b: b[r]!, out: out[r]!, config })));
+      return { out, plans, issue: () => plans.forEach((p) => p.launch()) };
+    };
+    const fused = make({ path: "fused", ...(tileN ? { tileN } : {}) });
+    const gOut = comms.map((c) => keep(Tensor.empty([M, N], "bf16", { device: c.device })));
+    const gemm = () => comms.forEach((c, r) => gemmSync(a[r]!, b[r]!, gOut[r]!, { stream: c.stream }));
+    const [fusedMs, gemmMs] = timeAll([fused.issue, gemm]) as [number, number];
+    const hostFusedMs = hostMs(fused.issue), hostGemmMs = hostMs(gemm);
+    let rel: number | undefined;
+    if (variant === 0) {
+      // The last timed launch's output against our sequential path on the same inputs.
+      const seq = make({ path: "sequential" });
+      for (const t of [...fused.out, ...seq.out]) t.fill(NaN);
+      fused.issue();
+      seq.issue();
+      streams.forEach((s) => s.synchronize());
+      rel = Math.max(...comms.map((_, r) => relError(fused.out[r]!, seq.out[r]!, r)));
+    }
+    const row = { label, variant, lagEnv: process.env.WEFT_TP_SCATTER_LAG ?? null, op, M, N, K, tileN: fused.plans[0]!.choice.tileN,
+      fusedMs, gemmMs, ratio: fusedMs / gemmMs, hostFusedMs, hostGemmMs, rel };
+    console.log(JSON.stringify(row));
+    if (process.env.OUT) appendFileSync(join(process.env.OUT, `stages-${label}.jsonl`), JSON.stringify(row) + "\n");
+  } finally {
+    for (const t of owned.reverse()) t.dispose();
+  }
+}
+await Communicator.disposeAll(comms);
