@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "collectives/args.h"
+#include "collectives/hierarchical.h"
 #include "weft.h"
 
 struct WeftComm {
@@ -25,11 +26,16 @@ struct WeftComm {
   int32_t sm_count = 0;
   uint32_t max_ctas = 0;
   bool connected = false;
+  // Multi-node (weft_comm_set_internode): nodes == 0 while the communicator is one node.
+  weft::coll::InterNode inter{};
 };
 
 namespace weft::comm {
 
 // Throws unless `comm` is a live, connected communicator (when `connected`).
 WeftComm& require(WeftComm* comm, bool connected);
+
+// weft_collective on a multi-node communicator (internode.cpp).
+void hierarchical_collective(WeftComm& c, const WeftCollectiveParams& p);
 
 }  // namespace weft::comm

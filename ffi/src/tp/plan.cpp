@@ -430,6 +430,8 @@ extern "C" {
 WEFT_API int weft_tp_choose(WeftComm* comm, const WeftTpParams* params, WeftTpChoice* out) {
   return guard([&] {
     WeftComm& c = comm::require(comm, false);
+    // Issue 6: the fused TP ops are single-node for now (the proxy path is not built yet).
+    if (c.inter.nodes > 1) WEFT_FAIL(WEFT_E_UNSUPPORTED, "tensor-parallel ops need every rank on one node (this communicator spans %u nodes)", c.inter.nodes);
     validate(c, params);
     WEFT_REQUIRE(out && out->size == sizeof(WeftTpChoice) && out->version == 1,
                  "out must be a WeftTpChoice with size %zu and version 1", sizeof(WeftTpChoice));
@@ -440,6 +442,8 @@ WEFT_API int weft_tp_choose(WeftComm* comm, const WeftTpParams* params, WeftTpCh
 WEFT_API int weft_tp_plan_create(WeftComm* comm, const WeftTpParams* params, WeftTpPlan** out_plan) {
   return guard([&] {
     WeftComm& c = comm::require(comm, true);
+    // Issue 6: the fused TP ops are single-node for now (the proxy path is not built yet).
+    if (c.inter.nodes > 1) WEFT_FAIL(WEFT_E_UNSUPPORTED, "tensor-parallel ops need every rank on one node (this communicator spans %u nodes)", c.inter.nodes);
     validate(c, params);
     WEFT_REQUIRE(out_plan, "out_plan must not be NULL");
     validate_tensors(c, *params);
