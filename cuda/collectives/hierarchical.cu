@@ -20,7 +20,7 @@
 //
 // Data read from the receive staging was written by the peer's NIC (or its proxy) before the
 // signal: thread 0 acquires the signal (ld.acquire.sys), __syncthreads passes it on, and the
-// loads (ld.global.cg) then see the data. Stores into the send staging are ordered before the
+// loads (ld.volatile, see copy_in/sum_in) then see the data. Stores into the send staging are ordered before the
 // command by a __threadfence_system() in the pushing thread after __syncthreads (fifo.cuh).
 #include "collectives/hierarchical.h"
 #include "collectives/move.cuh"
@@ -45,6 +45,91 @@ __device__ __forceinline__ void split(uint64_t n, uint32_t elem, uint32_t part, 
   begin = min(n, uint64_t(part) * each);
   len = min(n, begin + each) - begin;
 }
+
+// ---- reading the receive staging ----------------------------------------------------------------
+// Bytes the peer's NIC (or its proxy) wrote into host memory are loaded with ld.volatile (relaxed,
+// system scope) rather than move.cuh's ld.global.cg: the same slot is reused every second op, and
+// a weak load may be served from a line an earlier op left in the GPU's caches.
+
+__device__ __forceinline__ uint4 ld_sys16(const char* p) { return detail::ld_volatile16(p); }
+
+template <int kBytes>
+__device__ __forceinline__ uint32_t ld_sys(const char* p) {
+  uint32_t v;
+  if constexpr (kBytes == 4) {
+    asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  } else if constexpr (kBytes == 2) {
+    uint16_t h;
+    asm volatile("ld.volatile.global.u16 %0, [%1];" : "=h"(h) : "l"(p) : "memory");
+    v = h;
+  } else {
+    uint16_t h;
+    asm volatile("ld.volatile.global.u8 %0, [%1];" : "=h"(h) : "l"(p) : "memory");
+    v = h;
+  }
+  return v;
+}
+
+template <int kUnit, class Dst>
+__device__ inline void copy_in_units(const char* src, Dst dst, uint32_t ndst, uint64_t bytes, Workers w) {
+  for (uint64_t i = w.id; i < bytes / kUnit; i += w.count) {
+    const uint32_t v = ld_sys<kUnit>(src + i * kUnit);
+    for (uint32_t d = 0; d < ndst; ++d) mem::st<kUnit>(dst(d) + i * kUnit, v);
+  }
+}
+
+// copy_out() with system-scope loads: dst(i), i < ndst, each receive `bytes` bytes of src.
+template <class Dst>
+__device__ inline void copy_in(const char* src, Dst dst, uint32_t ndst, uint64_t bytes, Workers w) {
+  uint64_t bits = reinterpret_cast<uintptr_t>(src) | bytes;
+  for (uint32_t d = 0; d < ndst; ++d) bits |= reinterpret_cast<uintptr_t>(dst(d));
+  if ((bits & 15) == 0) {
+    for (uint64_t i = w.id; i < bytes / 16; i += w.count) {
+      const uint4 v = ld_sys16(src + i * 16);
+      for (uint32_t d = 0; d < ndst; ++d) mem::st16(dst(d) + i * 16, v);
+    }
+  } else if ((bits & 3) == 0) {
+    copy_in_units<4>(src, dst, ndst, bytes, w);
+  } else if ((bits & 1) == 0) {
+    copy_in_units<2>(src, dst, ndst, bytes, w);
+  } else {
+    copy_in_units<1>(src, dst, ndst, bytes, w);
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ float ld_sys_elem(const char* p) {
+  const uint32_t v = ld_sys<sizeof(T)>(p);
+  if constexpr (sizeof(T) == 4) return __uint_as_float(v);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(__ushort_as_bfloat16(uint16_t(v)));
+  else return __half2float(__ushort_as_half(uint16_t(v)));
+}
+
+// sum_out() with system-scope loads: dst(i)[k] = sum over q < nsrc, in order, of src(q)[k] (fp32
+// accumulation from 0, the same order and rounding as sum_out, so equal inputs give equal bits).
+template <typename T, class Src, class Dst>
+__device__ inline void sum_in(Src src, uint32_t nsrc, Dst dst, uint32_t ndst, uint64_t n, Workers w) {
+  constexpr int L = Lanes<T>::kCount;
+  uint64_t bits = 0;
+  for (uint32_t q = 0; q < nsrc; ++q) bits |= reinterpret_cast<uintptr_t>(src(q));
+  for (uint32_t d = 0; d < ndst; ++d) bits |= reinterpret_cast<uintptr_t>(dst(d));
+  const uint64_t nvec = (bits & 15) == 0 ? n / L : 0;
+  for (uint64_t v = w.id; v < nvec; v += w.count) {
+    float acc[L];
+#pragma unroll
+    for (int l = 0; l < L; ++l) acc[l] = 0.0f;
+    for (uint32_t q = 0; q < nsrc; ++q) add_lanes<T>(acc, ld_sys16(src(q) + v * 16));
+    const uint4 out = pack_lanes<T>(acc);
+    for (uint32_t d = 0; d < ndst; ++d) mem::st16(dst(d) + v * 16, out);
+  }
+  for (uint64_t i = nvec * L + w.id; i < n; i += w.count) {
+    float acc = 0.0f;
+    for (uint32_t q = 0; q < nsrc; ++q) acc += ld_sys_elem<T>(src(q) + i * sizeof(T));
+    for (uint32_t d = 0; d < ndst; ++d) store_elem<T>(dst(d) + i * sizeof(T), acc);
+  }
+}
+
+// ---- topology and staging -------------------------------------------------------------------------
 
 // The i-th other node, i < nodes - 1, starting after this one (so that no node is everyone's first).
 __device__ __forceinline__ uint32_t other_node(const InterNode& x, uint32_t i) {
@@ -165,7 +250,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) hier_all_gather_kernel(co
       for (uint32_t i = 0; i + 1 < x.nodes; ++i) {
         const uint32_t m = other_node(x, i);
         const uint64_t at = uint64_t(global_rank(x, m, a.rank)) * bytes + b;
-        copy_out(x.recv + recv_offset(x, parity, m) + b,
+        copy_in(x.recv + recv_offset(x, parity, m) + b,
                  [&](uint32_t j) { return on_rank(a, s, (a.rank + 1 + j) % L, a.out) + at; }, L, len, cta_workers());
       }
       cta_leave(a, s, Every{}, Every{});
@@ -201,7 +286,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) hier_reduce_scatter_kerne
         using T = decltype(tag);
         const uint64_t at = uint64_t(x.rank) * bytes + b;
         // Sources: the local ranks' block (n, l), then the peer nodes' partials in node order.
-        sum_out<T>(
+        sum_in<T>(
             [&](uint32_t q) -> const char* {
               if (q < L) return on_rank(a, s, q, a.in) + at;
               const uint32_t r = q - L;
@@ -240,7 +325,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) hier_all_reduce_kernel(co
         using T = decltype(tag);
         // Every node's partial in node order (this node's from its own send staging), so every
         // rank of the rail computes the same bits; then shard l of every local output.
-        sum_out<T>(
+        sum_in<T>(
             [&](uint32_t m) -> const char* { return m == x.node ? send : x.recv + recv_offset(x, parity, m) + b; },
             x.nodes, [&](uint32_t i) { return on_rank(a, s, (a.rank + 1 + i) % L, a.out) + at; }, L, clen,
             cta_workers());

@@ -1,0 +1,201 @@
+// internode-checks.ts — the GPU checks of a communicator that spans several nodes (hierarchical
+// collectives through the proxy). Run by every rank process (internode-worker.ts); each rank
+// builds every rank's input from its seed (fillRandom is deterministic), so references need no
+// data exchange. Rules (DESIGN.md "Testing"): fresh random inputs, outputs poisoned with NaN,
+// every element checked on the GPU, sums against an fp32 reference (bf16 <= 1e-2, f32 <= 1e-5).
+import type { Communicator } from "../../lib/comm.ts";
+import { DTYPES, type DType } from "../../lib/dtype.ts";
+import { ArgumentError, UnsupportedError } from "../../lib/errors.ts";
+import { Tensor } from "../../lib/tensor.ts";
+import { accumulate, diff, seed, slice, type Diff } from "./collective-checks.ts";
+import type { NamedCheck } from "./report-channel.ts";
+
+export interface InterNodeContext {
+  comm: Communicator;
+}
+
+const TOL: Record<string, number> = { bf16: 1e-2, f16: 1e-3, f32: 1e-5 };
+const DTYPES_CHECKED: DType[] = ["bf16", "f32"];
+
+function random(n: number, dtype: DType, s: number, device: number): Tensor {
+  return Tensor.empty([n], dtype, { device }).fillRandom(s);
+}
+
+function expectExact(what: string, d: Diff): void {
+  if (d.nonfinite !== 0 || d.sumsq !== 0) throw new Error(`${what}: expected an exact copy, got ${d.nonfinite} non-finite and rel error ${d.rel}`);
+}
+
+function expectClose(what: string, d: Diff, dtype: DType): number {
+  if (d.nonfinite !== 0) throw new Error(`${what}: ${d.nonfinite} non-finite outputs (NaN poison left)`);
+  if (!(d.rel <= TOL[dtype]!)) throw new Error(`${what}: relative error ${d.rel} > ${TOL[dtype]}`);
+  return d.rel;
+}
+
+/** Element counts per rank: odd small ones, one that splits over many CTAs, and the staging limit. */
+function sizes(c: Communicator, dtype: DType, allReduce = false): number[] {
+  const e = DTYPES[dtype].bytes;
+  const most = Math.floor(c.interNodeBytes / e) * (allReduce ? c.localSize : 1);
+  return [1, 7, 1025, 65_536 + 3, most];
+}
+
+// ---- one call each, checked --------------------------------------------------------------------------
+
+async function allGather(c: Communicator, dtype: DType, n: number, tag: number): Promise<void> {
+  const W = c.size;
+  using input = random(n, dtype, seed(tag, c.rank), c.device);
+  using out = c.empty([W * n], dtype).fill(NaN);
+  await c.allGather(input, out);
+  for (let s = 0; s < W; s++) {
+    using expected = random(n, dtype, seed(tag, s), c.device);
+    using got = slice(out, s * n, n);
+    expectExact(`allGather ${dtype} ${n} el rank ${c.rank} block ${s}`, diff(got, expected));
+  }
+}
+
+async function reduceScatter(c: Communicator, dtype: DType, n: number, tag: number): Promise<number> {
+  const W = c.size;
+  using input = c.empty([W * n], dtype).fillRandom(seed(tag, c.rank));
+  using out = Tensor.empty([n], dtype, { device: c.device }).fill(NaN);
+  await c.reduceScatter(input, out);
+  using ref = Tensor.empty([n], "f32", { device: c.device }).fill(0);
+  for (let s = 0; s < W; s++) {
+    using full = random(W * n, dtype, seed(tag, s), c.device);
+    accumulate(ref, full, c.rank * n, n);
+  }
+  return expectClose(`reduceScatter ${dtype} ${n} el rank ${c.rank}`, diff(out, ref), dtype);
+}
+
+async function allReduce(c: Communicator, dtype: DType, n: number, tag: number, inPlace: boolean): Promise<number> {
+  const W = c.size;
+  using input = c.empty([n], dtype).fillRandom(seed(tag, c.rank));
+  const out = inPlace ? input : c.empty([n], dtype).fill(NaN);
+  try {
+    await c.allReduce(input, out);
+    using ref = Tensor.empty([n], "f32", { device: c.device }).fill(0);
+    for (let s = 0; s < W; s++) {
+      using x = random(n, dtype, seed(tag, s), c.device);
+      accumulate(ref, x);
+    }
+    return expectClose(`allReduce${inPlace ? " in place" : ""} ${dtype} ${n} el rank ${c.rank}`, diff(out, ref), dtype);
+  } finally {
+    if (!inPlace) out.dispose();
+  }
+}
+
+let tags = 5000;
+const nextTag = () => tags++;
+
+export const INTERNODE_CHECKS: NamedCheck<InterNodeContext>[] = [
+  {
+    name: "the communicator spans one node per rank and says which provider it uses",
+    async run({ comm: c }) {
+      if (c.nodes !== c.size || c.node !== c.rank || c.localRank !== 0 || c.localSize !== 1) {
+        throw new Error(`expected ${c.size} nodes of 1 rank, got node ${c.node} of ${c.nodes}, local ${c.localRank} of ${c.localSize}`);
+      }
+      if (!c.transportProvider) throw new Error("no transport provider");
+      return `provider ${c.transportProvider}, node ${c.node} of ${c.nodes}, staging ${c.interNodeBytes} B`;
+    },
+  },
+  ...DTYPES_CHECKED.map((dtype): NamedCheck<InterNodeContext> => ({
+    name: `hierarchical allGather ${dtype}: every block of every size exact`,
+    async run({ comm: c }) {
+      for (const n of sizes(c, dtype)) await allGather(c, dtype, n, nextTag());
+      return sizes(c, dtype).join(", ") + " el";
+    },
+  })),
+  ...DTYPES_CHECKED.map((dtype): NamedCheck<InterNodeContext> => ({
+    name: `hierarchical reduceScatter ${dtype} against the fp32 reference`,
+    async run({ comm: c }) {
+      let worst = 0;
+      for (const n of sizes(c, dtype)) worst = Math.max(worst, await reduceScatter(c, dtype, n, nextTag()));
+      return `${sizes(c, dtype).join(", ")} el, worst rel ${worst.toExponential(2)}`;
+    },
+  })),
+  ...DTYPES_CHECKED.map((dtype): NamedCheck<InterNodeContext> => ({
+    name: `hierarchical allReduce ${dtype} against the fp32 reference, in place and out of place`,
+    async run({ comm: c }) {
+      let worst = 0;
+      for (const n of sizes(c, dtype, true)) {
+        worst = Math.max(worst, await allReduce(c, dtype, n, nextTag(), false));
+        worst = Math.max(worst, await allReduce(c, dtype, n, nextTag(), true));
+      }
+      return `${sizes(c, dtype, true).join(", ")} el, worst rel ${worst.toExponential(2)}`;
+    },
+  })),
+  {
+    name: "100 back-to-back rounds without reset (allReduce bf16, allGather f32, reduceScatter bf16, barrier), every result checked",
+    async run({ comm: c }) {
+      let worst = 0;
+      for (let i = 0; i < 100; i++) {
+        const n = 1 + ((i * 7919) % 40_000);
+        worst = Math.max(worst, await allReduce(c, "bf16", n, nextTag(), i % 2 === 0));
+        await allGather(c, "f32", n, nextTag());
+        worst = Math.max(worst, await reduceScatter(c, "bf16", n, nextTag()));
+        await c.barrier();
+      }
+      return `400 calls, worst rel ${worst.toExponential(2)}`;
+    },
+  },
+  {
+    name: "a burst of 64 in-place allReduces launched without awaiting, then checked",
+    async run({ comm: c }) {
+      const n = 4099;
+      using x = c.empty([n], "f32").fillRandom(seed(77, c.rank));
+      const plan = c.prepare.allReduce(x);
+      const seqs: number[] = [];
+      for (let i = 0; i < 64; i++) seqs.push(plan.launch());
+      await plan.promise(seqs.at(-1)!);
+      // x_k = W^k x_0 summed over ranks: after 64 rounds with W = 2 that is 2^63 * sum(x_0).
+      using ref = Tensor.empty([n], "f32", { device: c.device }).fill(0);
+      for (let s = 0; s < c.size; s++) {
+        using r = random(n, "f32", seed(77, s), c.device);
+        accumulate(ref, r);
+      }
+      const scale = c.size ** 63;
+      using scaled = Tensor.from(new Float32Array((ref.download() as Float32Array).map((v) => v * scale)), [n], "f32", { device: c.device });
+      return `rel ${expectClose("64 chained allReduces", diff(x, scaled), "f32").toExponential(2)}`;
+    },
+  },
+  {
+    name: "bad input: allToAll and broadcast are single-node only; a call larger than the staging names interNodeBytes",
+    async run({ comm: c }) {
+      using a = c.empty([8 * c.size], "f32");
+      using b = c.empty([8 * c.size], "f32");
+      const expectThrow = (f: () => unknown, cls: Function, re: RegExp, what: string) => {
+        try {
+          f();
+        } catch (e) {
+          if (!(e instanceof cls) || !re.test((e as Error).message)) throw new Error(`${what}: wrong error ${(e as Error).name}: ${(e as Error).message}`);
+          return;
+        }
+        throw new Error(`${what}: did not throw`);
+      };
+      expectThrow(() => c.prepare.allToAll(a, b), UnsupportedError, /single-node/, "allToAll");
+      expectThrow(() => c.prepare.broadcast(a, b), UnsupportedError, /single-node/, "broadcast");
+      const big = c.interNodeBytes / 4 + 64;
+      using x = c.empty([big], "f32");
+      using y = c.empty([big * c.size], "f32");
+      expectThrow(() => c.prepare.allGather(x, y), ArgumentError, /interNodeBytes/, "allGather too large");
+      await c.barrier();
+      return "UnsupportedError, ArgumentError";
+    },
+  },
+  {
+    name: "time per hierarchical allReduce (f32, runSync, 20 calls after 3 warm-up)",
+    async run({ comm: c }) {
+      const out: string[] = [];
+      for (const bytes of [4 << 10, 256 << 10, 4 << 20]) {
+        const n = bytes / 4;
+        using x = c.empty([n], "f32").fillRandom(seed(99, c.rank));
+        const plan = c.prepare.allReduce(x);
+        for (let i = 0; i < 3; i++) plan.runSync();
+        const t0 = performance.now();
+        for (let i = 0; i < 20; i++) plan.runSync();
+        const us = ((performance.now() - t0) / 20) * 1000;
+        out.push(`${bytes >= 1 << 20 ? `${bytes >> 20} MiB` : `${bytes >> 10} KiB`}: ${us.toFixed(0)} us`);
+        await c.barrier();
+      }
+      return out.join(", ");
+    },
+  },
+];
