@@ -23,13 +23,20 @@
 // loads (ld.volatile, see copy_in/sum_in) then see the data. Stores into the send staging are ordered before the
 // command by a __threadfence_system() in the pushing thread after __syncthreads (fifo.cuh).
 #include "collectives/hierarchical.h"
+#include "collectives/internode.cuh"
 #include "collectives/move.cuh"
 #include "collectives/protocol.cuh"
-#include "primitives/fifo.cuh"
 
 namespace weft::coll {
 
 namespace {
+
+using inter::copy_in;
+using inter::other_node;
+using inter::global_rank;
+using inter::recv_offset;
+using inter::send_offset;
+using inter::sum_in;
 
 struct Config {
   static constexpr int kThreads = coll::kThreads;
@@ -46,168 +53,32 @@ __device__ __forceinline__ void split(uint64_t n, uint32_t elem, uint32_t part, 
   len = min(n, begin + each) - begin;
 }
 
-// ---- reading the receive staging ----------------------------------------------------------------
-// Bytes the peer's NIC (or its proxy) wrote into host memory are loaded with ld.volatile (relaxed,
-// system scope) rather than move.cuh's ld.global.cg: the same slot is reused every second op, and
-// a weak load may be served from a line an earlier op left in the GPU's caches.
-
-__device__ __forceinline__ uint4 ld_sys16(const char* p) { return detail::ld_volatile16(p); }
-
-template <int kBytes>
-__device__ __forceinline__ uint32_t ld_sys(const char* p) {
-  uint32_t v;
-  if constexpr (kBytes == 4) {
-    asm volatile("ld.volatile.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  } else if constexpr (kBytes == 2) {
-    uint16_t h;
-    asm volatile("ld.volatile.global.u16 %0, [%1];" : "=h"(h) : "l"(p) : "memory");
-    v = h;
-  } else {
-    uint16_t h;
-    asm volatile("ld.volatile.global.u8 %0, [%1];" : "=h"(h) : "l"(p) : "memory");
-    v = h;
-  }
-  return v;
-}
-
-template <int kUnit, class Dst>
-__device__ inline void copy_in_units(const char* src, Dst dst, uint32_t ndst, uint64_t bytes, Workers w) {
-  for (uint64_t i = w.id; i < bytes / kUnit; i += w.count) {
-    const uint32_t v = ld_sys<kUnit>(src + i * kUnit);
-    for (uint32_t d = 0; d < ndst; ++d) mem::st<kUnit>(dst(d) + i * kUnit, v);
-  }
-}
-
-// copy_out() with system-scope loads: dst(i), i < ndst, each receive `bytes` bytes of src.
-template <class Dst>
-__device__ inline void copy_in(const char* src, Dst dst, uint32_t ndst, uint64_t bytes, Workers w) {
-  uint64_t bits = reinterpret_cast<uintptr_t>(src) | bytes;
-  for (uint32_t d = 0; d < ndst; ++d) bits |= reinterpret_cast<uintptr_t>(dst(d));
-  if ((bits & 15) == 0) {
-    for (uint64_t i = w.id; i < bytes / 16; i += w.count) {
-      const uint4 v = ld_sys16(src + i * 16);
-      for (uint32_t d = 0; d < ndst; ++d) mem::st16(dst(d) + i * 16, v);
-    }
-  } else if ((bits & 3) == 0) {
-    copy_in_units<4>(src, dst, ndst, bytes, w);
-  } else if ((bits & 1) == 0) {
-    copy_in_units<2>(src, dst, ndst, bytes, w);
-  } else {
-    copy_in_units<1>(src, dst, ndst, bytes, w);
-  }
-}
-
-template <typename T>
-__device__ __forceinline__ float ld_sys_elem(const char* p) {
-  const uint32_t v = ld_sys<sizeof(T)>(p);
-  if constexpr (sizeof(T) == 4) return __uint_as_float(v);
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return __bfloat162float(__ushort_as_bfloat16(uint16_t(v)));
-  else return __half2float(__ushort_as_half(uint16_t(v)));
-}
-
-// sum_out() with system-scope loads: dst(i)[k] = sum over q < nsrc, in order, of src(q)[k] (fp32
-// accumulation from 0, the same order and rounding as sum_out, so equal inputs give equal bits).
-template <typename T, class Src, class Dst>
-__device__ inline void sum_in(Src src, uint32_t nsrc, Dst dst, uint32_t ndst, uint64_t n, Workers w) {
-  constexpr int L = Lanes<T>::kCount;
-  uint64_t bits = 0;
-  for (uint32_t q = 0; q < nsrc; ++q) bits |= reinterpret_cast<uintptr_t>(src(q));
-  for (uint32_t d = 0; d < ndst; ++d) bits |= reinterpret_cast<uintptr_t>(dst(d));
-  const uint64_t nvec = (bits & 15) == 0 ? n / L : 0;
-  for (uint64_t v = w.id; v < nvec; v += w.count) {
-    float acc[L];
-#pragma unroll
-    for (int l = 0; l < L; ++l) acc[l] = 0.0f;
-    for (uint32_t q = 0; q < nsrc; ++q) add_lanes<T>(acc, ld_sys16(src(q) + v * 16));
-    const uint4 out = pack_lanes<T>(acc);
-    for (uint32_t d = 0; d < ndst; ++d) mem::st16(dst(d) + v * 16, out);
-  }
-  for (uint64_t i = nvec * L + w.id; i < n; i += w.count) {
-    float acc = 0.0f;
-    for (uint32_t q = 0; q < nsrc; ++q) acc += ld_sys_elem<T>(src(q) + i * sizeof(T));
-    for (uint32_t d = 0; d < ndst; ++d) store_elem<T>(dst(d) + i * sizeof(T), acc);
-  }
-}
-
-// ---- topology and staging -------------------------------------------------------------------------
-
-// The i-th other node, i < nodes - 1, starting after this one (so that no node is everyone's first).
-__device__ __forceinline__ uint32_t other_node(const InterNode& x, uint32_t i) {
-  return (x.node + 1 + i) % x.nodes;
-}
-
-__device__ __forceinline__ uint32_t global_rank(const InterNode& x, uint32_t node, uint32_t local) {
-  return node * x.local_size + local;
-}
-
-__device__ __forceinline__ uint64_t send_offset(const InterNode& x, uint32_t parity, uint32_t slot) {
-  return (uint64_t(parity) * x.nodes + slot) * x.slot_bytes;
-}
-
-__device__ __forceinline__ uint64_t recv_offset(const InterNode& x, uint32_t parity, uint32_t src_node) {
-  return internode_signal_bytes(x.nodes) + (uint64_t(parity) * x.nodes + src_node) * x.slot_bytes;
-}
-
-// One thread: `bytes` at send-staging offset `src` -> the peer on node `peer_node` at its
-// receive-staging offset `dst`, then that peer's signal [this node][this CTA] raised to the epoch.
+// One thread: this CTA's slice, `bytes` at send-staging offset `src`, to the peer on node
+// `peer_node` at its receive-staging offset `dst`, then its signal [this node][this CTA]. Failures
+// are reported for the whole grid (and the local ranks stop waiting).
 __device__ inline bool put_signal(const Args& a, const Shared& s, const InterNode& x, uint32_t peer_node,
                                   uint64_t src, uint64_t dst, uint64_t bytes) {
-  proxy::Command cmd{};
-  cmd.header = proxy::kOpPut;
-  cmd.peer = global_rank(x, peer_node, a.rank);
-  cmd.src_region = x.send_region;
-  cmd.dst_region = x.recv_region;
-  cmd.signal_region = x.recv_region;
-  cmd.flags = proxy::kFlagSignal;
-  cmd.src_offset = src;
-  cmd.dst_offset = dst;
-  cmd.bytes = bytes;
-  cmd.signal_offset = (uint64_t(x.node) * kMaxCtas + blockIdx.x) * 8;
-  cmd.signal_value = a.epoch;
-  cmd.cookie = (a.epoch << 16) | blockIdx.x;
-  // The CTA's staging stores (ordered before this thread by the caller's __syncthreads) reach
-  // host memory before the command's header does.
-  __threadfence_system();
+  const uint32_t peer = inter::global_rank(x, peer_node, a.rank);
   int64_t status = 0;
-  const sys::WaitResult r = proxy::thread::push(x.fifo, cmd, nullptr, &status, sys::WaitBudget{a.timeout_ns, nullptr});
+  const sys::WaitResult r = inter::put_signal(x, peer, src, dst, bytes, blockIdx.x, a.epoch, a.timeout_ns, &status);
   if (r == sys::WaitResult::kOk) return true;
   const int32_t code = r == sys::WaitResult::kTimeout ? WEFT_E_TIMEOUT : (status != 0 ? int32_t(status) : WEFT_E_TRANSPORT);
-  detail::fail(a, s, code, WEFT_STAGE_REMOTE, 0, cmd.peer, a.epoch);
+  detail::fail(a, s, code, WEFT_STAGE_REMOTE, 0, peer, a.epoch);
   return false;
 }
 
 // One thread: waits until the peer on `src_node` has delivered this CTA's slice of this op.
-// Bounded; gives up early when a local rank aborted or the proxy failed.
+// Gives up on the timeout, when a local rank aborted, or when the proxy failed.
 __device__ inline bool await_remote(const Args& a, const Shared& s, const InterNode& x, uint32_t src_node) {
-  const uint64_t* w = reinterpret_cast<const uint64_t*>(x.recv) + (uint64_t(src_node) * kMaxCtas + blockIdx.x);
-  if (sys::signal_load(w) >= a.epoch) return true;
-  const uint64_t* abort_word = detail::word(s, a.rank, a.layout.abort);
-  const uint64_t* proxy_error = reinterpret_cast<const uint64_t*>(
-      reinterpret_cast<const char*>(x.fifo.control) + offsetof(proxy::FifoControl, error));
-  const uint32_t peer = global_rank(x, src_node, a.rank);
-  const uint64_t start = sys::globaltimer_ns();
-  // Arrivals come at network speed (tens of microseconds): ~1 us polls of host memory over PCIe.
-  unsigned sleep_ns = 64;
-  for (uint32_t spins = 1;; ++spins) {
-    if (sys::signal_load(w) >= a.epoch) return true;
-    if ((spins & 15) == 0) {
-      if (sys::signal_load(abort_word) >= a.epoch) {
-        detail::report_wait(a, s, detail::Waited::kAborted, WEFT_STAGE_REMOTE, peer);
-        return false;
-      }
-      const int64_t e = static_cast<int64_t>(sys::signal_load(proxy_error));
-      if (e != 0) {
-        detail::fail(a, s, int32_t(e), WEFT_STAGE_REMOTE, 0, peer, a.epoch);
-        return false;
-      }
-      if (sys::globaltimer_ns() - start > a.timeout_ns) {
-        detail::report_wait(a, s, detail::Waited::kTimeout, WEFT_STAGE_REMOTE, peer);
-        return false;
-      }
-    }
-    __nanosleep(sleep_ns);
-    if (sleep_ns < 1024) sleep_ns <<= 1;
-  }
+  const uint32_t peer = inter::global_rank(x, src_node, a.rank);
+  int64_t status = 0;
+  const sys::WaitResult r = inter::await_signal(x, src_node, blockIdx.x, a.epoch, a.timeout_ns,
+                                                detail::word(s, a.rank, a.layout.abort), a.epoch, &status);
+  if (r == sys::WaitResult::kOk) return true;
+  if (status != 0) detail::fail(a, s, int32_t(status), WEFT_STAGE_REMOTE, 0, peer, a.epoch);
+  else detail::report_wait(a, s, r == sys::WaitResult::kTimeout ? detail::Waited::kTimeout : detail::Waited::kAborted,
+                           WEFT_STAGE_REMOTE, peer);
+  return false;
 }
 
 // Threads 0 .. nodes-2: push this CTA's slice to the i-th other node, then wait for its slice
