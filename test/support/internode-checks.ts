@@ -6,8 +6,10 @@
 import type { Communicator } from "../../lib/comm.ts";
 import { DTYPES, type DType } from "../../lib/dtype.ts";
 import { ArgumentError, UnsupportedError } from "../../lib/errors.ts";
+import "../../lib/ops/tp.ts";
 import { Tensor } from "../../lib/tensor.ts";
 import { accumulate, diff, seed, slice, type Diff } from "./collective-checks.ts";
+import { referenceGemm } from "./gemm.ts";
 import type { NamedCheck } from "./report-channel.ts";
 
 export interface InterNodeContext {
@@ -80,6 +82,30 @@ async function allReduce(c: Communicator, dtype: DType, n: number, tag: number, 
   } finally {
     if (!inPlace) out.dispose();
   }
+}
+
+/** allGatherGemm across nodes: out [M, n] = allgather(a) · b against the fp32 CUDA-core reference,
+ * `runs` launches of one plan back to back, out poisoned before each and every element checked. */
+async function allGatherGemm(c: Communicator, M: number, N: number, K: number, transB: boolean, tag: number, runs: number): Promise<string> {
+  const W = c.size;
+  const mShard = M / W;
+  const n = N / W;
+  using a = Tensor.empty([mShard, K], "bf16", { device: c.device }).fillRandom(seed(tag, c.rank));
+  using b = Tensor.empty(transB ? [n, K] : [K, n], "bf16", { device: c.device }).fillRandom(seed(tag + 1, c.rank));
+  using out = Tensor.empty([M, n], "bf16", { device: c.device });
+  using full = Tensor.empty([M, K], "bf16", { device: c.device });
+  for (let q = 0; q < W; q++) slice(full, q * mShard * K, mShard * K).fillRandom(seed(tag, q));
+  using ref = Tensor.empty([M, n], "f32", { device: c.device });
+  referenceGemm(full, b, ref, { m: M, n, k: K }, transB);
+  using plan = c.allGatherGemm({ a, b, out, transB });
+  let worst = 0;
+  for (let i = 0; i < runs; i++) {
+    out.fill(NaN);
+    await plan.run();
+    worst = Math.max(worst, expectClose(`allGatherGemm ${M}x${N}x${K}${transB ? " transB" : ""} run ${i} rank ${c.rank}`, diff(out, ref), "bf16"));
+  }
+  return `${M}x${N}x${K}${transB ? "ᵀ" : ""} (${plan.choice.commCtas} mover CTAs, ${plan.choice.gemmCtas} GEMM CTAs, tile ${plan.choice.tileN}, ` +
+    `chunk ${plan.choice.chunkRows} rows) x${runs}: worst rel ${worst.toExponential(2)}`;
 }
 
 let tags = 5000;
@@ -178,6 +204,59 @@ export const INTERNODE_CHECKS: NamedCheck<InterNodeContext>[] = [
       expectThrow(() => c.prepare.allGather(x, y), ArgumentError, /interNodeBytes/, "allGather too large");
       await c.barrier();
       return "UnsupportedError, ArgumentError";
+    },
+  },
+  {
+    name: "allGatherGemm across nodes (one kernel: NVLink + proxy movers, GEMM on arrival) against the fp32 reference",
+    async run({ comm: c }) {
+      const out: string[] = [];
+      out.push(await allGatherGemm(c, 512, 512, 1024, false, nextTag(), 3));
+      out.push(await allGatherGemm(c, 1024, 2048, 520, true, nextTag(), 3));
+      out.push(await allGatherGemm(c, 2048, 1024, 4096, true, nextTag(), 3));
+      return out.join("; ");
+    },
+  },
+  {
+    name: "allGatherGemm across nodes: 100 back-to-back launches of one plan without reset, every result checked",
+    async run({ comm: c }) {
+      return await allGatherGemm(c, 768, 1024, 768, false, nextTag(), 100);
+    },
+  },
+  {
+    name: "allGatherGemm across nodes: collectives in between keep the epochs in step",
+    async run({ comm: c }) {
+      for (let i = 0; i < 5; i++) {
+        await allGatherGemm(c, 256, 256, 256, i % 2 === 1, nextTag(), 2);
+        await allReduce(c, "f32", 1000 + i, nextTag(), false);
+      }
+      return "5 x (allGatherGemm x2, allReduce)";
+    },
+  },
+  {
+    name: "tensor-parallel bad input across nodes: gemmReduceScatter and odd shard rows are UnsupportedError naming the rule",
+    async run({ comm: c }) {
+      const W = c.size;
+      using a = Tensor.empty([100, 64], "bf16", { device: c.device });
+      using b = Tensor.empty([64, 64], "bf16", { device: c.device });
+      using out = c.empty([Math.ceil(100 / W), 64], "bf16");
+      let got = "";
+      try {
+        c.gemmReduceScatter({ a, b, out }).dispose();
+      } catch (e) {
+        if (!(e instanceof UnsupportedError) || !/single-node/.test((e as Error).message)) throw e;
+        got += "gemmReduceScatter: UnsupportedError; ";
+      }
+      using a2 = Tensor.empty([100, 64], "bf16", { device: c.device });
+      using o2 = Tensor.empty([100 * W, 64], "bf16", { device: c.device });
+      try {
+        c.allGatherGemm({ a: a2, b, out: o2 }).dispose();
+      } catch (e) {
+        if (!(e instanceof UnsupportedError) || !/multiple of 128/.test((e as Error).message)) throw e;
+        got += "allGatherGemm 100 rows: UnsupportedError";
+      }
+      if (!got.includes("gemmReduceScatter") || !got.includes("100 rows")) throw new Error(`expected two UnsupportedErrors, got: ${got}`);
+      await c.barrier();
+      return got;
     },
   },
   {
