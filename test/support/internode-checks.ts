@@ -108,6 +108,46 @@ async function allGatherGemm(c: Communicator, M: number, N: number, K: number, t
     `chunk ${plan.choice.chunkRows} rows) x${runs}: worst rel ${worst.toExponential(2)}`;
 }
 
+/** gemmReduceScatter across nodes: out [M / W, N] = this rank's rows of Σ over ranks a · b (each rank
+ * holds a [M, K / W] and b [K / W, N]) against fp32 references summed in rank order. */
+async function gemmReduceScatter(c: Communicator, M: number, N: number, K: number, transB: boolean, tag: number, runs: number): Promise<string> {
+  const W = c.size;
+  const mShard = M / W;
+  const k = K / W;
+  const operands = (q: number) => ({
+    a: Tensor.empty([M, k], "bf16", { device: c.device }).fillRandom(seed(tag, q)),
+    b: Tensor.empty(transB ? [N, k] : [k, N], "bf16", { device: c.device }).fillRandom(seed(tag + 1, q)),
+  });
+  const mine = operands(c.rank);
+  using out = c.empty([mShard, N], "bf16");
+  using ref = Tensor.empty([mShard, N], "f32", { device: c.device }).fill(0);
+  using part = Tensor.empty([mShard, N], "f32", { device: c.device });
+  for (let q = 0; q < W; q++) {
+    const o = q === c.rank ? mine : operands(q);
+    using rows = Tensor.wrap(o.a.ptr + c.rank * mShard * k * 2, [mShard, k], "bf16", c.device);
+    referenceGemm(rows, o.b, part, { m: mShard, n: N, k }, transB);
+    accumulate(ref, part);
+    if (q !== c.rank) {
+      o.a.dispose();
+      o.b.dispose();
+    }
+  }
+  try {
+    using plan = c.gemmReduceScatter({ a: mine.a, b: mine.b, out, transB });
+    let worst = 0;
+    for (let i = 0; i < runs; i++) {
+      out.fill(NaN);
+      await plan.run();
+      worst = Math.max(worst, expectClose(`gemmReduceScatter ${M}x${N}x${K}${transB ? " transB" : ""} run ${i} rank ${c.rank}`, diff(out, ref), "bf16"));
+    }
+    return `${M}x${N}x${K}${transB ? "ᵀ" : ""} (${plan.choice.commCtas} mover CTAs, ${plan.choice.gemmCtas} GEMM CTAs, tile ${plan.choice.tileN}, ` +
+      `chunk ${plan.choice.chunkRows} rows) x${runs}: worst rel ${worst.toExponential(2)}`;
+  } finally {
+    mine.a.dispose();
+    mine.b.dispose();
+  }
+}
+
 let tags = 5000;
 const nextTag = () => tags++;
 
@@ -223,28 +263,45 @@ export const INTERNODE_CHECKS: NamedCheck<InterNodeContext>[] = [
     },
   },
   {
-    name: "allGatherGemm across nodes: collectives in between keep the epochs in step",
+    name: "gemmReduceScatter across nodes (one kernel: GEMM, NVLink sums, proxy movers, owner adds) against the fp32 reference",
+    async run({ comm: c }) {
+      const out: string[] = [];
+      out.push(await gemmReduceScatter(c, 512, 512, 1024, false, nextTag(), 3));
+      out.push(await gemmReduceScatter(c, 1024, 1000, 1040, true, nextTag(), 3));
+      out.push(await gemmReduceScatter(c, 2048, 2048, 2048, true, nextTag(), 3));
+      return out.join("; ");
+    },
+  },
+  {
+    name: "gemmReduceScatter across nodes: 100 back-to-back launches of one plan without reset, every result checked",
+    async run({ comm: c }) {
+      return await gemmReduceScatter(c, 768, 512, 768, false, nextTag(), 100);
+    },
+  },
+  {
+    name: "fused ops and collectives interleaved keep the epochs in step",
     async run({ comm: c }) {
       for (let i = 0; i < 5; i++) {
         await allGatherGemm(c, 256, 256, 256, i % 2 === 1, nextTag(), 2);
         await allReduce(c, "f32", 1000 + i, nextTag(), false);
+        await gemmReduceScatter(c, 256, 256, 256, i % 2 === 0, nextTag(), 2);
       }
-      return "5 x (allGatherGemm x2, allReduce)";
+      return "5 x (allGatherGemm x2, allReduce, gemmReduceScatter x2)";
     },
   },
   {
-    name: "tensor-parallel bad input across nodes: gemmReduceScatter and odd shard rows are UnsupportedError naming the rule",
+    name: "tensor-parallel bad input across nodes: gemmAllReduce and odd shard rows are UnsupportedError naming the rule",
     async run({ comm: c }) {
       const W = c.size;
       using a = Tensor.empty([100, 64], "bf16", { device: c.device });
       using b = Tensor.empty([64, 64], "bf16", { device: c.device });
-      using out = c.empty([Math.ceil(100 / W), 64], "bf16");
+      using out = c.empty([100, 64], "bf16");
       let got = "";
       try {
-        c.gemmReduceScatter({ a, b, out }).dispose();
+        c.gemmAllReduce({ a, b, out }).dispose();
       } catch (e) {
         if (!(e instanceof UnsupportedError) || !/single-node/.test((e as Error).message)) throw e;
-        got += "gemmReduceScatter: UnsupportedError; ";
+        got += "gemmAllReduce: UnsupportedError; ";
       }
       using a2 = Tensor.empty([100, 64], "bf16", { device: c.device });
       using o2 = Tensor.empty([100 * W, 64], "bf16", { device: c.device });
@@ -254,7 +311,7 @@ export const INTERNODE_CHECKS: NamedCheck<InterNodeContext>[] = [
         if (!(e instanceof UnsupportedError) || !/multiple of 128/.test((e as Error).message)) throw e;
         got += "allGatherGemm 100 rows: UnsupportedError";
       }
-      if (!got.includes("gemmReduceScatter") || !got.includes("100 rows")) throw new Error(`expected two UnsupportedErrors, got: ${got}`);
+      if (!got.includes("gemmAllReduce") || !got.includes("100 rows")) throw new Error(`expected two UnsupportedErrors, got: ${got}`);
       await c.barrier();
       return got;
     },

@@ -1,6 +1,6 @@
-// internode.cpp — see internode.hpp. The multi-node all-gather + GEMM has one path, the fused
-// kernel with CTA movers (a copy engine cannot reach another node, and no sequential fallback is
-// built yet), so the choice is a validation plus a few sizes, not a cost model.
+// internode.cpp — see internode.hpp. Each multi-node op has one path, the fused kernel with mover
+// CTAs (a copy engine cannot reach another node, and no sequential fallback is built yet), so the
+// choice is a validation plus a few sizes, not a cost model.
 #include "tp/internode.hpp"
 
 #include <algorithm>
@@ -28,9 +28,10 @@ char* on_rank(const WeftComm& c, uint32_t q, const void* local) {
 Choice internode_choose(const WeftComm& c, const WeftTpParams& p) {
   const coll::InterNode& x = c.inter;
   const int64_t W = x.world;
-  if (p.op != WEFT_TP_ALL_GATHER_GEMM)
-    WEFT_FAIL(WEFT_E_UNSUPPORTED, "%s: gemmReduceScatter and gemmAllReduce are single-node for now; across %u nodes only allGatherGemm runs",
+  if (p.op == WEFT_TP_GEMM_ALL_REDUCE)
+    WEFT_FAIL(WEFT_E_UNSUPPORTED, "%s: gemmAllReduce is single-node for now; across %u nodes allGatherGemm and gemmReduceScatter run",
               kOp, x.nodes);
+  const bool scatter = p.op == WEFT_TP_GEMM_REDUCE_SCATTER;
   if (p.gathered != 0) WEFT_FAIL(WEFT_E_UNSUPPORTED, "%s: gatheredA is not produced across nodes yet", kOp);
   if (p.path == WEFT_TP_PATH_SEQUENTIAL) WEFT_FAIL(WEFT_E_UNSUPPORTED, "%s: there is no sequential path across nodes (path 'fused' or 'auto')", kOp);
   if (p.mover == WEFT_TP_MOVER_COPY_ENGINE)
@@ -38,16 +39,17 @@ Choice internode_choose(const WeftComm& c, const WeftTpParams& p) {
   WEFT_REQUIRE(p.path >= WEFT_TP_PATH_AUTO && p.path <= WEFT_TP_PATH_SEQUENTIAL, "%s: path %d is not a WeftTpPath", kOp, p.path);
   WEFT_REQUIRE(p.mover >= WEFT_TP_MOVER_AUTO && p.mover <= WEFT_TP_MOVER_COPY_ENGINE, "%s: mover %d is not a WeftTpMover", kOp, p.mover);
   const int64_t m_shard = (p.m + W - 1) / W;
-  if (m_shard % gemm::kTileM != 0 || p.n % 8 != 0 || p.k % 8 != 0)
+  if (m_shard % gemm::kTileM != 0 || (scatter && m_shard * W != p.m) || p.n % 8 != 0 || p.k % 8 != 0)
     WEFT_FAIL(WEFT_E_UNSUPPORTED,
-              "%s: needs ceil(M / world) a multiple of %d rows and n, k multiples of 8 (got M %lld over %lld ranks = %lld rows, n %lld, k %lld)",
+              "%s: needs M / world a whole multiple of %d rows and n, k multiples of 8 (got M %lld over %lld ranks = %lld rows, n %lld, k %lld)",
               kOp, gemm::kTileM, (long long)p.m, (long long)W, (long long)m_shard, (long long)p.n, (long long)p.k);
   if (c.world > uint32_t(fused::kMaxLocalRanks))
     WEFT_FAIL(WEFT_E_UNSUPPORTED, "%s: at most %d ranks per node (got %u)", kOp, fused::kMaxLocalRanks, c.world);
-  const uint64_t shard_bytes = uint64_t(m_shard) * uint64_t(p.k) * 2;
+  // What crosses to each other node per call: a rank's rows of A, or an owner's rows of the sum.
+  const uint64_t shard_bytes = uint64_t(m_shard) * uint64_t(scatter ? p.n : p.k) * 2;
   if (shard_bytes > x.slot_bytes)
     WEFT_FAIL(WEFT_E_UNSUPPORTED,
-              "%s: a rank's rows of A are %llu bytes but the inter-node staging holds %llu per node (create the communicator with a larger interNodeBytes)",
+              "%s: one call sends %llu bytes to each other node but the inter-node staging holds %llu per node (create the communicator with a larger interNodeBytes)",
               kOp, (unsigned long long)shard_bytes, (unsigned long long)x.slot_bytes);
 
   Choice ch{};
@@ -67,21 +69,84 @@ Choice internode_choose(const WeftComm& c, const WeftTpParams& p) {
     WEFT_FAIL(WEFT_E_UNSUPPORTED, "%s: %lld chunks of %d rows exceed the %u signal words per node", kOp, (long long)chunks,
               ch.chunk_rows, coll::kMaxCtas);
   ch.group_m = p.group_m ? p.group_m : 1;
-  WEFT_REQUIRE(ch.group_m >= 1 && per_chunk % ch.group_m == 0, "%s: group_m must divide a chunk's %lld tile rows (got %d)", kOp,
-               (long long)per_chunk, ch.group_m);
+  const int64_t band_unit = scatter ? shard_tiles : per_chunk;
+  WEFT_REQUIRE(ch.group_m >= 1 && band_unit % ch.group_m == 0, "%s: group_m must divide %s %lld tile rows (got %d)", kOp,
+               scatter ? "a shard's" : "a chunk's", (long long)band_unit, ch.group_m);
   const int64_t items = chunks * x.nodes;
   ch.comm_ctas = p.comm_ctas ? p.comm_ctas : int(std::min<int64_t>(8, items));
   WEFT_REQUIRE(ch.comm_ctas >= 1 && ch.comm_ctas < c.sm_count, "%s: comm_ctas must be in [1, %d) (got %d)", kOp, c.sm_count,
                ch.comm_ctas);
   ch.gemm_ctas = c.sm_count - ch.comm_ctas;
-  ch.layout.flags = Region{0, align(uint64_t(W) * chunks * 8, 256)};
-  ch.layout.landing = Region{align(ch.layout.flags.bytes, 4096), 2 * uint64_t(W) * shard_bytes};
-  ch.layout.total = ch.layout.landing.offset + ch.layout.landing.bytes;
+  if (scatter) {
+    const uint64_t tiles_m = uint64_t(p.m) / gemm::kTileM;
+    const uint64_t tiles_n = uint64_t((p.n + ch.tile_n - 1) / ch.tile_n);
+    ch.mover = WEFT_TP_MOVER_NONE;
+    ch.layout.stored = Region{0, align(2 * tiles_m * tiles_n * 8, 256)};
+    ch.layout.staging = Region{align(ch.layout.stored.bytes, 4096), 2 * uint64_t(p.m) * uint64_t(p.n) * 2};
+    ch.layout.total = ch.layout.staging.offset + ch.layout.staging.bytes;
+  } else {
+    ch.layout.flags = Region{0, align(uint64_t(W) * chunks * 8, 256)};
+    ch.layout.landing = Region{align(ch.layout.flags.bytes, 4096), 2 * uint64_t(W) * shard_bytes};
+    ch.layout.total = ch.layout.landing.offset + ch.layout.landing.bytes;
+  }
   return ch;
 }
 
+namespace {
+
+std::unique_ptr<InterAg> build_scatter(const WeftComm& c, const WeftTpParams& p, const Choice& ch, char* workspace,
+                                       cudaStream_t stream) {
+  const coll::InterNode& x = c.inter;
+  const int64_t m_shard = p.m / x.world;
+  const bool b_nk = (p.flags & WEFT_GEMM_B_NK) != 0;
+  const gemm::Boxes boxes = gemm::box_dims(gemm::TileConfig{ch.tile_n, 1, 1}, !b_nk, false);
+  const uint64_t slot_bytes = uint64_t(p.m) * p.n * 2;
+  char* stored = workspace + ch.layout.stored.offset;
+  char* partial = workspace + ch.layout.staging.offset;
+  auto plan = std::make_unique<InterAg>();
+  plan->scatter = true;
+  for (int parity = 0; parity < 2; ++parity) {
+    fused::InterRsLaunch& l = plan->rs[parity];
+    encode_bf16(&l.a, reinterpret_cast<void*>(p.a), p.k, p.m, p.k, boxes.a, "a");
+    if (b_nk) encode_bf16(&l.b, reinterpret_cast<void*>(p.b), p.k, p.n, p.k, boxes.b, "b");
+    else encode_bf16(&l.b, reinterpret_cast<void*>(p.b), p.n, p.k, p.n, boxes.b, "b");
+    encode_bf16(&l.c, partial + parity * slot_bytes, p.n, p.m, p.n, boxes.c, "partial");
+    fused::InterRsState& s = l.state;
+    for (uint32_t q = 0; q < c.world; ++q) {
+      s.stored[q] = reinterpret_cast<uint64_t*>(on_rank(c, q, stored));
+      s.partial[q] = on_rank(c, q, partial + parity * slot_bytes);
+    }
+    s.out = reinterpret_cast<char*>(p.out);
+    s.inter = x;
+    s.timeout_ns = c.timeout_ns;
+    s.local_rank = int32_t(c.rank);
+    s.local_size = int32_t(c.world);
+    s.m_shard = int32_t(m_shard);
+    s.chunk_rows = ch.chunk_rows;
+    s.chunks = int32_t(m_shard / ch.chunk_rows);
+    s.comm_ctas = ch.comm_ctas;
+    s.group_m = ch.group_m;
+    s.tiles_n = int32_t((p.n + ch.tile_n - 1) / ch.tile_n);
+    s.n = int32_t(p.n);
+    l.m = int32_t(p.m);
+    l.n = int32_t(p.n);
+    l.k = int32_t(p.k);
+    l.tile_n = ch.tile_n;
+    l.b_n_major = !b_nk;
+    l.gemm_ctas = ch.gemm_ctas;
+    l.stream = stream;
+  }
+  fused::InterRsLaunch load = plan->rs[0];
+  load.gemm_ctas = 0;
+  WEFT_CUDA(fused::launch_gemm_reduce_scatter_internode(load));
+  return plan;
+}
+
+}  // namespace
+
 std::unique_ptr<InterAg> internode_build(const WeftComm& c, const WeftTpParams& p, const Choice& ch, char* workspace,
                                          cudaStream_t stream) {
+  if (p.op == WEFT_TP_GEMM_REDUCE_SCATTER) return build_scatter(c, p, ch, workspace, stream);
   const coll::InterNode& x = c.inter;
   const int64_t W = x.world;
   const int64_t m_shard = (p.m + W - 1) / W;
@@ -131,11 +196,20 @@ std::unique_ptr<InterAg> internode_build(const WeftComm& c, const WeftTpParams& 
 
 void internode_launch(InterAg& plan, WeftComm& c, const WeftTpLaunch& launch) {
   const uint64_t epoch = ++c.epoch;
-  fused::InterAgLaunch& l = plan.ag[epoch & 1];
-  l.state.epoch = epoch;
-  l.completion = gemm::CompletionWords{reinterpret_cast<uint64_t*>(launch.done), launch.seq,
-                                       reinterpret_cast<uint32_t*>(launch.arrivals)};
-  const cudaError_t e = fused::launch_all_gather_gemm_internode(l);
+  const gemm::CompletionWords words{reinterpret_cast<uint64_t*>(launch.done), launch.seq,
+                                    reinterpret_cast<uint32_t*>(launch.arrivals)};
+  cudaError_t e;
+  if (plan.scatter) {
+    fused::InterRsLaunch& l = plan.rs[epoch & 1];
+    l.state.epoch = epoch;
+    l.completion = words;
+    e = fused::launch_gemm_reduce_scatter_internode(l);
+  } else {
+    fused::InterAgLaunch& l = plan.ag[epoch & 1];
+    l.state.epoch = epoch;
+    l.completion = words;
+    e = fused::launch_all_gather_gemm_internode(l);
+  }
   // A launch that failed never ran: give its epoch back so that the ranks stay in step.
   if (e != cudaSuccess) --c.epoch;
   WEFT_CUDA(e);
