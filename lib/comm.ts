@@ -454,6 +454,8 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
     return {
       handle: c.#handle,
       completion: c.#completion,
+      /** The transport, proxy and staging of a multi-node communicator (tests inject failures). */
+      interNode: c.#inter,
       guard: (op: string) => c.#guard(op),
       describe: (op: string) => {
         let d = c.#describe.get(op);

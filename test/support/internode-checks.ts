@@ -3,9 +3,9 @@
 // builds every rank's input from its seed (fillRandom is deterministic), so references need no
 // data exchange. Rules (DESIGN.md "Testing"): fresh random inputs, outputs poisoned with NaN,
 // every element checked on the GPU, sums against an fp32 reference (bf16 <= 1e-2, f32 <= 1e-5).
-import type { Communicator } from "../../lib/comm.ts";
+import { Communicator } from "../../lib/comm.ts";
 import { DTYPES, type DType } from "../../lib/dtype.ts";
-import { ArgumentError, UnsupportedError } from "../../lib/errors.ts";
+import { ArgumentError, UnsupportedError, WeftError } from "../../lib/errors.ts";
 import "../../lib/ops/tp.ts";
 import { Tensor } from "../../lib/tensor.ts";
 import { accumulate, diff, seed, slice, type Diff } from "./collective-checks.ts";
@@ -332,6 +332,25 @@ export const INTERNODE_CHECKS: NamedCheck<InterNodeContext>[] = [
         await c.barrier();
       }
       return out.join(", ");
+    },
+  },
+  {
+    // Last: the communicator is broken afterwards (the worker still disposes it and checks for leaks).
+    name: "a failed proxy rejects the next collective with a WeftError on every rank, within the GPU timeout",
+    async run({ comm: c }) {
+      using x = c.empty([4096], "f32").fillRandom(seed(123, c.rank));
+      await c.barrier();
+      if (c.rank === c.size - 1) Communicator.internals(c).interNode!.proxy.abort();
+      const t0 = performance.now();
+      try {
+        await c.allReduce(x);
+      } catch (e) {
+        const ms = performance.now() - t0;
+        if (!(e instanceof WeftError)) throw e;
+        if (ms > c.timeoutMs + 5_000) throw new Error(`rejected only after ${ms.toFixed(0)} ms`);
+        return `${(e as Error).name} after ${ms.toFixed(0)} ms: ${(e as Error).message.slice(0, 160)}`;
+      }
+      throw new Error("the allReduce resolved although the last rank's proxy was aborted");
     },
   },
 ];
