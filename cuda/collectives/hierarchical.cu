@@ -94,6 +94,15 @@ __device__ inline bool exchange(const Args& a, const Shared& s, const InterNode&
     failed = !put_signal(a, s, x, m, send_offset(x, parity, send_slot(m)) + slice_at,
                          recv_offset(x, parity, x.node) + slice_at, slice_bytes);
     if (!failed) failed = !await_remote(a, s, x, m);
+    // Everything arrived, but this rank's own slice may still sit in a proxy that died after
+    // taking it: then the peer never gets it, and this rank must not report success either.
+    if (!failed && i == 0) {
+      const int64_t e = inter::proxy_failed(x);
+      if (e != 0) {
+        detail::fail(a, s, int32_t(e), WEFT_STAGE_REMOTE, 0, inter::global_rank(x, m, a.rank), a.epoch);
+        failed = true;
+      }
+    }
   }
   return !__syncthreads_or(failed);
 }

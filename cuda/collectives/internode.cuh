@@ -7,7 +7,10 @@
 //   - put_signal() is called by ONE thread. Every store the command's bytes depend on (the CTA's
 //     writes into the send staging) must precede it in that thread's view (__syncthreads first);
 //     it issues the system fence itself. The peer's signal word [this node][index] is raised to
-//     `epoch` after the bytes have landed (transport ordering, proxy_command.h).
+//     `epoch` after the bytes have landed (transport ordering, proxy_command.h). It fails at once
+//     (kAborted, status = the proxy's WEFT_E_*) when the proxy has already failed.
+//   - proxy_failed() tells whether the proxy has failed (its error word), for a last check after
+//     a rank's exchange: a proxy that died after taking a command may never have sent it.
 //   - await_signal() is called by ONE thread: it waits until signal word [src_node][index] of this
 //     rank's receive staging reaches `epoch`, with __nanosleep backoff, bounded by timeout_ns, and
 //     stops early when the proxy has failed (status = its WEFT_E_*) or an optional abort word
@@ -147,6 +150,10 @@ __device__ __forceinline__ const uint64_t* proxy_error_word(const InterNode& x) 
                                           offsetof(proxy::FifoControl, error));
 }
 
+__device__ __forceinline__ int64_t proxy_failed(const InterNode& x) {
+  return static_cast<int64_t>(sys::signal_load(proxy_error_word(x)));
+}
+
 __device__ inline sys::WaitResult put_signal(const InterNode& x, uint32_t peer_rank, uint64_t src, uint64_t dst,
                                              uint64_t bytes, uint32_t index, uint64_t epoch, uint64_t timeout_ns,
                                              int64_t* status) {
@@ -163,6 +170,12 @@ __device__ inline sys::WaitResult put_signal(const InterNode& x, uint32_t peer_r
   cmd.signal_offset = (uint64_t(x.node) * kMaxCtas + index) * 8;
   cmd.signal_value = epoch;
   cmd.cookie = (epoch << 16) | index;
+  // A failed proxy drains nothing: fail now instead of leaving the command (and the peer) waiting.
+  const int64_t failed = static_cast<int64_t>(sys::signal_load(proxy_error_word(x)));
+  if (failed != 0) {
+    if (status) *status = failed;
+    return sys::WaitResult::kAborted;
+  }
   // The CTA's staging stores (ordered before this thread by the caller's __syncthreads) reach
   // host memory before the command's header does.
   __threadfence_system();
