@@ -476,7 +476,7 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
     const who = `rank ${this.rank}`;
     if (stage === STAGE_REMOTE && code !== Status.E_TIMEOUT) {
       const cause = this.#inter?.error();
-      return errorFromStatus(code, op, `${who} gave up waiting for rank ${peer} on another node: the proxy failed` +
+      return errorFromStatus(code, op, `${who} could not exchange data with rank ${peer} on another node: the proxy failed` +
         (cause ? ` (${cause.message})` : ""));
     }
     if (code === Status.E_TIMEOUT) {

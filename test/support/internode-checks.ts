@@ -34,7 +34,7 @@ function expectClose(what: string, d: Diff, dtype: DType): number {
 }
 
 /** Element counts per rank: odd small ones, one that splits over many CTAs, and the staging limit. */
-function sizes(c: Communicator, dtype: DType, allReduce = false): number[] {
+export function sizes(c: Communicator, dtype: DType, allReduce = false): number[] {
   const e = DTYPES[dtype].bytes;
   const most = Math.floor(c.interNodeBytes / e) * (allReduce ? c.localSize : 1);
   return [1, 7, 1025, 65_536 + 3, most];
@@ -42,47 +42,92 @@ function sizes(c: Communicator, dtype: DType, allReduce = false): number[] {
 
 // ---- one call each, checked --------------------------------------------------------------------------
 
-async function allGather(c: Communicator, dtype: DType, n: number, tag: number): Promise<void> {
-  const W = c.size;
-  using input = random(n, dtype, seed(tag, c.rank), c.device);
-  using out = c.empty([W * n], dtype).fill(NaN);
-  await c.allGather(input, out);
-  for (let s = 0; s < W; s++) {
-    using expected = random(n, dtype, seed(tag, s), c.device);
-    using got = slice(out, s * n, n);
-    expectExact(`allGather ${dtype} ${n} el rank ${c.rank} block ${s}`, diff(got, expected));
-  }
+/** One rank's part of a collective check, in phases, so that a process driving several ranks can
+ * prepare every rank's buffers, then launch all of them, then check: nothing that may synchronize
+ * a GPU (an allocation, a free) comes between the launches of two ranks that wait for each other. */
+export interface Prepared<R> {
+  run(): Promise<void>;
+  check(): R;
+  dispose(): void;
 }
 
-async function reduceScatter(c: Communicator, dtype: DType, n: number, tag: number): Promise<number> {
+export function prepareAllGather(c: Communicator, dtype: DType, n: number, tag: number): Prepared<void> {
   const W = c.size;
-  using input = c.empty([W * n], dtype).fillRandom(seed(tag, c.rank));
-  using out = Tensor.empty([n], dtype, { device: c.device }).fill(NaN);
-  await c.reduceScatter(input, out);
-  using ref = Tensor.empty([n], "f32", { device: c.device }).fill(0);
-  for (let s = 0; s < W; s++) {
-    using full = random(W * n, dtype, seed(tag, s), c.device);
-    accumulate(ref, full, c.rank * n, n);
-  }
-  return expectClose(`reduceScatter ${dtype} ${n} el rank ${c.rank}`, diff(out, ref), dtype);
+  const input = random(n, dtype, seed(tag, c.rank), c.device);
+  const out = c.empty([W * n], dtype).fill(NaN);
+  return {
+    run: () => c.allGather(input, out),
+    check() {
+      for (let s = 0; s < W; s++) {
+        using expected = random(n, dtype, seed(tag, s), c.device);
+        using got = slice(out, s * n, n);
+        expectExact(`allGather ${dtype} ${n} el rank ${c.rank} block ${s}`, diff(got, expected));
+      }
+    },
+    dispose() {
+      input.dispose();
+      out.dispose();
+    },
+  };
 }
 
-async function allReduce(c: Communicator, dtype: DType, n: number, tag: number, inPlace: boolean): Promise<number> {
+export function prepareReduceScatter(c: Communicator, dtype: DType, n: number, tag: number): Prepared<number> {
   const W = c.size;
-  using input = c.empty([n], dtype).fillRandom(seed(tag, c.rank));
+  const input = c.empty([W * n], dtype).fillRandom(seed(tag, c.rank));
+  const out = Tensor.empty([n], dtype, { device: c.device }).fill(NaN);
+  return {
+    run: () => c.reduceScatter(input, out),
+    check() {
+      using ref = Tensor.empty([n], "f32", { device: c.device }).fill(0);
+      for (let s = 0; s < W; s++) {
+        using full = random(W * n, dtype, seed(tag, s), c.device);
+        accumulate(ref, full, c.rank * n, n);
+      }
+      return expectClose(`reduceScatter ${dtype} ${n} el rank ${c.rank}`, diff(out, ref), dtype);
+    },
+    dispose() {
+      input.dispose();
+      out.dispose();
+    },
+  };
+}
+
+export function prepareAllReduce(c: Communicator, dtype: DType, n: number, tag: number, inPlace: boolean): Prepared<number> {
+  const W = c.size;
+  const input = c.empty([n], dtype).fillRandom(seed(tag, c.rank));
   const out = inPlace ? input : c.empty([n], dtype).fill(NaN);
+  return {
+    run: () => c.allReduce(input, out),
+    check() {
+      using ref = Tensor.empty([n], "f32", { device: c.device }).fill(0);
+      for (let s = 0; s < W; s++) {
+        using x = random(n, dtype, seed(tag, s), c.device);
+        accumulate(ref, x);
+      }
+      return expectClose(`allReduce${inPlace ? " in place" : ""} ${dtype} ${n} el rank ${c.rank}`, diff(out, ref), dtype);
+    },
+    dispose() {
+      input.dispose();
+      if (!inPlace) out.dispose();
+    },
+  };
+}
+
+/** Prepares every rank's part, launches them all, then checks each; returns the checks' results. */
+export async function runAll<R>(parts: Prepared<R>[]): Promise<R[]> {
   try {
-    await c.allReduce(input, out);
-    using ref = Tensor.empty([n], "f32", { device: c.device }).fill(0);
-    for (let s = 0; s < W; s++) {
-      using x = random(n, dtype, seed(tag, s), c.device);
-      accumulate(ref, x);
-    }
-    return expectClose(`allReduce${inPlace ? " in place" : ""} ${dtype} ${n} el rank ${c.rank}`, diff(out, ref), dtype);
+    await Promise.all(parts.map((p) => p.run()));
+    return parts.map((p) => p.check());
   } finally {
-    if (!inPlace) out.dispose();
+    parts.forEach((p) => p.dispose());
   }
 }
+
+const allGather = async (c: Communicator, dtype: DType, n: number, tag: number) => (await runAll([prepareAllGather(c, dtype, n, tag)]))[0];
+const reduceScatter = async (c: Communicator, dtype: DType, n: number, tag: number) =>
+  (await runAll([prepareReduceScatter(c, dtype, n, tag)]))[0]!;
+const allReduce = async (c: Communicator, dtype: DType, n: number, tag: number, inPlace: boolean) =>
+  (await runAll([prepareAllReduce(c, dtype, n, tag, inPlace)]))[0]!;
 
 /** allGatherGemm across nodes: out [M, n] = allgather(a) · b against the fp32 CUDA-core reference,
  * `runs` launches of one plan back to back, out poisoned before each and every element checked. */
