@@ -22,6 +22,7 @@ import { deviceCount, deviceInfo } from "../lib/device.ts";
 import { DTYPES, type DType } from "../lib/dtype.ts";
 import { Event, Stream } from "../lib/stream.ts";
 import { Tensor } from "../lib/tensor.ts";
+import { latencyPair } from "./latency.ts";
 
 const KiB = 1024;
 const MiB = 1024 * KiB;
@@ -221,30 +222,9 @@ ncclStreams.forEach((s) => s.dispose());
 events.flat().forEach((e) => e.dispose());
 
 // One rank per process: the way torchrun runs; each process awaits only its own launch.
-{
-  const free = () => {
-    const l = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-    const p = l.port;
-    l.stop(true);
-    return p;
-  };
-  const port = free();
-  const worker = join(import.meta.dir, "support", "latency-worker.ts");
-  const procs = devices.map((_, rank) => Bun.spawn([process.execPath, worker], {
-    env: { ...process.env, RANK: String(rank), WORLD_SIZE: String(W), LOCAL_RANK: String(rank), LOCAL_WORLD_SIZE: String(W), MASTER_ADDR: "127.0.0.1", MASTER_PORT: String(port) },
-    stdout: "pipe", stderr: "inherit",
-  }));
-  const outs = await Promise.all(procs.map(async (p) => (await new Response(p.stdout).text()).trim().split("\n").at(-1) ?? "{}"));
-  outs.forEach((o, rank) => {
-    try {
-      for (const [variant, v] of Object.entries(JSON.parse(o) as Record<string, { p50: number; p99: number; min: number; samples: number }>)) {
-        latency[`weft ${variant}, 2 processes, rank ${rank}`] = v;
-      }
-    } catch {
-      console.error(`latency worker ${rank} printed: ${o}`);
-    }
-  });
-}
+(await latencyPair(W)).forEach((vs, rank) => {
+  for (const [variant, v] of Object.entries(vs)) latency[`weft ${variant}, 2 processes, rank ${rank}`] = v;
+});
 for (const [k, v] of Object.entries(latency)) console.log(`latency 8 KiB allReduce, ${k}: p50 ${v.p50.toFixed(2)} us, p99 ${v.p99.toFixed(2)} us, min ${v.min.toFixed(2)} us`);
 
 function pick(s: { p50: number; p99: number; min: number; samples: number[] }) {

@@ -39,6 +39,12 @@ export interface CommunicatorOptions {
   /** Completion ticker: µs of polling per event-loop turn while a collective is pending (default
    * 3: below one kernel launch, and it catches a short collective ~0.7 µs sooner; 0 = one pass). */
   pollSpinMicros?: number;
+  /** µs the Promise of a small collective (≤ 256 KiB per rank) polls its completion word right
+   * after the launch, in a microtask, before the ticker takes over (default 0 = off). Such a
+   * collective finishes ~10 µs after its launch; a spin of ~20 saves the event-loop turns in
+   * between (0.15-0.35 µs of the 8 KiB latency, bench/NOTES-collectives.md run 9) but blocks the
+   * loop up to that long per call, longer than DESIGN.md "Completion" allows, hence opt-in. */
+  eagerSpinMicros?: number;
   /** Ranks on several nodes: staging bytes per (rank, peer node), the most one collective call
    * sends each other node (an allGather/reduceScatter block, an allReduce's count / localSize
    * elements). Pinned host memory: 4 x nodes x this per rank (default 8 MiB). */
@@ -93,6 +99,8 @@ const Kind = { allGather: 0, reduceScatter: 1, allReduce: 2, allToAll: 3, broadc
 type KindName = keyof typeof Kind;
 const ALGORITHMS: Record<Algorithm, number> = { auto: 0, staged: 1, direct: 2 };
 const SUM_DTYPES: readonly DType[] = ["bf16", "f16", "f32"];
+/** Collectives up to this many bytes per rank get the eager completion spin. */
+const EAGER_SPIN_MAX_BYTES = 256 * 1024;
 
 const STAGE_WAIT: Record<number, string> = {
   1: "to enter the same collective (did it make this call? is it alive?)",
@@ -120,6 +128,10 @@ const leaks = new FinalizationRegistry<string>((what) => {
 
 /** Store keys of one communicator; several communicators may share a store. */
 const generations = new WeakMap<KeyValueStore, number>();
+
+function checkSpin(op: string, name: string, us: unknown): void {
+  if (typeof us !== "number" || !(us >= 0 && us <= 1000)) throw new ArgumentError(op, name, `must be a number of µs in [0, 1000] (got ${JSON.stringify(us)})`);
+}
 
 function positiveInt(op: string, name: string, v: unknown, max = Number.MAX_SAFE_INTEGER): number {
   if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > max) {
@@ -160,13 +172,17 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
   readonly #completion: Completion;
   readonly #heap: HeapAllocator;
   readonly #describe: Map<string, FailureDescriber> = new Map();
+  #eagerSpinMicros: number;
+  readonly #lastPlans = new Map<string, {
+    input: Tensor; output: Tensor; ctas?: number; algorithm?: Algorithm; root?: number; plan: CollectivePlan;
+  }>();
   readonly #inter: InterNode | undefined;
   #disposed = false;
 
   private constructor(init: {
     ident: RankIdentity; device: number; handle: number; info: ReturnType<typeof CommInfo.read>; store: KeyValueStore;
     ownsStore: boolean; keys: string; completion: Completion; stream: Stream; timeoutMs: number; storeTimeoutMs: number;
-    node: number; nodes: number; inter: InterNode | undefined;
+    eagerSpinMicros: number; node: number; nodes: number; inter: InterNode | undefined;
   }) {
     this.rank = init.ident.rank;
     this.size = init.ident.worldSize;
@@ -188,6 +204,7 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
     this.#ownsStore = init.ownsStore;
     this.#keys = init.keys;
     this.#completion = init.completion;
+    this.#eagerSpinMicros = init.eagerSpinMicros;
     this.stream = init.stream;
     this.#heap = new HeapAllocator(this.heapBytes);
     this.prepare = new PlanFactory(this);
@@ -243,6 +260,8 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
     const stagedBytes = positiveInt(op, "stagedBytes", opts.stagedBytes ?? 1 << 20, 1 << 30);
     const timeoutMs = positiveInt(op, "timeoutMs", opts.timeoutMs ?? 10_000);
     const storeTimeoutMs = positiveInt(op, "storeTimeoutMs", opts.storeTimeoutMs ?? 120_000);
+    const eagerSpinMicros = opts.eagerSpinMicros ?? 0;
+    checkSpin(op, "eagerSpinMicros", eagerSpinMicros);
     if (ident.worldSize !== store.worldSize || ident.rank !== store.rank) {
       throw new ArgumentError(op, "ident", `says rank ${ident.rank} of ${ident.worldSize} but the store is rank ${store.rank} of ${store.worldSize}`);
     }
@@ -302,7 +321,7 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
       }
       await store.barrier(`${keys}/ready`, storeTimeoutMs);
       return new Communicator({
-        ident, device, handle, info, store, ownsStore, keys, completion, stream, timeoutMs, storeTimeoutMs,
+        ident, device, handle, info, store, ownsStore, keys, completion, stream, timeoutMs, storeTimeoutMs, eagerSpinMicros,
         node: plan.node, nodes: plan.nodes, inter,
       });
     } catch (e) {
@@ -354,6 +373,16 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
     this.#completion.pollSpinMicros = us;
   }
 
+  /** µs a small collective's Promise polls right after launch (see CommunicatorOptions.eagerSpinMicros). */
+  get eagerSpinMicros(): number {
+    return this.#eagerSpinMicros;
+  }
+
+  set eagerSpinMicros(us: number) {
+    checkSpin("Communicator.eagerSpinMicros", "us", us);
+    this.#eagerSpinMicros = us;
+  }
+
   /** Bytes of the heap not in use. */
   get heapFree(): number {
     return this.#heap.freeBytes;
@@ -373,17 +402,17 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
 
   /** output (symmetric, size × input.numel) block r = rank r's input. */
   allGather(input: Tensor, output: Tensor, opts?: CollectiveOptions): Promise<void> {
-    return this.prepare.allGather(input, output, opts).run();
+    return this.#reuse("allGather", input, output, opts, () => this.prepare.allGather(input, output, opts)).run();
   }
 
   /** output = sum over ranks of block `rank` of their input (symmetric, size × output.numel). */
   reduceScatter(input: Tensor, output: Tensor, opts?: CollectiveOptions): Promise<void> {
-    return this.prepare.reduceScatter(input, output, opts).run();
+    return this.#reuse("reduceScatter", input, output, opts, () => this.prepare.reduceScatter(input, output, opts)).run();
   }
 
   /** output = sum over ranks of their input; both symmetric, output defaults to input (in place). */
   allReduce(input: Tensor, output: Tensor = input, opts?: CollectiveOptions): Promise<void> {
-    return this.prepare.allReduce(input, output, opts).run();
+    return this.#reuse("allReduce", input, output, opts, () => this.prepare.allReduce(input, output, opts)).run();
   }
 
   /** Block d of input (sendCounts[d] elements) goes to rank d, which stores blocks in rank order. */
@@ -393,7 +422,22 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
 
   /** Every output (symmetric) receives the root's input. */
   broadcast(input: Tensor, output: Tensor, opts?: BroadcastOptions): Promise<void> {
-    return this.prepare.broadcast(input, output, opts).run();
+    return this.#reuse("broadcast", input, output, opts, () => this.prepare.broadcast(input, output, opts)).run();
+  }
+
+  /** The plan of this kind's previous call when it had the very same tensors and options (a loop
+   * that reduces the same buffers each step skips validation and packing: ~4 µs of an 8 KiB
+   * allReduce, bench/NOTES-collectives.md run 7); else a new one, remembered. A plan's launch
+   * still guards its tensors, so a disposed one fails as validation would. */
+  #reuse(kind: string, input: Tensor, output: Tensor, opts: BroadcastOptions | undefined, make: () => CollectivePlan): CollectivePlan {
+    const last = this.#lastPlans.get(kind);
+    if (last && last.input === input && last.output === output && last.ctas === opts?.ctas && last.algorithm === opts?.algorithm &&
+      last.root === opts?.root) {
+      return last.plan;
+    }
+    const plan = make();
+    this.#lastPlans.set(kind, { input, output, ctas: opts?.ctas, algorithm: opts?.algorithm, root: opts?.root, plan });
+    return plan;
   }
 
   /** Resolves once every rank has reached this barrier on its stream. */
@@ -407,6 +451,7 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
   async dispose(): Promise<void> {
     if (this.#disposed) return;
     this.#disposed = true;
+    this.#lastPlans.clear();
     leaks.unregister(this);
     const errors: unknown[] = [];
     const step = async (f: () => unknown) => {
@@ -508,12 +553,14 @@ export class CollectivePlan extends LaunchPlan {
   readonly #recvCounts?: BigUint64Array;
   readonly #tensors: readonly Tensor[];
   readonly #internals: ReturnType<typeof Communicator.internals>;
+  readonly #small: boolean;
   protected readonly completion: Completion;
   protected readonly describe: FailureDescriber;
 
   /** @internal comm.prepare.* makes plans. */
   constructor(comm: Communicator, op: string, params: Uint8Array, tensors: readonly Tensor[], counts?: [BigUint64Array, BigUint64Array]) {
     super();
+    this.#small = tensors.every((t) => t.bytes <= EAGER_SPIN_MAX_BYTES);
     this.comm = comm;
     this.op = op;
     this.#params = params;
@@ -528,6 +575,10 @@ export class CollectivePlan extends LaunchPlan {
 
   get label(): string {
     return this.op;
+  }
+
+  protected override get eagerSpinMicros(): number {
+    return this.#small ? this.comm.eagerSpinMicros : 0;
   }
 
   /** Launches the kernel and returns its sequence number; does not wait. */

@@ -10,6 +10,9 @@
 // promise() never makes FFI calls while it waits: one ticker per process reads the done words of
 // every Completion with pending promises through zero-copy views with plain loads, re-arming
 // itself with setImmediate only while some promise is pending, so an idle process has no ticker.
+// A short op may ask for an eager spin: a microtask (after every launch of the current job has
+// been issued) polls its word for a bounded few µs before the ticker takes over, which saves the
+// event-loop turns between launch and resolution.
 //
 //   using c = Completion.create(device);
 //   const s = c.slot();
@@ -43,8 +46,6 @@ export interface CompletionOptions {
   pollSpinMicros?: number;
 }
 
-const FAILED = 1n << 63n;
-
 interface Pending {
   seq: number;
   index: number;
@@ -67,6 +68,9 @@ export class Completion implements Disposable {
   #hostDevice: number;
   #arrivals: number;
   #words: BigUint64Array;
+  /** The same memory as 32-bit halves (little-endian: low, high), read with Atomics.load so that
+   * the JIT neither hoists nor merges the polls; no BigInt on the hot path. */
+  #halves: Uint32Array;
   /** Sequence number last handed out for each slot (0: never used). */
   readonly #issued: Float64Array;
   #next = 1;
@@ -83,6 +87,7 @@ export class Completion implements Disposable {
     this.#hostDevice = hostDevice;
     this.#arrivals = arrivals;
     this.#words = new BigUint64Array(viewNative(host, slots * 16));
+    this.#halves = new Uint32Array(this.#words.buffer);
     this.#issued = new Float64Array(slots);
     leaks.register(this, `Completion on device ${device}`, this);
   }
@@ -139,21 +144,53 @@ export class Completion implements Disposable {
     return this.#finished(seq % this.slots, seq);
   }
 
-  /** Resolves when launch `seq` finishes; rejects with describe(reason) when it failed. */
-  promise(seq: number, op: string, describe?: FailureDescriber): Promise<void> {
+  /** Resolves when launch `seq` finishes; rejects with describe(reason) when it failed.
+   * `eagerSpinMicros` > 0: first poll for up to that long in a microtask (bounded; for ops
+   * expected to finish within a few µs of launch), then hand over to the ticker. */
+  promise(seq: number, op: string, describe?: FailureDescriber, eagerSpinMicros = 0): Promise<void> {
     this.#guard("Completion.promise");
     const index = seq % this.slots;
     if (this.#issued[index] !== seq) throw new ArgumentError("Completion.promise", "seq", `${seq} is not a launch in flight on this Completion`);
     const failure = this.#check(index, seq, op, describe);
     if (failure !== undefined) return failure === null ? Promise.resolve() : Promise.reject(failure);
     return new Promise<void>((resolve, reject) => {
-      this.#pending.set(seq, { seq, index, op, deadline: performance.now() + this.timeoutMs, resolve, reject, describe });
-      Completion.#active.add(this);
-      if (!Completion.#ticking) {
-        Completion.#ticking = true;
-        setImmediate(Completion.#tick);
-      }
+      const p: Pending = { seq, index, op, deadline: performance.now() + this.timeoutMs, resolve, reject, describe };
+      this.#pending.set(seq, p);
+      if (eagerSpinMicros > 0) queueMicrotask(() => this.#eager(p, eagerSpinMicros));
+      else this.#arm();
     });
+  }
+
+  /** The reason word of launch `seq` while its slot still holds it (diagnostics: a kernel may
+   * leave phase times there on success, see cuda/collectives/args.h kStamps). @internal */
+  reasonWord(seq: number): bigint {
+    const index = seq % this.slots;
+    if (this.#issued[index] !== seq) throw new ArgumentError("Completion.reasonWord", "seq", `${seq} no longer owns its slot`);
+    return this.#words[index * 2 + 1]!;
+  }
+
+  #arm(): void {
+    Completion.#active.add(this);
+    if (!Completion.#ticking) {
+      Completion.#ticking = true;
+      setImmediate(Completion.#tick);
+    }
+  }
+
+  /** Polls one pending launch for up to `us` µs, then leaves it to the ticker. */
+  #eager(p: Pending, us: number): void {
+    if (this.#disposed || this.#pending.get(p.seq) !== p) return;  // settled meanwhile
+    const until = performance.now() + us / 1000;
+    do {
+      const failure = this.#check(p.index, p.seq, p.op, p.describe);
+      if (failure !== undefined) {
+        this.#pending.delete(p.seq);
+        if (failure === null) p.resolve();
+        else p.reject(failure);
+        return;
+      }
+    } while (performance.now() < until);
+    this.#arm();
   }
 
   /** Spins until launch `seq` finishes; throws like promise() would reject. Blocks the thread:
@@ -184,6 +221,7 @@ export class Completion implements Disposable {
     this.#disposed = true;
     leaks.unregister(this);
     this.#words = new BigUint64Array(0);
+    this.#halves = new Uint32Array(0);
     check(native().weft_free(this.#arrivals), "Completion.dispose");
     check(native().weft_host_free(this.#host), "Completion.dispose");
   }
@@ -197,14 +235,18 @@ export class Completion implements Disposable {
   }
 
   #finished(index: number, seq: number): boolean {
-    return (this.#words[index * 2]! & ~FAILED) >= BigInt(seq);
+    // High half first: a read that the GPU's 8-byte store tears can then only under-estimate the
+    // (growing) word, never report a launch done early.
+    const h = this.#halves;
+    const hi = Atomics.load(h, index * 4 + 1) & 0x7fffffff;
+    return hi * 4294967296 + Atomics.load(h, index * 4) >= seq;
   }
 
   /** undefined: still running; null: done; an Error: failed. */
   #check(index: number, seq: number, op: string, describe?: FailureDescriber): Error | null | undefined {
-    const word = this.#words[index * 2]!;
-    if ((word & ~FAILED) < BigInt(seq)) return undefined;
-    if ((word & FAILED) === 0n) return null;
+    if (!this.#finished(index, seq)) return undefined;
+    // Read after the low half that showed `seq`: the failure bit of the same store.
+    if ((Atomics.load(this.#halves, index * 4 + 1) & 0x80000000) === 0) return null;
     const reason = this.#words[index * 2 + 1]!;
     return describe ? describe(reason, seq) : genericFailure(reason, op);
   }

@@ -31,6 +31,11 @@ export abstract class LaunchPlan {
   /** Launches on the communicator's stream and returns the launch's sequence number; no wait. */
   abstract launch(): number;
 
+  /** µs that run()'s Promise polls eagerly after the launch (Completion.promise); 0: none. */
+  protected get eagerSpinMicros(): number {
+    return 0;
+  }
+
   /** Launches and resolves when this rank's part is done. */
   run(): Promise<void> {
     let seq: number;
@@ -39,7 +44,7 @@ export abstract class LaunchPlan {
     } catch (e) {
       return Promise.reject(e);
     }
-    return this.promise(seq);
+    return this.completion.promise(seq, this.label, this.describe, this.eagerSpinMicros);
   }
 
   /** Launches and spins until done (benchmarks). A process driving several ranks must launch

@@ -2,13 +2,21 @@
 // in lockstep with the other ranks (every rank runs the same sequence, so none is left waiting).
 // Variants run interleaved, BLOCK calls at a time for ROUNDS rounds, so that clock ramps and
 // host noise fall on all of them alike. Prints one JSON object: per variant {p50, p99, min,
-// samples} in µs.
-//   launch: the plan.launch() call alone (host cost of one launch), awaited outside the timing
+// samples} in µs. LAT_VARIANTS=a,b,... picks variants (default: all).
+//   launch: the plan.launch() call alone (host cost of one launch), awaited outside the timing;
+//     its FFI call to weft_collective is timed on its own as "launch.ffi"
+//   ffiFloor: one trivial FFI call (weft_abi_version), the floor under launch.ffi
 //   runSync: launch, then spin on the completion word (no event loop)
-//   run: launch, then await the Promise (completion ticker at the default pollSpinMicros)
-//   run+spinN: the same with the ticker polling N µs per turn (0: one pass per turn)
+//   run: plan.run() awaited (defaults: no eager spin, the ticker's 3 µs turns)
+//   run+eager: the same with a 20 µs eager spin (CommunicatorOptions.eagerSpinMicros, opt-in)
+//   allReduce: `await comm.allReduce(x, y)`, the unprepared call (packs a plan each time)
+// With WEFT_COLLECTIVE_STAMPS=1 the runSync variant also reads the kernel's phase times from the
+// completion's reason word (cuda/collectives/all_reduce.cu): stamp.stored / .flagged / .seen /
+// .summed, µs since the kernel's start at the device's nominal clock.
 import { rankEnvFromProcess, Store } from "../../lib/bootstrap.ts";
 import { Communicator } from "../../lib/comm.ts";
+import { deviceInfo } from "../../lib/device.ts";
+import { native } from "../../lib/native.ts";
 
 const env = rankEnvFromProcess();
 const store = await Store.connect({ rank: env.rank, worldSize: env.worldSize, addr: env.masterAddr, port: env.masterPort });
@@ -16,51 +24,111 @@ const comm = await Communicator.create(store, env, env.localRank, { heapBytes: 6
 const x = comm.empty([4096], "bf16").fillRandom(env.rank + 1);
 const y = comm.empty([4096], "bf16");
 const plan = comm.prepare.allReduce(x, y);
-const BLOCK = 1000;
+const completion = Communicator.internals(comm).completion;
+const BLOCK = Number(process.env.BLOCK ?? 1000);
 const ROUNDS = Number(process.env.ROUNDS ?? 6);
-const defaultSpin = comm.pollSpinMicros;
+const stamps = process.env.WEFT_COLLECTIVE_STAMPS === "1";
+const cyclesPerUs = deviceInfo(comm.device).clockKHz / 1000;
+const defaultEager = comm.eagerSpinMicros;
 
-const variants: Record<string, () => Promise<number>> = {
-  launch: async () => {
-    const t0 = performance.now();
-    const seq = plan.launch();
-    const dt = performance.now() - t0;
-    await plan.promise(seq);
-    return dt;
+const symbols = native() as unknown as Record<string, (...a: unknown[]) => number>;
+const rawCollective = symbols.weft_collective!;
+const ffiTimes: number[] = [];
+const STAMPS = ["stamp.stored", "stamp.flagged", "stamp.seen", "stamp.summed"];
+const stampTimes: Record<string, number[]> = Object.fromEntries(STAMPS.map((k) => [k, []]));
+const abiOut = new Int32Array(1);
+
+interface Variant {
+  setup?(): void;
+  teardown?(): void;
+  call(): Promise<number>;
+}
+const variants: Record<string, Variant> = {
+  launch: {
+    setup() {
+      symbols.weft_collective = (...a: unknown[]) => {
+        const t0 = performance.now();
+        const r = rawCollective(...a);
+        ffiTimes.push((performance.now() - t0) * 1000);
+        return r;
+      };
+    },
+    teardown() {
+      symbols.weft_collective = rawCollective;
+    },
+    async call() {
+      const t0 = performance.now();
+      const seq = plan.launch();
+      const dt = performance.now() - t0;
+      await plan.promise(seq);
+      return dt;
+    },
   },
-  runSync: async () => {
-    const t0 = performance.now();
-    plan.runSync();
-    return performance.now() - t0;
+  ffiFloor: {
+    async call() {
+      const t0 = performance.now();
+      for (let i = 0; i < 100; i++) native().weft_abi_version(abiOut);
+      return (performance.now() - t0) / 100;
+    },
   },
-  run: async () => {
-    comm.pollSpinMicros = defaultSpin;
-    const t0 = performance.now();
-    await plan.run();
-    return performance.now() - t0;
+  runSync: {
+    async call() {
+      const t0 = performance.now();
+      const seq = plan.launch();
+      plan.wait(seq);
+      const dt = performance.now() - t0;
+      if (stamps) {
+        const w = completion.reasonWord(seq);
+        STAMPS.forEach((k, i) => stampTimes[k]!.push((Number((w >> BigInt(16 * i)) & 0xffffn) * 4) / cyclesPerUs));
+      }
+      return dt;
+    },
   },
-  "run+spin0": async () => {
-    comm.pollSpinMicros = 0;
-    const t0 = performance.now();
-    await plan.run();
-    return performance.now() - t0;
+  run: {
+    setup() {
+      comm.eagerSpinMicros = defaultEager;
+    },
+    async call() {
+      const t0 = performance.now();
+      await plan.run();
+      return performance.now() - t0;
+    },
   },
-  "run+spin10": async () => {
-    comm.pollSpinMicros = 10;
-    const t0 = performance.now();
-    await plan.run();
-    return performance.now() - t0;
+  "run+eager": {
+    setup() {
+      comm.eagerSpinMicros = 20;
+    },
+    teardown() {
+      comm.eagerSpinMicros = defaultEager;
+    },
+    async call() {
+      const t0 = performance.now();
+      await plan.run();
+      return performance.now() - t0;
+    },
+  },
+  allReduce: {
+    async call() {
+      const t0 = performance.now();
+      await comm.allReduce(x, y);
+      return performance.now() - t0;
+    },
   },
 };
+const chosen = process.env.LAT_VARIANTS ? process.env.LAT_VARIANTS.split(",") : Object.keys(variants);
 
 for (let i = 0; i < 3000; i++) await plan.run();
-const samples: Record<string, number[]> = Object.fromEntries(Object.keys(variants).map((k) => [k, []]));
+const samples: Record<string, number[]> = Object.fromEntries(chosen.map((k) => [k, []]));
 for (let round = 0; round < ROUNDS; round++) {
-  for (const [name, f] of Object.entries(variants)) {
-    for (let i = 0; i < BLOCK; i++) samples[name]!.push((await f()) * 1000);
+  for (const name of chosen) {
+    const v = variants[name]!;
+    v.setup?.();
+    for (let i = 0; i < BLOCK; i++) samples[name]!.push((await v.call()) * 1000);
+    v.teardown?.();
   }
 }
-comm.pollSpinMicros = defaultSpin;
+if (ffiTimes.length > 0) samples["launch.ffi"] = ffiTimes;
+if (stamps) Object.assign(samples, stampTimes);
 const out: Record<string, { p50: number; p99: number; min: number; samples: number }> = {};
 for (const [name, t] of Object.entries(samples)) {
   t.sort((a, b) => a - b);

@@ -28,9 +28,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) all_gather_kernel(const _
 
 }  // namespace
 
-cudaError_t launch_all_gather(const Args& a, cudaStream_t stream) {
-  all_gather_kernel<<<a.nctas, Config::kThreads, shared_bytes(a.world), stream>>>(a);
-  return cudaGetLastError();
+KernelLaunch all_gather_launch(const Args& a) {
+  return {reinterpret_cast<const void*>(&all_gather_kernel), a.nctas, Config::kThreads, uint32_t(shared_bytes(a.world))};
 }
 
 }  // namespace weft::coll

@@ -31,9 +31,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) all_to_all_kernel(const _
 
 }  // namespace
 
-cudaError_t launch_all_to_all(const Args& a, cudaStream_t stream) {
-  all_to_all_kernel<<<a.nctas, Config::kThreads, shared_bytes(a.world), stream>>>(a);
-  return cudaGetLastError();
+KernelLaunch all_to_all_launch(const Args& a) {
+  return {reinterpret_cast<const void*>(&all_to_all_kernel), a.nctas, Config::kThreads, uint32_t(shared_bytes(a.world))};
 }
 
 }  // namespace weft::coll

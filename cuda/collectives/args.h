@@ -108,13 +108,27 @@ struct Args {
   const uint64_t* a2a;  // all-to-all, device [4][world]: send_off, send_count, recv_off, recv_count
   Layout layout;
   CompletionWords completion;
+  uint32_t flags;  // kStamps
 };
 
-cudaError_t launch_all_gather(const Args& a, cudaStream_t stream);
-cudaError_t launch_reduce_scatter(const Args& a, cudaStream_t stream);
-cudaError_t launch_all_reduce(const Args& a, cudaStream_t stream);
-cudaError_t launch_all_to_all(const Args& a, cudaStream_t stream);
-cudaError_t launch_broadcast(const Args& a, cudaStream_t stream);
-cudaError_t launch_barrier(const Args& a, cudaStream_t stream);
+// Args::flags. kStamps: the staged all-reduce of one CTA writes its phase times (SM cycles) into
+// the completion's reason word on success (bench/NOTES-collectives.md, latency breakdown).
+constexpr uint32_t kStamps = 1;
+
+// The kernel a call runs and its launch shape; ffi/src/comm/collectives.cpp launches it with the
+// Args as its one parameter (through the driver API, with the function handle cached).
+struct KernelLaunch {
+  const void* kernel;  // the __global__ function's host stub
+  uint32_t ctas;
+  uint32_t threads;
+  uint32_t smem;
+};
+
+KernelLaunch all_gather_launch(const Args& a);
+KernelLaunch reduce_scatter_launch(const Args& a);
+KernelLaunch all_reduce_launch(const Args& a);
+KernelLaunch all_to_all_launch(const Args& a);
+KernelLaunch broadcast_launch(const Args& a);
+KernelLaunch barrier_launch(const Args& a);
 
 }  // namespace weft::coll

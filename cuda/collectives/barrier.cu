@@ -18,10 +18,9 @@ __global__ void __launch_bounds__(1024, 1) barrier_kernel(const __grid_constant_
 
 }  // namespace
 
-cudaError_t launch_barrier(const Args& a, cudaStream_t stream) {
-  const int threads = a.world <= Config::kThreads ? Config::kThreads : int((a.world + 31) / 32 * 32);
-  barrier_kernel<<<a.nctas, threads, shared_bytes(a.world), stream>>>(a);
-  return cudaGetLastError();
+KernelLaunch barrier_launch(const Args& a) {
+  const uint32_t threads = a.world <= Config::kThreads ? Config::kThreads : (a.world + 31) / 32 * 32;
+  return {reinterpret_cast<const void*>(&barrier_kernel), a.nctas, threads, uint32_t(shared_bytes(a.world))};
 }
 
 }  // namespace weft::coll

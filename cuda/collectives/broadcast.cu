@@ -28,9 +28,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) broadcast_kernel(const __
 
 }  // namespace
 
-cudaError_t launch_broadcast(const Args& a, cudaStream_t stream) {
-  broadcast_kernel<<<a.nctas, Config::kThreads, shared_bytes(a.world), stream>>>(a);
-  return cudaGetLastError();
+KernelLaunch broadcast_launch(const Args& a) {
+  return {reinterpret_cast<const void*>(&broadcast_kernel), a.nctas, Config::kThreads, uint32_t(shared_bytes(a.world))};
 }
 
 }  // namespace weft::coll

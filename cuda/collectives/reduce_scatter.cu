@@ -29,9 +29,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) reduce_scatter_kernel(con
 
 }  // namespace
 
-cudaError_t launch_reduce_scatter(const Args& a, cudaStream_t stream) {
-  reduce_scatter_kernel<<<a.nctas, Config::kThreads, shared_bytes(a.world), stream>>>(a);
-  return cudaGetLastError();
+KernelLaunch reduce_scatter_launch(const Args& a) {
+  return {reinterpret_cast<const void*>(&reduce_scatter_kernel), a.nctas, Config::kThreads, uint32_t(shared_bytes(a.world))};
 }
 
 }  // namespace weft::coll

@@ -40,4 +40,9 @@ PFN_cuDriverGetVersion_v2020 driverGetVersion() {
   return fn;
 }
 
+PFN_cuLaunchKernel_v4000 launchKernel() {
+  static auto fn = lookup<PFN_cuLaunchKernel_v4000>("cuLaunchKernel", 4000);
+  return fn;
+}
+
 }  // namespace weft::driver

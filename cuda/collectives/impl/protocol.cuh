@@ -30,6 +30,8 @@ __device__ inline Waited wait_epoch(const Args& a, const Shared& s, const uint64
   if (sys::signal_load(w) >= a.epoch) return Waited::kOk;
   const uint64_t* abort_word = word(s, a.rank, a.layout.abort);
   const uint64_t start = sys::globaltimer_ns();
+  // The first 64 polls (~20 us of L2 round trips) do not sleep: a peer that is on its way shows up
+  // within a few us, and a sleep there only adds its own length to the latency of small ops.
   unsigned sleep_ns = 16;
   for (uint32_t spins = 1;; ++spins) {
     if (sys::signal_load(w) >= a.epoch) return Waited::kOk;
@@ -37,8 +39,10 @@ __device__ inline Waited wait_epoch(const Args& a, const Shared& s, const uint64
       if (sys::signal_load(abort_word) >= a.epoch) return Waited::kAborted;
       if (sys::globaltimer_ns() - start > a.timeout_ns) return Waited::kTimeout;
     }
-    __nanosleep(sleep_ns);
-    if (sleep_ns < 256) sleep_ns <<= 1;
+    if (spins >= 64) {
+      __nanosleep(sleep_ns);
+      if (sleep_ns < 256) sleep_ns <<= 1;
+    }
   }
 }
 
@@ -197,7 +201,7 @@ __device__ inline bool cta_leave(const Args& a, const Shared& s, SignalTo signal
   return !__syncthreads_or(failed);
 }
 
-__device__ inline void cta_finish(const Args& a) {
+__device__ inline void cta_finish(const Args& a, bool clean, uint64_t stamps) {
   if (gridDim.x * gridDim.y * gridDim.z != 1) {
     cta::finish(Completion{a.completion.done, a.completion.seq, a.completion.arrivals});
     return;
@@ -206,9 +210,14 @@ __device__ inline void cta_finish(const Args& a) {
   // count is not needed; the failed flag was set, if at all, by this CTA before the barrier.
   __syncthreads();
   if (threadIdx.x == 0) {
-    volatile uint32_t* failed = a.completion.arrivals + 1;
-    const bool bad = *failed != 0;
-    if (bad) *failed = 0;
+    bool bad = false;
+    if (!clean) {
+      volatile uint32_t* failed = a.completion.arrivals + 1;
+      bad = *failed != 0;
+      if (bad) *failed = 0;
+    }
+    // The reason word means nothing on success; the release below orders this store before seq.
+    if (!bad && stamps != 0) a.completion.done[1] = stamps;
     sys::signal_store(a.completion.done, bad ? (a.completion.seq | kFailedBit) : a.completion.seq);
   }
 }

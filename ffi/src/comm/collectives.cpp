@@ -1,11 +1,15 @@
 // collectives.cpp — weft_collective: checks one call, picks the algorithm and the CTA count, takes
 // the next epoch and launches the kernel of cuda/collectives/ on the caller's stream.
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdlib>
+#include <cstring>
 #include <vector>
 
 #include "comm.hpp"
 #include "device_guard.hpp"
+#include "driver.hpp"
 #include "status.hpp"
 #include "tensor/accumulate.h"
 #include "tuning.hpp"
@@ -46,7 +50,140 @@ void require_on_device(const WeftComm& c, uint64_t ptr, const char* what, const 
                op, what, (unsigned long long)ptr, dev, c.device);
 }
 
+// How collective kernels are submitted (bench/NOTES-collectives.md, runs 7-8, has the numbers):
+//   graph (default for kernels of <= kGraphMaxCtas CTAs): through the communicator's one-kernel
+//     CUDA graph, its node rewritten for the call unless it already holds the call's parameters
+//     (see LaunchGraph). On the 2xH200 host a graph launch call costs 1.2-1.4 us against 3.1-3.8
+//     us for cuLaunchKernel, and the kernel starts as soon after it.
+//   driver: cuLaunchKernel with the CUfunction cached per communicator (larger kernels).
+// WEFT_COLLECTIVE_LAUNCH=driver or =runtime (cudaLaunchKernel) forces one path for comparisons;
+// WEFT_COLLECTIVE_STAMPS=1 sets Args::kStamps.
+enum class LaunchMode { kGraph, kDriver, kRuntime };
+constexpr uint32_t kGraphMaxCtas = 16;
+
+LaunchMode launch_mode() {
+  static const LaunchMode v = [] {
+    const char* e = std::getenv("WEFT_COLLECTIVE_LAUNCH");
+    if (e && std::strcmp(e, "runtime") == 0) return LaunchMode::kRuntime;
+    if (e && std::strcmp(e, "driver") == 0) return LaunchMode::kDriver;
+    return LaunchMode::kGraph;
+  }();
+  return v;
+}
+
+uint32_t debug_flags() {
+  static const uint32_t v = [] {
+    const char* e = std::getenv("WEFT_COLLECTIVE_STAMPS");
+    return e && std::strcmp(e, "1") == 0 ? coll::kStamps : 0u;
+  }();
+  return v;
+}
+
+// The kernel's driver handle on the communicator's device (the current one), looked up once.
+CUfunction function_of(WeftComm& c, const void* kernel) {
+  for (const auto& [stub, fn] : c.functions)
+    if (stub == kernel) return static_cast<CUfunction>(fn);
+  cudaFunction_t fn = nullptr;
+  WEFT_CUDA(cudaGetFuncBySymbol(&fn, kernel));
+  c.functions.emplace_back(kernel, static_cast<void*>(fn));
+  return reinterpret_cast<CUfunction>(fn);
+}
+
+cudaKernelNodeParams node_params(const coll::KernelLaunch& k, void** params) {
+  cudaKernelNodeParams np{};
+  np.func = const_cast<void*>(k.kernel);
+  np.gridDim = dim3(k.ctas);
+  np.blockDim = dim3(k.threads);
+  np.sharedMemBytes = k.smem;
+  np.kernelParams = params;
+  return np;
+}
+
+// A stream being captured gets a plain kernel node: a graph launch there would capture the graph
+// as it is at capture time, not this call.
+bool capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return true;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
+bool same(const coll::KernelLaunch& x, const coll::KernelLaunch& y) {
+  return x.kernel == y.kernel && x.ctas == y.ctas && x.threads == y.threads && x.smem == y.smem;
+}
+
+// One launch with the Args as the kernel's only parameter.
+cudaError_t launch(WeftComm& c, const coll::KernelLaunch& k, const coll::Args& a, cudaStream_t stream) {
+  void* params[] = {const_cast<coll::Args*>(&a)};
+  const LaunchMode mode = launch_mode();
+  if (mode == LaunchMode::kRuntime)
+    return cudaLaunchKernel(k.kernel, dim3(k.ctas), dim3(k.threads), params, k.smem, stream);
+  if (mode == LaunchMode::kGraph && k.ctas <= kGraphMaxCtas && c.graph.exec && !capturing(stream)) {
+    comm::LaunchGraph& g = c.graph;
+    // The node takes a copy of the parameters (and may change kernel and shape); launches already
+    // enqueued keep theirs. Launches of one graph are ordered with each other, as the epochs are.
+    if (!(g.holds && same(g.kernel, k) && std::memcmp(&g.args, &a, sizeof a) == 0)) {
+      g.holds = false;
+      const cudaKernelNodeParams np = node_params(k, params);
+      const cudaError_t e = cudaGraphExecKernelNodeSetParams(g.exec, g.node, &np);
+      if (e != cudaSuccess) return e;
+    }
+    g.holds = false;
+    const cudaError_t e = cudaGraphLaunch(g.exec, stream);
+    if (e != cudaSuccess) return e;
+    // Off the critical path (the kernel has yet to start): give the node this call's parameters
+    // for its next launch. Only an exact match (memcmp above) is ever launched from them.
+    std::memcpy(&g.args, &a, sizeof a);  // padding included, for the memcmp
+    g.args.epoch += 1;
+    g.args.completion.seq += 1;
+    g.args.completion.done += 2;      // the next slot: two 64-bit words on
+    g.args.completion.arrivals += 2;  // two 32-bit words on
+    g.kernel = k;
+    void* next[] = {&g.args};
+    const cudaKernelNodeParams np = node_params(k, next);
+    if (cudaGraphExecKernelNodeSetParams(g.exec, g.node, &np) == cudaSuccess) g.holds = true;
+    else (void)cudaGetLastError();
+    return cudaSuccess;
+  }
+  const CUresult r = driver::launchKernel()(function_of(c, k.kernel), k.ctas, 1, 1, k.threads, 1, 1, k.smem,
+                                            reinterpret_cast<CUstream>(stream), params, nullptr);
+  if (r == CUDA_SUCCESS) return cudaSuccess;
+  // CUresult and cudaError_t share their numbers for the launch failures that can happen here.
+  return static_cast<cudaError_t>(r);
+}
+
 }  // namespace
+
+namespace weft::comm {
+
+void make_launch_graph(WeftComm& c) {
+  if (c.graph.exec || launch_mode() != LaunchMode::kGraph) return;
+  coll::Args a{};
+  a.world = c.world;
+  a.nctas = 1;
+  a.algo = coll::kStaged;
+  void* params[] = {&a};
+  // The staged all-reduce: the node's first kernel, so that its module loads now, while idle.
+  const cudaKernelNodeParams np = node_params(coll::all_reduce_launch(a), params);
+  LaunchGraph g;
+  if (cudaGraphCreate(&g.graph, 0) != cudaSuccess || cudaGraphAddKernelNode(&g.node, g.graph, nullptr, 0, &np) != cudaSuccess ||
+      cudaGraphInstantiate(&g.exec, g.graph, 0) != cudaSuccess) {
+    (void)cudaGetLastError();  // no graph: every launch goes direct
+    if (g.graph) (void)cudaGraphDestroy(g.graph);
+    return;
+  }
+  c.graph = g;
+}
+
+void destroy_launch_graph(WeftComm& c) {
+  if (c.graph.exec) (void)cudaGraphExecDestroy(c.graph.exec);
+  if (c.graph.graph) (void)cudaGraphDestroy(c.graph.graph);
+  c.graph = LaunchGraph{};
+}
+
+}  // namespace weft::comm
 
 extern "C" {
 
@@ -68,7 +205,8 @@ WEFT_API int weft_collective(WeftComm* comm, const WeftCollectiveParams* p) {
     WEFT_REQUIRE(p->ctas >= 0, "%s: ctas must be >= 0 (got %d)", op, p->ctas);
     const uint64_t W = c.world;
 
-    coll::Args a{};
+    coll::Args a;
+    std::memset(&a, 0, sizeof a);  // padding too: the launch graph compares Args bytewise
     a.kind = uint32_t(p->kind);
     a.dtype = uint32_t(p->dtype);
     a.elem_bytes = elem;
@@ -85,6 +223,7 @@ WEFT_API int weft_collective(WeftComm* comm, const WeftCollectiveParams* p) {
     a.timeout_ns = c.timeout_ns;
     a.completion = {reinterpret_cast<uint64_t*>(p->done), p->seq, reinterpret_cast<uint32_t*>(p->arrivals)};
     a.algo = coll::kDirect;
+    a.flags = debug_flags();
 
     uint64_t payload = 0;
     std::vector<uint64_t> a2a;
@@ -157,15 +296,16 @@ WEFT_API int weft_collective(WeftComm* comm, const WeftCollectiveParams* p) {
     if (p->kind == WEFT_ALL_TO_ALL)
       WEFT_CUDA(cudaMemcpyAsync(c.a2a, a2a.data(), a2a.size() * sizeof(uint64_t), cudaMemcpyHostToDevice, stream));
     a.epoch = ++c.epoch;
-    cudaError_t e = cudaSuccess;
+    coll::KernelLaunch k{};
     switch (p->kind) {
-      case WEFT_ALL_GATHER: e = coll::launch_all_gather(a, stream); break;
-      case WEFT_REDUCE_SCATTER: e = coll::launch_reduce_scatter(a, stream); break;
-      case WEFT_ALL_REDUCE: e = coll::launch_all_reduce(a, stream); break;
-      case WEFT_ALL_TO_ALL: e = coll::launch_all_to_all(a, stream); break;
-      case WEFT_BROADCAST: e = coll::launch_broadcast(a, stream); break;
-      case WEFT_BARRIER: e = coll::launch_barrier(a, stream); break;
+      case WEFT_ALL_GATHER: k = coll::all_gather_launch(a); break;
+      case WEFT_REDUCE_SCATTER: k = coll::reduce_scatter_launch(a); break;
+      case WEFT_ALL_REDUCE: k = coll::all_reduce_launch(a); break;
+      case WEFT_ALL_TO_ALL: k = coll::all_to_all_launch(a); break;
+      case WEFT_BROADCAST: k = coll::broadcast_launch(a); break;
+      case WEFT_BARRIER: k = coll::barrier_launch(a); break;
     }
+    const cudaError_t e = launch(c, k, a, stream);
     // A launch that failed never ran: give its epoch back so that the ranks stay in step.
     if (e != cudaSuccess) --c.epoch;
     WEFT_CUDA(e);

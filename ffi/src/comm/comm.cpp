@@ -164,6 +164,7 @@ WEFT_API int weft_comm_connect(WeftComm* comm) {
     for (uint32_t r = 0; r < c.world; ++r) WEFT_REQUIRE(c.peer_base[r], "rank %u has not been imported yet", r);
     DeviceGuard g(c.device);
     WEFT_CUDA(cudaMemcpy(c.peer_table, c.peer_base.data(), sizeof(char*) * c.world, cudaMemcpyHostToDevice));
+    comm::make_launch_graph(c);
     c.connected = true;
   });
 }
@@ -200,6 +201,7 @@ WEFT_API int weft_comm_destroy(WeftComm* comm) {
     for (uint32_t r = 0; r < comm->world; ++r)
       if (comm->peer_ipc[r]) (void)cudaIpcCloseMemHandle(comm->peer_base[r]);
     WEFT_CUDA(cudaDeviceSynchronize());
+    comm::destroy_launch_graph(*comm);
     WEFT_CUDA(cudaFree(comm->peer_table));
     WEFT_CUDA(cudaFree(comm->a2a));
     WEFT_CUDA(cudaFree(comm->arena));

@@ -3,11 +3,37 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "collectives/args.h"
 #include "collectives/hierarchical.h"
 #include "weft.h"
+
+struct WeftComm;
+
+namespace weft::comm {
+
+// The one-kernel CUDA graph that small collectives launch through (ffi/src/comm/collectives.cpp):
+// its node's kernel, shape and parameters are set for each launch. Made at connect,
+// while nothing of this communicator runs (module loading may wait for the device to go idle,
+// see preload() in ffi/src/tp/plan.cpp); exec == nullptr: there is none, launches go direct.
+struct LaunchGraph {
+  cudaGraph_t graph = nullptr;
+  cudaGraphNode_t node = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  // What the node holds now when `holds` is set: after each launch the node is already given the
+  // parameters the same call would have next time (next epoch, next completion slot), so that a
+  // repeated call launches without rewriting it; a different call rewrites it first.
+  bool holds = false;
+  coll::KernelLaunch kernel{};
+  coll::Args args{};
+};
+
+void make_launch_graph(WeftComm& c);
+void destroy_launch_graph(WeftComm& c);
+
+}  // namespace weft::comm
 
 struct WeftComm {
   int32_t device = 0;
@@ -26,6 +52,10 @@ struct WeftComm {
   int32_t sm_count = 0;
   uint32_t max_ctas = 0;
   bool connected = false;
+  // Driver handles of the collective kernels on this device, looked up on first launch
+  // (ffi/src/comm/collectives.cpp): [kernel host stub, CUfunction] pairs.
+  std::vector<std::pair<const void*, void*>> functions;
+  weft::comm::LaunchGraph graph;
   // Multi-node (weft_comm_set_internode): nodes == 0 while the communicator is one node.
   weft::coll::InterNode inter{};
 };
