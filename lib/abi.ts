@@ -256,6 +256,27 @@ export const ProxyStats = new Struct("WeftProxyStats", {
   transport_signal_writes: "u64",
 });
 
+export const CommInterNode = new Struct("WeftCommInterNode", {
+  size: "u32",
+  version: "u32",
+  rank: "i32",
+  world_size: "i32",
+  node: "i32",
+  nodes: "i32",
+  send_region: "i32",
+  recv_region: "i32",
+  send_staging: "u64",
+  send_bytes: "u64",
+  recv_staging: "u64",
+  recv_bytes: "u64",
+  slot_bytes: "u64",
+  fifo_slots: "u64",
+  fifo_head: "u64",
+  fifo_control: "u64",
+  fifo_capacity: "u32",
+  reserved: "u32",
+});
+
 /** Every ABI struct, by its C name. */
 export const ABI_STRUCTS: readonly Struct<any>[] = [
   DeviceProps,
@@ -279,4 +300,5 @@ export const ABI_STRUCTS: readonly Struct<any>[] = [
   ProxyCommand,
   ProxyFifo,
   ProxyStats,
+  CommInterNode,
 ];

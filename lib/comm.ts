@@ -19,8 +19,9 @@ import { Completion, type FailureDescriber } from "./completion.ts";
 import { LaunchPlan, writeSlot, writeU64 } from "./plan.ts";
 import { requireDevice } from "./device.ts";
 import { DTYPES, type DType } from "./dtype.ts";
-import { ArgumentError, DisposedError, PeerError, Status, TimeoutError, UnsupportedError, WeftError } from "./errors.ts";
+import { ArgumentError, DisposedError, errorFromStatus, PeerError, Status, TimeoutError, UnsupportedError, WeftError } from "./errors.ts";
 import { HeapAllocator, requireSymmetric, SymmetricTensor, type SymmetricOwner } from "./heap.ts";
+import { InterNode, planNodes } from "./internode.ts";
 import { addressOf, check, native, outPointer } from "./native.ts";
 import { Stream } from "./stream.ts";
 import { checkDType, checkShape, Tensor, type Shape } from "./tensor.ts";
@@ -44,6 +45,12 @@ export interface CommunicatorOptions {
    * between (0.15-0.35 µs of the 8 KiB latency, bench/NOTES-collectives.md run 9) but blocks the
    * loop up to that long per call, longer than DESIGN.md "Completion" allows, hence opt-in. */
   eagerSpinMicros?: number;
+  /** Ranks on several nodes: staging bytes per (rank, peer node), the most one collective call
+   * sends each other node (an allGather/reduceScatter block, an allReduce's count / localSize
+   * elements). Pinned host memory: 4 x nodes x this per rank (default 8 MiB). */
+  interNodeBytes?: number;
+  /** Ranks on several nodes: the libfabric provider (default: automatic, or WEFT_FABRIC_PROVIDER). */
+  provider?: string;
 }
 
 export interface FromEnvOptions extends CommunicatorOptions {
@@ -99,7 +106,9 @@ const STAGE_WAIT: Record<number, string> = {
   1: "to enter the same collective (did it make this call? is it alive?)",
   3: "to finish its part of the collective",
   4: "to deliver its staged data",
+  6: "(on another node) to deliver its data through the proxy (did it make this call? is it alive?)",
 };
+const STAGE_REMOTE = 6;
 const FIELD_NAMES: Record<number, string> = {
   1: "the collective (one rank called a different one)",
   2: "the dtype",
@@ -137,6 +146,11 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
   readonly localRank: number;
   readonly localSize: number;
   readonly nodeId: string;
+  /** Nodes the ranks span; with more than one, collectives are hierarchical (NVLink inside a
+   * node, the proxy and transport between nodes). */
+  readonly nodes: number;
+  /** This rank's node index (nodes numbered by their lowest rank). */
+  readonly node: number;
   readonly device: number;
   /** The stream every collective of this communicator runs on. */
   readonly stream: Stream;
@@ -162,18 +176,22 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
   readonly #lastPlans = new Map<string, {
     input: Tensor; output: Tensor; ctas?: number; algorithm?: Algorithm; root?: number; plan: CollectivePlan;
   }>();
+  readonly #inter: InterNode | undefined;
   #disposed = false;
 
   private constructor(init: {
     ident: RankIdentity; device: number; handle: number; info: ReturnType<typeof CommInfo.read>; store: KeyValueStore;
     ownsStore: boolean; keys: string; completion: Completion; stream: Stream; timeoutMs: number; storeTimeoutMs: number;
-    eagerSpinMicros: number;
+    eagerSpinMicros: number; node: number; nodes: number; inter: InterNode | undefined;
   }) {
     this.rank = init.ident.rank;
     this.size = init.ident.worldSize;
     this.localRank = init.ident.localRank;
     this.localSize = init.ident.localWorldSize;
     this.nodeId = init.ident.nodeId;
+    this.node = init.node;
+    this.nodes = init.nodes;
+    this.#inter = init.inter;
     this.device = init.device;
     this.#handle = init.handle;
     this.heapBase = Number(init.info.heap_base);
@@ -251,16 +269,22 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
     generations.set(store, generation + 1);
     const keys = `weft/comm/${generation}`;
 
-    const nodes = (await store.allGather(`${keys}/node`, new TextEncoder().encode(ident.nodeId))).map((b) => new TextDecoder().decode(b));
-    const elsewhere = nodes.flatMap((n, r) => (n === ident.nodeId ? [] : [r]));
-    if (elsewhere.length > 0) {
-      throw new UnsupportedError(`rank ${ident.rank} is on node '${ident.nodeId}' but ranks ${elsewhere.join(", ")} are on ` +
-        `${[...new Set(elsewhere.map((r) => `'${nodes[r]}'`))].join(", ")}: NVLink collectives need every rank on one host ` +
-        "(inter-node transport is a separate layer)", { code: "E_UNSUPPORTED", op });
+    const interNodeBytes = positiveInt(op, "interNodeBytes", opts.interNodeBytes ?? 8 << 20, 2 ** 40);
+    if (interNodeBytes % 256 !== 0) throw new ArgumentError(op, "interNodeBytes", `must be a multiple of 256 (got ${interNodeBytes})`);
+    if (opts.provider !== undefined && (typeof opts.provider !== "string" || opts.provider === "")) {
+      throw new ArgumentError(op, "provider", `must be a non-empty libfabric provider name (got ${JSON.stringify(opts.provider)})`);
     }
+    const nodeIds = (await store.allGather(`${keys}/node`, new TextEncoder().encode(ident.nodeId))).map((b) => new TextDecoder().decode(b));
+    const plan = planNodes(nodeIds, ident.rank, op);
+    // Several nodes: the native communicator spans this node's ranks (its rank is the local rank);
+    // the inter-node part is added below. One node: it spans every rank, as before.
+    const multi = plan.nodes > 1;
+    if (multi) ident = { ...ident, localRank: plan.localRank, localWorldSize: plan.localSize };
+    const nativeRank = multi ? plan.localRank : ident.rank;
+    const nativeWorld = multi ? plan.localSize : ident.worldSize;
 
     const cfg = CommConfig.write(CommConfig.alloc(), {
-      device, rank: ident.rank, world_size: ident.worldSize, heap_bytes: heapBytes, staged_bytes: stagedBytes,
+      device, rank: nativeRank, world_size: nativeWorld, heap_bytes: heapBytes, staged_bytes: stagedBytes,
       timeout_ns: BigInt(timeoutMs) * 1_000_000n,
     });
     const out = new BigUint64Array(1);
@@ -268,6 +292,7 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
     const handle = outPointer(out);
     let completion: Completion | undefined;
     let stream: Stream | undefined;
+    let inter: InterNode | undefined;
     try {
       const infoBuf = CommInfo.alloc();
       check(native().weft_comm_info(handle, infoBuf), op);
@@ -278,16 +303,34 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
       check(native().weft_comm_export(handle, mine), op);
       const handles = await store.allGather(`${keys}/handles`, mine);
       for (let r = 0; r < ident.worldSize; r++) {
-        if (r === ident.rank) continue;
+        if (r === ident.rank || nodeIds[r] !== ident.nodeId) continue;
         const h = PeerHandle.alloc();
         h.set(handles[r]!.subarray(0, h.length));
         check(native().weft_comm_import(handle, h), op);
       }
       check(native().weft_comm_connect(handle), op);
+      if (multi) {
+        inter = await InterNode.connect(store, keys, handle, {
+          rank: ident.rank, worldSize: ident.worldSize, device, plan, slotBytes: interNodeBytes, timeoutMs, provider: opts.provider,
+        });
+        if (ident.rank === 0) {
+          const t = inter.transport.info;
+          console.error(`weft: ${plan.nodes} nodes x ${plan.localSize} rank${plan.localSize > 1 ? "s" : ""}; inter-node transport ` +
+            `${t.provider} (libfabric ${t.libfabric}, ${t.hmem ? "FI_HMEM" : "host-mapped staging"}, ${interNodeBytes} B per node and call)`);
+        }
+      }
       await store.barrier(`${keys}/ready`, storeTimeoutMs);
-      return new Communicator({ ident, device, handle, info, store, ownsStore, keys, completion, stream, timeoutMs, storeTimeoutMs, eagerSpinMicros });
+      return new Communicator({
+        ident, device, handle, info, store, ownsStore, keys, completion, stream, timeoutMs, storeTimeoutMs, eagerSpinMicros,
+        node: plan.node, nodes: plan.nodes, inter,
+      });
     } catch (e) {
       native().weft_comm_close_peers(handle);
+      try {
+        inter?.dispose();
+      } catch {
+        // the creation error is the one to report
+      }
       native().weft_comm_destroy(handle);
       completion?.dispose();
       stream?.dispose();
@@ -343,6 +386,16 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
   /** Bytes of the heap not in use. */
   get heapFree(): number {
     return this.#heap.freeBytes;
+  }
+
+  /** The libfabric provider between nodes, or undefined on one node. */
+  get transportProvider(): string | undefined {
+    return this.#inter?.provider;
+  }
+
+  /** Staging bytes per (rank, peer node) and call, or 0 on one node (CommunicatorOptions.interNodeBytes). */
+  get interNodeBytes(): number {
+    return this.#inter?.slotBytes ?? 0;
   }
 
   // ---- collectives ------------------------------------------------------------------------------------------
@@ -413,6 +466,9 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
     await step(() => this.#store.barrier(`${this.#keys}/dispose`, this.#storeTimeoutMs));
     await step(() => check(native().weft_comm_close_peers(this.#handle), "Communicator.dispose"));
     await step(() => this.#store.barrier(`${this.#keys}/unmapped`, this.#storeTimeoutMs));
+    // Every rank's kernels have finished (close_peers waited for them before the barrier), so no
+    // transfer is still headed for anyone's staging.
+    if (this.#inter) await step(() => this.#inter!.dispose());
     await step(() => check(native().weft_comm_destroy(this.#handle), "Communicator.dispose"));
     await step(() => this.#completion.dispose());
     await step(() => this.stream.dispose());
@@ -443,6 +499,8 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
     return {
       handle: c.#handle,
       completion: c.#completion,
+      /** The transport, proxy and staging of a multi-node communicator (tests inject failures). */
+      interNode: c.#inter,
       guard: (op: string) => c.#guard(op),
       describe: (op: string) => {
         let d = c.#describe.get(op);
@@ -461,6 +519,11 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
     const field = Number((reason >> 40n) & 0xffn);
     const peer = Number(reason >> 48n);
     const who = `rank ${this.rank}`;
+    if (stage === STAGE_REMOTE && code !== Status.E_TIMEOUT) {
+      const cause = this.#inter?.error();
+      return errorFromStatus(code, op, `${who} could not exchange data with rank ${peer} on another node: the proxy failed` +
+        (cause ? ` (${cause.message})` : ""));
+    }
     if (code === Status.E_TIMEOUT) {
       return new TimeoutError(`${who} waited ${this.timeoutMs} ms for rank ${peer} ${STAGE_WAIT[stage] ?? `(stage ${stage})`}`,
         { code: "E_TIMEOUT", op });
@@ -638,6 +701,7 @@ export class PlanFactory {
     root = 0, counts?: [BigUint64Array, BigUint64Array]): CollectivePlan {
     const c = this.#comm;
     Communicator.internals(c).guard(op);
+    if (c.nodes > 1) this.#interNode(op, kind, count, input ?? output);
     const ctas = opts.ctas ?? 0;
     if (ctas !== 0) positiveInt(op, "ctas", ctas, c.maxCtas);
     const algorithm = opts.algorithm ?? "auto";
@@ -649,6 +713,28 @@ export class PlanFactory {
       algorithm: ALGORITHMS[algorithm], stream: c.stream.handle,
     });
     return new CollectivePlan(c, op, params, [input, output].filter((t): t is Tensor => t !== undefined), counts);
+  }
+
+  /** Multi-node communicators: which collectives exist, and what fits the inter-node staging. */
+  #interNode(op: string, kind: KindName, count: number, t: Tensor | undefined): void {
+    const c = this.#comm;
+    if (kind === "allToAll" || kind === "broadcast") {
+      throw new UnsupportedError(`${kind} is single-node only: this communicator spans ${c.nodes} nodes ` +
+        "(allGather, reduceScatter, allReduce and barrier are hierarchical)", { code: "E_UNSUPPORTED", op });
+    }
+    if (kind === "barrier" || !t) return;
+    const elem = DTYPES[t.dtype].bytes;
+    let bytes = count * elem;
+    if (kind === "allReduce") {
+      const align = 16 / elem;
+      bytes = Math.ceil(Math.ceil(count / c.localSize) / align) * align * elem;
+    }
+    if (bytes > c.interNodeBytes) {
+      const what = kind === "allReduce" ? `its shard of ${count} elements over ${c.localSize} local rank(s) is ${bytes} bytes` : `one rank's block is ${bytes} bytes`;
+      throw new ArgumentError(op, kind === "reduceScatter" ? "output" : "input",
+        `is too large for the inter-node staging: ${what} but interNodeBytes is ${c.interNodeBytes} ` +
+        "(create the communicator with a larger interNodeBytes)");
+    }
   }
 
   #local(t: Tensor, op: string, argument: string): void {

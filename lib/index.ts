@@ -36,3 +36,4 @@ export {
   type Command as ProxyCommand, type Exchange, type ProxyOptions, type ProxyStats, type PutCommand, type SignalTarget,
   type TransportInfo, type TransportOptions,
 } from "./transport.ts";
+export { planNodes, type NodePlan } from "./internode.ts";

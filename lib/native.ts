@@ -97,6 +97,8 @@ export const symbols = {
   weft_proxy_abort: { args: [T.ptr /* proxy */], returns: T.i32 },
   weft_proxy_set_paused: { args: [T.ptr /* proxy */, T.i32 /* paused */], returns: T.i32 },
   weft_proxy_device_push: { args: [T.ptr /* proxy */, T.ptr /* const WeftProxyCommand* tmpl */, T.u32 /* ctas */, T.u32 /* threads */, T.u32 /* per_thread */, T.u32 /* timeout_ms */, T.ptr /* uint64_t[2] failures (device) */, T.ptr /* stream */], returns: T.i32 },
+  weft_comm_internode_bytes: { args: [T.i32 /* nodes */, T.u64 /* slot_bytes */, T.ptr /* uint64_t* send_bytes */, T.ptr /* uint64_t* recv_bytes */], returns: T.i32 },
+  weft_comm_set_internode: { args: [T.ptr /* comm */, T.ptr /* const WeftCommInterNode* */], returns: T.i32 },
 
   // baselines for benchmarks (dlopen'ed cuBLASLt, NCCL)
   weft_cublaslt_available: { args: [T.ptr /* int32_t* */, T.ptr /* const char** path */], returns: T.i32 },

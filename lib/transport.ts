@@ -485,6 +485,10 @@ export class Proxy implements Disposable {
     return this.#handle;
   }
 
+  get disposed(): boolean {
+    return this.#handle === 0;
+  }
+
   /** Host-lane commands completed so far (every ticket below this is done). */
   get completed(): number {
     this.handle;

@@ -575,6 +575,52 @@ WEFT_API int weft_proxy_device_push(WeftProxy* proxy, const WeftProxyCommand* tm
                                     uint32_t threads, uint32_t per_thread, uint32_t timeout_ms,
                                     void* failures, void* stream);
 
+/* Multi-node communicator (hierarchical collectives). A WeftComm made over the ranks of ONE node
+ * (rank = local rank, world_size = local size) becomes one rank of a multi-node group once it is
+ * given the inter-node resources below; lib/comm.ts drives the set-up (transport, proxy with a
+ * device lane, two host-mapped staging buffers registered with the transport on every rank).
+ * Ranks are rail-aligned and node-major: global rank = node * local_size + local rank, and local
+ * rank l exchanges only with local rank l of the other nodes.
+ * After it, weft_collective runs allGather, reduceScatter, allReduce and barrier hierarchically
+ * (NVLink inside the node, the proxy between nodes, one kernel per call) with counts and sizes in
+ * global terms (world = nodes * local_size); all-to-all and broadcast fail with UNSUPPORTED.
+ *
+ * Staging layouts (weft_comm_internode_bytes gives both sizes):
+ *   send  [2 epoch parity][nodes][slot_bytes]               written by this GPU, read by the NIC
+ *   recv  signals u64[nodes][256 CTAs] (padded to 4 KiB),  raised by the peers' proxies (epochs)
+ *         then [2 epoch parity][nodes][slot_bytes]          written by the peers' NICs
+ * One call moves at most slot_bytes per (rank, peer node): an all-gather or reduce-scatter block,
+ * or an all-reduce shard (count / local_size). */
+typedef struct WeftCommInterNode {
+  uint32_t size;    /* sizeof(WeftCommInterNode) */
+  uint32_t version; /* 1 */
+  int32_t rank;       /* global rank: node * local_size + the communicator's rank */
+  int32_t world_size; /* nodes * local_size */
+  int32_t node;
+  int32_t nodes;      /* >= 2 */
+  int32_t send_region; /* transport regions (the same index on every rank) */
+  int32_t recv_region;
+  uint64_t send_staging; /* device alias of the host-mapped send staging */
+  uint64_t send_bytes;
+  uint64_t recv_staging; /* device alias of the host-mapped receive staging */
+  uint64_t recv_bytes;
+  uint64_t slot_bytes;   /* multiple of 256 */
+  uint64_t fifo_slots;   /* the proxy's device lane (WeftProxyFifo.device_slots, device_head, */
+  uint64_t fifo_head;    /* device_control, capacity) */
+  uint64_t fifo_control;
+  uint32_t fifo_capacity;
+  uint32_t reserved;
+} WeftCommInterNode;
+
+WEFT_API int weft_comm_internode_bytes(int32_t nodes, uint64_t slot_bytes, uint64_t* out_send_bytes,
+                                       uint64_t* out_recv_bytes);
+/* Once, after weft_comm_connect. The staging and the proxy must outlive the communicator's last
+ * collective (tear down: close_peers, then stop the proxy, close the transport, free staging). */
+WEFT_API int weft_comm_set_internode(WeftComm* comm, const WeftCommInterNode* inter);
+/* Failure stage of a hierarchical collective waiting for another node (WeftCollectiveStage):
+ * the peer in the reason word is a global rank; code WEFT_E_TIMEOUT, or the proxy's WEFT_E_*. */
+#define WEFT_STAGE_REMOTE 6
+
 /* ---- baselines for benchmarks (dlopen'ed cuBLASLt, NCCL) ------------------------------------- */
 
 /* 1 when libcublasLt.so.13 (or libcublasLt.so) could be loaded, else 0 (not an error); out_path

@@ -254,6 +254,25 @@ std::string build() {
   FIELD(WeftProxyStats, transport_writes);
   FIELD(WeftProxyStats, transport_bytes);
   FIELD(WeftProxyStats, transport_signal_writes);
+  STRUCT(WeftCommInterNode);
+  FIELD(WeftCommInterNode, size);
+  FIELD(WeftCommInterNode, version);
+  FIELD(WeftCommInterNode, rank);
+  FIELD(WeftCommInterNode, world_size);
+  FIELD(WeftCommInterNode, node);
+  FIELD(WeftCommInterNode, nodes);
+  FIELD(WeftCommInterNode, send_region);
+  FIELD(WeftCommInterNode, recv_region);
+  FIELD(WeftCommInterNode, send_staging);
+  FIELD(WeftCommInterNode, send_bytes);
+  FIELD(WeftCommInterNode, recv_staging);
+  FIELD(WeftCommInterNode, recv_bytes);
+  FIELD(WeftCommInterNode, slot_bytes);
+  FIELD(WeftCommInterNode, fifo_slots);
+  FIELD(WeftCommInterNode, fifo_head);
+  FIELD(WeftCommInterNode, fifo_control);
+  FIELD(WeftCommInterNode, fifo_capacity);
+  FIELD(WeftCommInterNode, reserved);
 
   return l.end();
 }

@@ -80,14 +80,16 @@ export function freePorts(n: number): number[] {
   return ports;
 }
 
-/** Parent side: one worker per rank on this host (torchrun-style environment, store on `port`),
- * every report printed; returns the failures, exit codes and report counts per rank. */
-export async function runCheckWorkers(script: string, world: number, env: Record<string, string> = {},
+/** Parent side: one worker per rank on this host (torchrun-style environment, store on `port`,
+ * `env` added: the same for every rank, or per rank), every report printed; returns the failures,
+ * exit codes and report counts per rank. */
+export async function runCheckWorkers(script: string, world: number,
+  env: Record<string, string> | ((rank: number) => Record<string, string>) = {},
   port = freePorts(1)[0]!): Promise<{ failed: string[]; exits: number[]; reported: number[] }> {
   const procs = Array.from({ length: world }, (_, rank) => Bun.spawn([process.execPath, script], {
     env: {
       ...process.env, RANK: String(rank), WORLD_SIZE: String(world), LOCAL_RANK: String(rank), LOCAL_WORLD_SIZE: String(world),
-      MASTER_ADDR: "127.0.0.1", MASTER_PORT: String(port), ...env,
+      MASTER_ADDR: "127.0.0.1", MASTER_PORT: String(port), ...(typeof env === "function" ? env(rank) : env),
     },
     stdout: "pipe",
     stderr: "inherit",

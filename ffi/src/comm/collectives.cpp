@@ -194,6 +194,7 @@ WEFT_API int weft_collective(WeftComm* comm, const WeftCollectiveParams* p) {
     WEFT_REQUIRE(p->size >= sizeof(WeftCollectiveParams), "params->size is %u but WeftCollectiveParams needs %zu bytes (ABI mismatch)",
                  p->size, sizeof(WeftCollectiveParams));
     WEFT_REQUIRE(p->kind >= WEFT_ALL_GATHER && p->kind <= WEFT_BARRIER, "kind %d is not a WeftCollectiveKind", p->kind);
+    if (c.inter.nodes > 1) return comm::hierarchical_collective(c, *p);
     const char* op = kind_name(p->kind);
     const uint32_t elem = dtype_bytes(p->dtype);
     WEFT_REQUIRE(elem != 0, "%s: dtype %d is not a WeftDtype", op, p->dtype);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "collectives/args.h"
+#include "collectives/hierarchical.h"
 #include "weft.h"
 
 struct WeftComm;
@@ -55,11 +56,16 @@ struct WeftComm {
   // (ffi/src/comm/collectives.cpp): [kernel host stub, CUfunction] pairs.
   std::vector<std::pair<const void*, void*>> functions;
   weft::comm::LaunchGraph graph;
+  // Multi-node (weft_comm_set_internode): nodes == 0 while the communicator is one node.
+  weft::coll::InterNode inter{};
 };
 
 namespace weft::comm {
 
 // Throws unless `comm` is a live, connected communicator (when `connected`).
 WeftComm& require(WeftComm* comm, bool connected);
+
+// weft_collective on a multi-node communicator (internode.cpp).
+void hierarchical_collective(WeftComm& c, const WeftCollectiveParams& p);
 
 }  // namespace weft::comm

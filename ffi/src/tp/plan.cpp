@@ -16,6 +16,7 @@
 #include "status.hpp"
 #include "tensor_map.hpp"
 #include "tp/choice.hpp"
+#include "tp/internode.hpp"
 #include "weft.h"
 
 using namespace weft;
@@ -37,6 +38,8 @@ struct WeftTpPlan {
   uint64_t* scratch_host = nullptr;
   uint64_t* scratch_dev = nullptr;
   uint32_t* scratch_arrivals = nullptr;
+  // A communicator over several nodes: the proxy path (tp/internode.cpp) instead of all of the above.
+  std::unique_ptr<tp::InterAg> inter;
 };
 
 namespace {
@@ -445,7 +448,7 @@ WEFT_API int weft_tp_choose(WeftComm* comm, const WeftTpParams* params, WeftTpCh
     validate(c, params);
     WEFT_REQUIRE(out && out->size == sizeof(WeftTpChoice) && out->version == 1,
                  "out must be a WeftTpChoice with size %zu and version 1", sizeof(WeftTpChoice));
-    fill_choice(tp::choose(c, *params), out);
+    fill_choice(c.inter.nodes > 1 ? tp::internode_choose(c, *params) : tp::choose(c, *params), out);
   });
 }
 
@@ -455,7 +458,7 @@ WEFT_API int weft_tp_plan_create(WeftComm* comm, const WeftTpParams* params, Wef
     validate(c, params);
     WEFT_REQUIRE(out_plan, "out_plan must not be NULL");
     validate_tensors(c, *params);
-    const tp::Choice choice = tp::choose(c, *params);
+    const tp::Choice choice = c.inter.nodes > 1 ? tp::internode_choose(c, *params) : tp::choose(c, *params);
     WEFT_REQUIRE(params->workspace_bytes >= choice.layout.total,
                  "workspace_bytes (%llu) is smaller than the plan needs (%llu, weft_tp_choose)",
                  (unsigned long long)params->workspace_bytes, (unsigned long long)choice.layout.total);
@@ -486,11 +489,15 @@ WEFT_API int weft_tp_plan_create(WeftComm* comm, const WeftTpParams* params, Wef
       // Flags start at 0 and padding stays 0 (stream-ordered; the caller orders it before any peer's
       // first launch with a barrier on the same stream).
       WEFT_CUDA(cudaMemsetAsync(plan->workspace, 0, choice.layout.total, plan->stream));
-      if (choice.path == WEFT_TP_PATH_FUSED) {
-        if (plan->problem.op == WEFT_TP_ALL_GATHER_GEMM) build_all_gather(*plan);
-        else build_scatter(*plan);
+      if (c.inter.nodes > 1) {
+        plan->inter = tp::internode_build(c, *params, choice, plan->workspace, plan->stream);
+      } else {
+        if (choice.path == WEFT_TP_PATH_FUSED) {
+          if (plan->problem.op == WEFT_TP_ALL_GATHER_GEMM) build_all_gather(*plan);
+          else build_scatter(*plan);
+        }
+        preload(*plan);
       }
-      preload(*plan);
     } catch (...) {
       release(*plan);
       throw;
@@ -507,6 +514,7 @@ WEFT_API int weft_tp_plan_launch(WeftTpPlan* plan, const WeftTpLaunch* launch) {
     WEFT_REQUIRE(launch->done != 0 && launch->arrivals != 0, "launch->done and launch->arrivals are required");
     comm::require(plan->comm, true);
     DeviceGuard g(plan->comm->device);
+    if (plan->inter) return tp::internode_launch(*plan->inter, *plan->comm, *launch);
     // A launch that fails part-way leaves this rank out of step with its peers; the error says so
     // through the status, and the peers' waits for it are bounded.
     ++plan->epoch;

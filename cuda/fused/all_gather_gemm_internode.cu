@@ -1,0 +1,255 @@
+// all_gather_gemm_internode.cu — column-parallel GEMM across nodes: out [M, n] = allgather(a) · b
+// as ONE persistent kernel per rank, the all-gather going over NVLink inside a node and through
+// the proxy (host-mapped staging, libfabric) between nodes. State and signals: internode.h;
+// topology and staging: collectives/hierarchical.h.
+//
+// Params: WeftTpParams (weft.h) is what the C ABI passes by pointer; ffi/src/tp/internode.cpp turns
+// it into InterAgLaunch once per plan. Each rank owns m_shard rows of A.
+//
+// CTAs [0, comm_ctas) move rows, in items taken round-robin (item i by CTA i % comm_ctas):
+//   items [0, chunks)     chunk c of this rank's rows -> every local peer's landing buffer (NVLink,
+//                         then that peer's flag) and the send staging, then one put+signal per
+//                         other node to the rank of this rail there (proxy device lane);
+//   items [chunks, ...)   (chunk c, i-th other node m): wait for m's signal [m][c] in the receive
+//                         staging, copy the rows from there into the landing buffer of every local
+//                         rank (this one included), raise their flags.
+// Sends come first in every CTA's sequence, so no CTA waits for data before its own sends are out.
+// The other CTAs run the GEMM: this rank's own rows first (A straight from `a`, no wait), then the
+// local peers' rows, then the other nodes' rows, chunk by chunk; before a remote tile's first load
+// the producer waits for that chunk's flag in this rank's own memory and fences the async proxy.
+//
+// Buffer reuse: landing slots, send and receive staging are double-buffered by epoch parity. A
+// rank writes slot e % 2 of a peer (landing over NVLink, staging through the proxy) in launch e
+// only after its launch e-1 has received that peer's rows of e-1 (the GEMM waited for every
+// chunk), which the peer produced only after its launch e-2, the last reader of slot e % 2, ended.
+#include "collectives/internode.cuh"
+#include "fused/internode.h"
+#include "fused/launch.cuh"
+#include "gemm/kernel.cuh"
+
+namespace weft::fused {
+
+namespace {
+
+using Params = WeftTpParams;  // what the C ABI passes (weft.h); see ffi/src/tp/internode.cpp
+
+template <int TileN, bool BNMajor>
+struct Config {
+  using Gemm = gemm::Config<TileN, 1, 1, BNMajor, false>;
+  static constexpr int kThreads = Gemm::kThreads;
+};
+
+// Tile order: this rank's tile rows; then the local peers' rows, chunk-major (chunk c of every
+// local peer before chunk c + 1); then the other nodes' rows, chunk-major, rail first (its rows
+// arrive straight from the proxy; the other rails' rows come forwarded by the local peers). Grouped
+// bands never straddle a chunk.
+template <class Cfg>
+class InterAgScheduler {
+ public:
+  __device__ InterAgScheduler(const gemm::Problem& p, const InterAgState& s, uint32_t)
+      : tiles_n_((p.n + Cfg::kTileN - 1) / Cfg::kTileN),
+        shard_tiles_(s.m_shard / Cfg::kTileM),
+        chunk_tiles_(s.chunk_rows / Cfg::kTileM),
+        group_(s.group_m),
+        local_rank_(s.local_rank),
+        local_size_(s.local_size),
+        node_(int32_t(s.inter.node)),
+        nodes_(int32_t(s.inter.nodes)),
+        unit_(static_cast<int32_t>(blockIdx.x) - s.comm_ctas),
+        stride_(static_cast<int32_t>(gridDim.x) - s.comm_ctas) {
+    units_ = nodes_ * local_size_ * shard_tiles_ * tiles_n_;
+  }
+
+  __device__ bool next(gemm::TileCoord& t) {
+    if (unit_ >= units_) return false;
+    const int32_t per_band = group_ * tiles_n_;
+    const int32_t band = unit_ / per_band;
+    const int32_t local = unit_ - band * per_band;
+    int32_t v = band * group_ + local % group_;  // virtual tile row
+    t.tile_n = local / group_;
+    int32_t src, row;  // whose rows, and which tile row of that rank's shard
+    if (v < shard_tiles_) {
+      src = node_ * local_size_ + local_rank_;
+      row = v;
+    } else {
+      v -= shard_tiles_;
+      const int32_t local_tiles = shard_tiles_ * (local_size_ - 1);
+      const bool same_node = v < local_tiles;
+      if (!same_node) v -= local_tiles;
+      const int32_t sources = same_node ? local_size_ - 1 : (nodes_ - 1) * local_size_;
+      const int32_t per_chunk = chunk_tiles_ * sources;
+      const int32_t chunk = v / per_chunk;
+      const int32_t rest = v - chunk * per_chunk;
+      const int32_t i = rest / chunk_tiles_;
+      src = same_node ? node_ * local_size_ + (local_rank_ + 1 + i) % local_size_
+                      : ((node_ + 1 + i / local_size_) % nodes_) * local_size_ + (local_rank_ + i) % local_size_;
+      row = chunk * chunk_tiles_ + rest % chunk_tiles_;
+    }
+    t.tile_m = src * shard_tiles_ + row;
+    t.m0 = t.tile_m * Cfg::kTileM;
+    t.n0 = t.tile_n * Cfg::kTileN;
+    t.k_begin = 0;
+    t.k_blocks = -1;
+    unit_ += stride_;
+    return true;
+  }
+
+ private:
+  int32_t tiles_n_, shard_tiles_, chunk_tiles_, group_, local_rank_, local_size_, node_, nodes_, unit_, stride_, units_;
+};
+
+struct InterAgHooks : gemm::DefaultHooks {
+  using State = InterAgState;
+  // The last chunk seen complete: the next tiles of the same chunk need no poll.
+  struct ProducerState {
+    int32_t src = -1;
+    int32_t chunk = -1;
+  };
+  template <class Cfg>
+  using Scheduler = InterAgScheduler<Cfg>;
+
+  static __device__ __forceinline__ const CUtensorMap* a_map(const State& s, const gemm::TileCoord& t, int32_t& row) {
+    if (t.m0 / s.m_shard != int32_t(s.inter.rank)) return nullptr;  // the landing buffer, at the tile's own row
+    row = t.m0 - int32_t(s.inter.rank) * s.m_shard;
+    return &s.a_local;
+  }
+
+  static __device__ __forceinline__ bool before_tile_loads(const State& s, ProducerState& ps, const gemm::TileCoord& t) {
+    const int32_t src = t.m0 / s.m_shard;
+    if (src == int32_t(s.inter.rank)) return true;
+    const int32_t chunk = (t.m0 - src * s.m_shard) / s.chunk_rows;
+    if (src == ps.src && chunk == ps.chunk) return true;
+    const gemm::RowSignalGate gate{s.flags[s.local_rank] + int64_t(src) * s.chunks, s.epoch, src * s.m_shard, s.chunk_rows,
+                                   sys::WaitBudget{s.timeout_ns, nullptr}};
+    const bool ok = gate.wait(t);
+    // The chunk was written by other threads (a mover CTA here or on a local peer); TMA reads it next.
+    cta::fence_proxy_async_global();
+    ps.src = src;
+    ps.chunk = chunk;
+    return ok;
+  }
+};
+
+// A mover failed: the reason goes to the completion words as a collective's would (a WEFT_E_* code,
+// stage WEFT_STAGE_REMOTE, the peer's global rank), so the host names the peer.
+__device__ inline void report(const Completion& c, sys::WaitResult r, int64_t status, uint32_t peer) {
+  const int32_t code = status != 0 ? int32_t(status) : r == sys::WaitResult::kTimeout ? WEFT_E_TIMEOUT : WEFT_E_TRANSPORT;
+  cta::fail(c, code, WEFT_STAGE_REMOTE | (peer << 16));
+}
+
+// Item c < chunks: this rank's chunk c to the local peers (NVLink) and to every other node (proxy).
+__device__ inline bool send_chunk(const InterAgState& s, const Completion& completion, int32_t c) {
+  const coll::InterNode& x = s.inter;
+  const uint32_t parity = uint32_t(s.epoch & 1);
+  const uint64_t chunk_bytes = uint64_t(s.chunk_rows) * uint64_t(s.row_bytes);
+  const uint64_t at = (uint64_t(x.rank) * uint64_t(s.m_shard)) * uint64_t(s.row_bytes) + uint64_t(c) * chunk_bytes;
+  const uint64_t staged = coll::inter::send_offset(x, parity, 0) + uint64_t(c) * chunk_bytes;
+  const uint32_t peers = uint32_t(s.local_size - 1);
+  coll::copy_out(s.a + uint64_t(c) * chunk_bytes,
+                 [&](uint32_t i) { return i < peers ? s.landing[(s.local_rank + 1 + i) % s.local_size] + at : x.send + staged; },
+                 peers + 1, chunk_bytes, coll::cta_workers());
+  __syncthreads();
+  const uint32_t t = threadIdx.x;
+  // st.release.sys is cumulative through the barrier: the CTA's stores before the flag.
+  if (t < peers) {
+    const int32_t q = (s.local_rank + 1 + int32_t(t)) % s.local_size;
+    sys::signal_store(s.flags[q] + int64_t(x.rank) * s.chunks + c, s.epoch);
+  }
+  bool failed = false;
+  if (t + 1 < x.nodes) {
+    const uint32_t m = coll::inter::other_node(x, t);
+    const uint32_t peer = coll::inter::global_rank(x, m, uint32_t(s.local_rank));
+    int64_t status = 0;
+    const sys::WaitResult r = coll::inter::put_signal(x, peer, staged, coll::inter::recv_offset(x, parity, x.node) +
+                                                      uint64_t(c) * chunk_bytes, chunk_bytes, uint32_t(c), s.epoch,
+                                                      s.timeout_ns, &status);
+    if (r != sys::WaitResult::kOk) {
+      report(completion, r, status, peer);
+      failed = true;
+    }
+  }
+  return !__syncthreads_or(failed);
+}
+
+// Item (chunk c, node m): the rail peer on node m's chunk c, from the receive staging into every
+// local rank's landing buffer, then their flags.
+__device__ inline bool receive_chunk(const InterAgState& s, const Completion& completion, uint32_t m, int32_t c) {
+  const coll::InterNode& x = s.inter;
+  const uint32_t parity = uint32_t(s.epoch & 1);
+  const uint64_t chunk_bytes = uint64_t(s.chunk_rows) * uint64_t(s.row_bytes);
+  const uint32_t g = coll::inter::global_rank(x, m, uint32_t(s.local_rank));
+  bool failed = false;
+  if (threadIdx.x == 0) {
+    int64_t status = 0;
+    const sys::WaitResult r = coll::inter::await_signal(x, m, uint32_t(c), s.epoch, s.timeout_ns, nullptr, 0, &status);
+    if (r != sys::WaitResult::kOk) {
+      report(completion, r, status, g);
+      failed = true;
+    }
+  }
+  if (__syncthreads_or(failed)) return false;
+  const uint64_t at = (uint64_t(g) * uint64_t(s.m_shard)) * uint64_t(s.row_bytes) + uint64_t(c) * chunk_bytes;
+  coll::inter::copy_in(x.recv + coll::inter::recv_offset(x, parity, m) + uint64_t(c) * chunk_bytes,
+                       [&](uint32_t i) { return s.landing[(s.local_rank + int32_t(i)) % s.local_size] + at; },
+                       uint32_t(s.local_size), chunk_bytes, coll::cta_workers());
+  __syncthreads();
+  if (threadIdx.x < uint32_t(s.local_size)) {
+    const int32_t q = (s.local_rank + int32_t(threadIdx.x)) % s.local_size;
+    sys::signal_store(s.flags[q] + int64_t(g) * s.chunks + c, s.epoch);
+  }
+  return true;
+}
+
+__device__ inline void move_rows(const InterAgState& s, const Completion& completion) {
+  const int32_t remote = int32_t(s.inter.nodes) - 1;
+  const int32_t items = s.chunks * (1 + remote);
+  for (int32_t i = blockIdx.x; i < items; i += s.comm_ctas) {
+    if (i < s.chunks) {
+      if (!send_chunk(s, completion, i)) return;
+    } else {
+      const int32_t j = i - s.chunks;
+      if (!receive_chunk(s, completion, coll::inter::other_node(s.inter, uint32_t(j % remote)), j / remote)) return;
+    }
+  }
+}
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    all_gather_gemm_internode_kernel(const __grid_constant__ gemm::KernelParams<InterAgState> p) {
+  if (blockIdx.x < static_cast<uint32_t>(p.hooks.comm_ctas)) {
+    move_rows(p.hooks, p.completion);
+    __syncthreads();
+    cta::finish(p.completion);
+    return;
+  }
+  gemm::engine_cta<typename Cfg::Gemm, InterAgHooks>(p);
+}
+
+template <int TileN, bool BNMajor>
+cudaError_t launch_config(const InterAgLaunch& l) {
+  using Cfg = Config<TileN, BNMajor>;
+  gemm::KernelParams<InterAgState> p{};
+  p.a = l.landing;
+  p.b = l.b;
+  p.c = l.c;
+  p.problem = gemm::Problem{l.m, l.n, l.k, l.state.group_m};
+  p.tail = gemm::OutputTail{nullptr, l.n, l.n};  // the planner requires n to fill whole 16-byte chunks
+  p.completion = Completion{l.completion.done, l.completion.seq, l.completion.arrivals};
+  p.hooks = l.state;
+  const int ctas = l.gemm_ctas == 0 ? 0 : l.state.comm_ctas + l.gemm_ctas;
+  return launch_persistent<typename Cfg::Gemm, all_gather_gemm_internode_kernel<Cfg>>(p, ctas, l.stream);
+}
+
+}  // namespace
+
+bool all_gather_gemm_internode_supported(int tile_n) { return tile_n == 128 || tile_n == 256; }
+
+cudaError_t launch_all_gather_gemm_internode(const InterAgLaunch& l) {
+  switch (l.tile_n) {
+    case 256: return l.b_n_major ? launch_config<256, true>(l) : launch_config<256, false>(l);
+    case 128: return l.b_n_major ? launch_config<128, true>(l) : launch_config<128, false>(l);
+    default: return cudaErrorInvalidConfiguration;
+  }
+}
+
+}  // namespace weft::fused
