@@ -3,7 +3,7 @@
 // selects at plan creation (ffi/src/tp: WEFT_TP_SCATTER_VARIANT, WEFT_TP_SCATTER_LAG). Run it once
 // per setting (bench/tp-stages.sh); bench/NOTES-tp.md compares the settings.
 //
-//   WEFT_TP_SCATTER_VARIANT=2 bun bench/tp-stages.ts --label stores [--samples N]
+//   WEFT_TP_SCATTER_VARIANT=2 bun bench/tp-stages.ts --label stores [--samples N] [--mover copyEngine] [--cases rs,ar]
 //
 // Variants (cuda/fused/fused.h, ScatterVariant): 0 full op; 1 every store and add local (no NVLink
 // data); 2 the peers' adds become plain stores; 3 plain local stores, no flag waits; 4 as 3 without
@@ -25,6 +25,10 @@ import { Tensor } from "../lib/tensor.ts";
 const args = process.argv.slice(2);
 const opt = (name: string, fallback: string) => (args.includes(name) ? args[args.indexOf(name) + 1]! : fallback);
 const label = opt("--label", "full");
+// --mover ctas|copyEngine: the fused path's mover (copyEngine ignores the stage-out variants).
+const mover = opt("--mover", "ctas") as "ctas" | "copyEngine";
+// --cases rs,ar,decode: which groups of cases to run.
+const groups = opt("--cases", "rs,ar,decode").split(",");
 const SAMPLES = Number(opt("--samples", "12"));
 const variant = Number(process.env.WEFT_TP_SCATTER_VARIANT ?? 0);
 
@@ -43,9 +47,11 @@ const LARGE: [number, number, number][] = [
   [4096, 8192, 8192], [8192, 8192, 8192], [16384, 8192, 8192], [8192, 28672, 8192], [4096, 14336, 4096],
 ];
 const CASES: { op: Op; shape: [number, number, number]; tileN?: 64 | 128 | 256 }[] = [
-  ...(["gemmReduceScatter", "gemmAllReduce"] as const).flatMap((op) => LARGE.map((shape) => ({ op, shape }))),
-  { op: "gemmAllReduce", shape: [16, 8192, 8192] },
-  { op: "gemmAllReduce", shape: [512, 8192, 8192] },
+  ...(groups.includes("rs") ? LARGE.map((shape) => ({ op: "gemmReduceScatter" as Op, shape })) : []),
+  ...(groups.includes("ar") ? LARGE.map((shape) => ({ op: "gemmAllReduce" as Op, shape })) : []),
+  ...(groups.includes("decode") && mover === "ctas"
+    ? [{ op: "gemmAllReduce" as Op, shape: [16, 8192, 8192] as [number, number, number] }, { op: "gemmAllReduce" as Op, shape: [512, 8192, 8192] as [number, number, number] }]
+    : []),
 ];
 
 /** ms per launch (slower rank) over a back-to-back loop of `iters` launches. */
@@ -104,7 +110,7 @@ for (const { op, shape, tileN } of CASES) {
         : c.gemmAllReduce({ a: a[r]!, b: b[r]!, out: out[r]!, config })));
       return { out, plans, issue: () => plans.forEach((p) => p.launch()) };
     };
-    const fused = make({ path: "fused", ...(tileN ? { tileN } : {}) });
+    const fused = make({ path: "fused", mover, ...(tileN ? { tileN } : {}) });
     const gOut = comms.map((c) => keep(Tensor.empty([M, N], "bf16", { device: c.device })));
     const gemm = () => comms.forEach((c, r) => gemmSync(a[r]!, b[r]!, gOut[r]!, { stream: c.stream }));
     const [fusedMs, gemmMs] = timeAll([fused.issue, gemm]) as [number, number];
@@ -119,7 +125,7 @@ for (const { op, shape, tileN } of CASES) {
       streams.forEach((s) => s.synchronize());
       rel = Math.max(...comms.map((_, r) => relError(fused.out[r]!, seq.out[r]!, r)));
     }
-    const row = { label, variant, lagEnv: process.env.WEFT_TP_SCATTER_LAG ?? null, op, M, N, K, tileN: fused.plans[0]!.choice.tileN,
+    const row = { label, mover, variant, lagEnv: process.env.WEFT_TP_SCATTER_LAG ?? null, op, M, N, K, tileN: fused.plans[0]!.choice.tileN,
       fusedMs, gemmMs, ratio: fusedMs / gemmMs, hostFusedMs, hostGemmMs, rel };
     console.log(JSON.stringify(row));
     if (process.env.OUT) appendFileSync(join(process.env.OUT, `stages-${label}.jsonl`), JSON.stringify(row) + "\n");

@@ -96,7 +96,29 @@ struct ScatterState {
   int32_t m_shard;      // rows per rank (reduce-scatter)
   int32_t lag;          // rounds between an owner's tile and the same tile at the next rank (OwnerScheduler)
   int32_t variant;      // ScatterVariant: kScatterFull, or a stage left out (benchmarks only)
+  // Copy-engine mover (gemm_scatter_ce.cuh; copy_engine = 1, row ownership only). Chunk c of an
+  // owner's shard = tile-row band c / slabs (group_m tile rows) x tile-column slab c % slabs
+  // (slab_tiles tile columns): the unit each copy moves and each flag covers.
+  int32_t copy_engine;
+  int32_t chunks;       // per owner: bands x slabs
+  int32_t slabs;        // column slabs per band
+  int32_t slab_tiles;   // tile columns per slab
+  CUtensorMap staging;  // this rank's partials of the peers' rows [m, n], by global row (local memory)
+  CUtensorMap recv_map; // both parity slots [2 * world * m_shard, n] (L2 prefetch of received partials)
+  const uint16_t* recv; // this launch's slot [world][m_shard, n]: recv[q] = rank q's partial of my rows
+  int32_t recv_row0;    // the slot's first row in recv_map (parity x world x m_shard)
+  int32_t tile_n;       // columns per tile
+  int32_t ld;           // n: row stride of out, staging and recv, in elements
+  int32_t pad_;
+  uint64_t* counts;     // [world][chunks] local: half-tiles stored per chunk of owner q's rows (red.add)
+  // Progress words, written by the copy-engine streams (cuStreamWriteValue64) in the SENDER's memory,
+  // value (epoch << kProgressShift) | chunks landed so far (a stream copies chunks in index order):
+  const uint64_t* partials[kMaxRanks];  // partials[q]: rank q's [world]: q's partials of dest's rows
+  const uint64_t* finals[kMaxRanks];    // finals[q]: rank q's [world]: q's final rows in dest's out (all-reduce)
 };
+
+// Progress word value: the launch's epoch above kProgressShift bits, chunks landed below.
+constexpr int kProgressShift = 20;
 
 struct ScatterLaunch {
   CUtensorMap a, b;

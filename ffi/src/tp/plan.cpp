@@ -4,6 +4,7 @@
 // GEMM and our collective on the plan's stream, with padded copies where TMA needs them.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -202,6 +203,29 @@ void build_scatter(WeftTpPlan& plan) {
   l.b_n_major = !p.b_nk;
   l.ctas = ch.gemm_ctas;
   l.stream = plan.stream;
+  if (ch.mover != WEFT_TP_MOVER_COPY_ENGINE) return;
+  s.variant = fused::kScatterFull;
+  s.copy_engine = 1;
+  s.chunks = ch.chunks;
+  s.slabs = ch.slabs;
+  s.slab_tiles = ch.slab_tiles;
+  s.tile_n = ch.tile_n;
+  s.ld = int32_t(p.n);
+  char* ws = plan.workspace;
+  encode_bf16(&s.staging, ws + ch.layout.staging_ce.offset, p.n, p.m, p.n, boxes.c, "staging");
+  encode_bf16(&s.recv_map, ws + ch.layout.recv.offset, p.n, 2ull * p.world * p.m_shard, p.n, boxes.c, "receive slots");
+  s.counts = reinterpret_cast<uint64_t*>(ws + ch.layout.counts.offset);
+  for (int q = 0; q < p.world; ++q) {
+    const auto* words = reinterpret_cast<const uint64_t*>(on_rank(c, q, ws + ch.layout.progress.offset));
+    s.partials[q] = words;
+    s.finals[q] = words + p.world;
+  }
+  for (int j = 0; j + 1 < p.world; ++j) {
+    cudaStream_t side = nullptr;
+    WEFT_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+    plan.side.push_back(side);
+  }
+  WEFT_CUDA(cudaEventCreateWithFlags(&plan.start, cudaEventDisableTiming));
 }
 
 gemm::CompletionWords scratch_words(const WeftTpPlan& plan) {
@@ -263,12 +287,89 @@ void launch_all_gather_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
   }
 }
 
+// Copy-engine reduce-scatter / all-reduce: the side stream to each peer, enqueued right after the
+// kernel (see gemm_scatter_ce.cuh). It starts behind everything before this launch on the plan's
+// stream, then for every chunk of the peer's rows: wait until the kernel has stored all of the
+// chunk's half-tiles into staging, copy them into the peer's receive slot, advance the progress
+// word; all-reduce then does the same for this rank's final rows into the peer's out. The waits are
+// on counts the kernel raises unconditionally (peer tiles wait for nothing), so they always end.
+void enqueue_scatter_copies(WeftTpPlan& plan) {
+  const WeftComm& c = *plan.comm;
+  const tp::Problem& p = plan.problem;
+  const tp::Choice& ch = plan.choice;
+  const fused::ScatterState& s = plan.scatter.state;
+  const auto wait = driver::streamWaitValue64();
+  const auto write = driver::streamWriteValue64();
+  char* ws = plan.workspace;
+  const uint64_t row_bytes = uint64_t(p.n) * 2;
+  const int64_t band_rows = int64_t(ch.group_m) * gemm::kTileM;
+  const int64_t tiles_n = (p.n + ch.tile_n - 1) / ch.tile_n;
+  const uint64_t slot_rows = uint64_t(p.world) * p.m_shard;
+  const uint64_t parity_row0 = (plan.epoch & 1) * slot_rows;
+  auto* progress = reinterpret_cast<uint64_t*>(ws + ch.layout.progress.offset);  // this rank's words
+  // One chunk of owner `o`'s rows from `src` (rows indexed as in `src_row0` + shard row) to `dst`.
+  auto chunk_copy = [&](cudaStream_t st, int o, int32_t chunk, char* dst, uint64_t dst_row0, const char* src,
+                        uint64_t src_row0) {
+    const int64_t band = chunk / ch.slabs, slab = chunk % ch.slabs;
+    const int64_t tiles = std::min<int64_t>(ch.slab_tiles, tiles_n - slab * ch.slab_tiles);
+    const uint64_t halves = uint64_t(ch.group_m) * 2 * tiles;
+    const CUresult r = wait(st, reinterpret_cast<CUdeviceptr>(s.counts + int64_t(o) * ch.chunks + chunk),
+                            plan.epoch * halves, CU_STREAM_WAIT_VALUE_GEQ);
+    WEFT_REQUIRE(r == CUDA_SUCCESS, "cuStreamWaitValue64 failed (CUresult %d)", int(r));
+    const int64_t col0 = slab * ch.slab_tiles * ch.tile_n;
+    const int64_t cols = std::min<int64_t>(int64_t(ch.slab_tiles) * ch.tile_n, p.n - col0);
+    const uint64_t row = uint64_t(band * band_rows);
+    WEFT_CUDA(cudaMemcpy2DAsync(dst + (dst_row0 + row) * row_bytes + col0 * 2, row_bytes,
+                                src + (src_row0 + row) * row_bytes + col0 * 2, row_bytes, size_t(cols) * 2,
+                                size_t(band_rows), cudaMemcpyDeviceToDevice, st));
+  };
+  auto advance = [&](cudaStream_t st, uint64_t* word, int32_t done) {
+    const uint64_t v = (plan.epoch << fused::kProgressShift) | uint64_t(done);
+    const CUresult r = write(st, reinterpret_cast<CUdeviceptr>(word), v, 0);
+    WEFT_REQUIRE(r == CUDA_SUCCESS, "cuStreamWriteValue64 failed (CUresult %d)", int(r));
+  };
+  const char* staging = ws + ch.layout.staging_ce.offset;
+  char* out = reinterpret_cast<char*>(plan.params.out);
+  for (int j = 0; j + 1 < p.world; ++j) {
+    const int dest = (p.rank + 1 + j) % p.world;
+    cudaStream_t st = plan.side[j];
+    WEFT_CUDA(cudaStreamWaitEvent(st, plan.start, 0));
+    char* recv = on_rank(c, dest, ws + ch.layout.recv.offset);
+    for (int32_t chunk = 0; chunk < ch.chunks; ++chunk) {
+      // My partial of dest's rows (staging rows dest * m_shard ..) into dest's slot for me.
+      chunk_copy(st, dest, chunk, recv, parity_row0 + uint64_t(p.rank) * p.m_shard, staging, uint64_t(dest) * p.m_shard);
+      advance(st, progress + dest, chunk + 1);
+    }
+    if (p.op == WEFT_TP_GEMM_ALL_REDUCE) {
+      char* peer_out = on_rank(c, dest, out);
+      const uint64_t mine = uint64_t(p.rank) * p.m_shard;
+      for (int32_t chunk = 0; chunk < ch.chunks; ++chunk) {
+        chunk_copy(st, p.rank, chunk, peer_out, mine, out, mine);
+        advance(st, progress + p.world + dest, chunk + 1);
+      }
+    }
+  }
+}
+
 void launch_scatter_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
   fused::ScatterLaunch& l = plan.scatter;
   l.state.epoch = plan.epoch;
   l.completion = launch_words(launch);
+  const bool copy_engine = l.state.copy_engine != 0;
+  if (copy_engine) {
+    const tp::Problem& p = plan.problem;
+    const uint64_t slot_rows = uint64_t(p.world) * p.m_shard;
+    const uint64_t row0 = (plan.epoch & 1) * slot_rows;
+    l.state.recv = reinterpret_cast<const uint16_t*>(plan.workspace + plan.choice.layout.recv.offset + row0 * uint64_t(p.n) * 2);
+    l.state.recv_row0 = int32_t(row0);
+    // The side streams start behind everything before this launch (the previous launch included).
+    WEFT_CUDA(cudaEventRecord(plan.start, plan.stream));
+  }
   if (l.state.all_reduce) WEFT_CUDA(fused::launch_gemm_all_reduce(l));
   else WEFT_CUDA(fused::launch_gemm_reduce_scatter(l));
+  // After the kernel: a side stream that shared a hardware queue with the plan's stream would
+  // otherwise hold the kernel back behind a wait that only the kernel can end.
+  if (copy_engine) enqueue_scatter_copies(plan);
 }
 
 // Our collective on the plan's stream; `last` = nothing follows it, so it publishes the launch's own
