@@ -5,14 +5,15 @@
 //                  row shard and ends with its own: every peer-owned tile comes before any own tile
 //                  (CeScheduler). Ownership is by row shard (m_shard a multiple of 128).
 //   peer tiles     stored (bf16 partial) into the local staging buffer [m, n] at the tile's global row;
-//                  once a half-tile's stores are complete, counts[owner][chunk] += 1 (red.release.sys).
-//   copy engines   one side stream per peer, all enqueued at launch: for each chunk of that peer's
-//                  rows, cuStreamWaitValue64(counts >= epoch x half-tiles of the chunk), a 2-D
-//                  cudaMemcpyAsync of the chunk into the peer's receive slot (its rows of my partial),
-//                  then cuStreamWriteValue64 of my progress word for that peer (partials[me][peer] =
-//                  epoch << kProgressShift | chunks landed). All-reduce then broadcasts: for each chunk
-//                  of my own rows, wait for my own tiles' counts, copy the final rows into the peer's
-//                  out, write finals[me][peer].
+//                  once a half-tile's stores are complete, counts[owner][chunk] += 1, and the half-tile
+//                  that completes the chunk sets ready[owner][chunk] = ready_bit(epoch) (fused.h).
+//   copy engines   one side stream per peer, replayed as a CUDA graph per launch class (epoch mod 4,
+//                  so that every value in it is a constant): for each chunk of that peer's rows,
+//                  cuStreamWaitValue64(ready & bit), a 2-D cudaMemcpyAsync of the chunk into the
+//                  peer's receive slot (its rows of my partial), then cuStreamWriteValue64 of my
+//                  progress word for that peer (tag << kProgressShift | chunks landed). All-reduce
+//                  then broadcasts: for each chunk of my own rows, wait for its ready bit, copy the
+//                  final rows into the peer's out, write my second progress word for that peer.
 //   own tiles      the producer waits (bounded) until every peer's progress word covers the tile's
 //                  chunk, then prefetches the received partials of the tile into L2; the epilogue adds
 //                  them to the fp32 accumulators (one rounding) and stores into the local out.
@@ -80,10 +81,10 @@ class CeScheduler {
 
 struct CeScatterHooks : gemm::DefaultHooks {
   using State = ScatterState;
-  // The progress every peer has been seen to reach (min over peers): own tiles of chunks below it
-  // need no poll.
+  // Chunks of this rank's rows that every peer's partials are known to have landed for: own tiles
+  // of lower chunks need no poll.
   struct ProducerState {
-    uint64_t seen = 0;
+    int32_t seen = 0;
   };
   template <class Cfg>
   using Scheduler = CeScheduler<Cfg>;
@@ -94,8 +95,21 @@ struct CeScatterHooks : gemm::DefaultHooks {
   static __device__ __forceinline__ int32_t owner(const State& s, const gemm::TileCoord& t) {
     return t.tile_m / s.shard_tiles;
   }
-  static __device__ __forceinline__ uint64_t progress(const State& s, int32_t chunks_done) {
-    return (s.epoch << kProgressShift) | uint64_t(chunks_done);
+  static constexpr uint64_t kDoneMask = (uint64_t(1) << kProgressShift) - 1;
+  // q's progress word of `kind` towards `dest`, as mapped here.
+  static __device__ __forceinline__ const uint64_t* word(const State& s, int32_t q, int kind, int32_t dest) {
+    return s.progress[q] + progress_index(s.epoch, kind, s.world, dest);
+  }
+  // Waits until the word says this launch has landed at least `need` chunks.
+  static __device__ __forceinline__ bool wait_landed(const State& s, const uint64_t* w, int32_t need) {
+    const uint64_t tag = progress_tag(s.epoch);
+    const auto done = [&](uint64_t v) { return (v >> kProgressShift) == tag && int64_t(v & kDoneMask) >= need; };
+    return sys::wait_until(w, done, budget(s)) == sys::WaitResult::kOk;
+  }
+  // Half-tiles in chunk c of any owner: group_m tile rows x the slab's tile columns x 2.
+  static __device__ __forceinline__ uint64_t halves(const State& s, int32_t c) {
+    const int32_t slab = c % s.slabs;
+    return uint64_t(s.group_m) * 2 * min(s.slab_tiles, s.tiles_n - slab * s.slab_tiles);
   }
   static __device__ __forceinline__ sys::WaitBudget budget(const State& s) { return sys::WaitBudget{s.timeout_ns, nullptr}; }
 
@@ -111,18 +125,18 @@ struct CeScatterHooks : gemm::DefaultHooks {
 
   static __device__ bool before_tile_loads(const State& s, ProducerState& ps, const gemm::TileCoord& t) {
     if (s.world == 1 || owner(s, t) != s.rank) return true;
-    const uint64_t need = progress(s, ce_chunk(s, t, s.rank) + 1);
+    const int32_t need = ce_chunk(s, t, s.rank) + 1;
     bool ok = true;
     if (ps.seen < need) {
-      uint64_t seen = ~uint64_t(0);
+      int32_t seen = s.chunks;
       for (int32_t q = 0; q < s.world; ++q) {
         if (q == s.rank) continue;
-        const uint64_t* word = s.partials[q] + s.rank;
-        ok = ok && sys::wait_at_least(word, need, budget(s)) == sys::WaitResult::kOk;
-        const uint64_t v = sys::signal_load(word);
-        seen = v < seen ? v : seen;
+        const uint64_t* w = word(s, q, 0, s.rank);
+        ok = ok && wait_landed(s, w, need);
+        const int32_t d = int32_t(sys::signal_load(w) & kDoneMask);
+        seen = d < seen ? d : seen;
       }
-      ps.seen = seen;
+      ps.seen = ok ? seen : 0;
     }
     // The tile's received partials, into L2 while the tile's math runs (the epilogue reads them).
     const int32_t row = s.recv_row0 + (t.m0 - s.rank * s.m_shard);
@@ -181,22 +195,25 @@ struct CeScatterHooks : gemm::DefaultHooks {
     return owner(s, stored) != s.rank && owner(s, next) == s.rank;
   }
 
-  // A half-tile's stores are complete and fenced (settle_pending): count it for its chunk.
+  // A half-tile's stores are complete and fenced (settle_pending): count it for its chunk; the last
+  // half-tile of the chunk (its acq_rel add sees every other one's release) marks the chunk ready
+  // for the side stream.
   static __device__ void after_tile_stored(const State& s, const gemm::TileCoord& t, int) {
     const int32_t o = owner(s, t);
-    sys::signal_add(s.counts + int64_t(o) * s.chunks + ce_chunk(s, t, o), 1);
+    const int32_t c = ce_chunk(s, t, o);
+    const int64_t at = int64_t(o) * s.chunks + c;
+    const uint64_t old = sys::signal_fetch_add(s.counts + at, 1);
+    if (old + 1 == s.epoch * halves(s, c)) sys::signal_store(s.ready + at, ready_bit(s.epoch));
   }
 
   static __device__ bool before_finish(const State& s) {
     if (s.world == 1) return true;
-    const uint64_t all = progress(s, s.chunks);
     bool ok = true;
     for (int32_t q = 0; q < s.world; ++q) {
       if (q == s.rank) continue;
       // This rank's side stream to q is done with staging (and with out's own rows).
-      const uint64_t* mine = s.all_reduce ? s.finals[s.rank] + q : s.partials[s.rank] + q;
-      ok = ok && sys::wait_at_least(mine, all, budget(s)) == sys::WaitResult::kOk;
-      if (s.all_reduce) ok = ok && sys::wait_at_least(s.finals[q] + s.rank, all, budget(s)) == sys::WaitResult::kOk;
+      ok = ok && wait_landed(s, word(s, s.rank, s.all_reduce ? 1 : 0, q), s.chunks);
+      if (s.all_reduce) ok = ok && wait_landed(s, word(s, q, 1, s.rank), s.chunks);
     }
     return ok;
   }

@@ -40,8 +40,8 @@ struct Machine {
   // chunks per owner (each costs a host enqueue of ~3 driver calls), the GEMM's slowdown from the
   // staging stores and the own rows' extra reads (predicted, bench/NOTES-tp.md version 3), and
   // whether "auto" may pick it at all (only once measured faster).
-  double ce_chunk_bytes = 2 << 20;
-  int64_t ce_max_chunks = 64;
+  double ce_chunk_bytes = 4 << 20;
+  int64_t ce_max_chunks = 32;
   double ce_gemm_factor = 1.03;
   bool ce_scatter_default = false;
 };
@@ -246,7 +246,7 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
                    static_cast<long long>(p.m));
       double ce_us = 0;
       if (ce_ok) {
-        // Chunks of ~2 MiB (a 2-D copy each), at most 64 per owner (host enqueue cost per launch).
+        // Chunks of ~4 MiB (a 2-D copy each), at most 32 per owner (nodes of the side streams' graph).
         const int64_t tiles_n = ceil_div(p.n, c.tile_n);
         const int64_t bands = c.shard_tiles / c.group_m;
         const double slab_bytes = double(c.group_m) * gemm::kTileM * c.tile_n * 2;
@@ -290,7 +290,8 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       add(l, l.landing, 2ull * W * p.m_shard * p.k * 2);
     } else if (c.mover == WEFT_TP_MOVER_COPY_ENGINE) {
       add(l, l.counts, uint64_t(W) * c.chunks * 8);
-      add(l, l.progress, 2ull * W * 8);
+      add(l, l.ready, uint64_t(W) * c.chunks * 8);
+      add(l, l.progress, 4ull * W * 8);
       add(l, l.staging_ce, uint64_t(p.m) * p.n * 2);
       add(l, l.recv, 2ull * W * p.m_shard * p.n * 2);
     } else {

@@ -25,10 +25,10 @@ struct Region {
 struct Layout {
   Region flags, landing;
   Region stored, done, entered;
-  // Copy-engine reduce-scatter / all-reduce: counts [W][chunks], progress (partials [W], finals [W]),
+  // Copy-engine reduce-scatter / all-reduce: counts and ready [W][chunks], progress [2][2][W],
   // staging (this rank's partials of the peers' rows, [m, n] by global row), recv (two parity slots
   // of [W][m_shard, n]: the peers' partials of this rank's rows).
-  Region counts, progress, staging_ce, recv;
+  Region counts, ready, progress, staging_ce, recv;
   Region staging, a_pad, b_pad, out_pad;
   uint64_t total = 0;
 };

@@ -34,6 +34,10 @@ struct WeftTpPlan {
   fused::ScatterLaunch scatter{};
   std::vector<cudaStream_t> side;  // copy-engine mover: one stream per peer
   cudaEvent_t start = nullptr;
+  // Copy-engine reduce-scatter / all-reduce: the side streams' work per launch class (epoch mod 4),
+  // captured once (nullptr: enqueued call by call at every launch), and the capture's fork/join events.
+  cudaGraphExec_t copies[4] = {};
+  std::vector<cudaEvent_t> capture_events;
   // Completion words for the first kernel of a multi-step launch (publish.cu carries them over).
   uint64_t* scratch_host = nullptr;
   uint64_t* scratch_dev = nullptr;
@@ -215,11 +219,9 @@ void build_scatter(WeftTpPlan& plan) {
   encode_bf16(&s.staging, ws + ch.layout.staging_ce.offset, p.n, p.m, p.n, boxes.c, "staging");
   encode_bf16(&s.recv_map, ws + ch.layout.recv.offset, p.n, 2ull * p.world * p.m_shard, p.n, boxes.c, "receive slots");
   s.counts = reinterpret_cast<uint64_t*>(ws + ch.layout.counts.offset);
-  for (int q = 0; q < p.world; ++q) {
-    const auto* words = reinterpret_cast<const uint64_t*>(on_rank(c, q, ws + ch.layout.progress.offset));
-    s.partials[q] = words;
-    s.finals[q] = words + p.world;
-  }
+  s.ready = reinterpret_cast<uint64_t*>(ws + ch.layout.ready.offset);
+  for (int q = 0; q < p.world; ++q)
+    s.progress[q] = reinterpret_cast<const uint64_t*>(on_rank(c, q, ws + ch.layout.progress.offset));
   for (int j = 0; j + 1 < p.world; ++j) {
     cudaStream_t side = nullptr;
     WEFT_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
@@ -287,35 +289,31 @@ void launch_all_gather_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
   }
 }
 
-// Copy-engine reduce-scatter / all-reduce: the side stream to each peer, enqueued right after the
-// kernel (see gemm_scatter_ce.cuh). It starts behind everything before this launch on the plan's
-// stream, then for every chunk of the peer's rows: wait until the kernel has stored all of the
-// chunk's half-tiles into staging, copy them into the peer's receive slot, advance the progress
-// word; all-reduce then does the same for this rank's final rows into the peer's out. The waits are
-// on counts the kernel raises unconditionally (peer tiles wait for nothing), so they always end.
-void enqueue_scatter_copies(WeftTpPlan& plan) {
+// Copy-engine reduce-scatter / all-reduce: the side stream to each peer (see gemm_scatter_ce.cuh),
+// for launches of class `epoch` mod 4 (every value below depends on that class only, so the same
+// work can be captured once as a graph). For every chunk of the peer's rows: wait until the kernel
+// marks the chunk ready in staging, copy it into the peer's receive slot, advance the progress word;
+// all-reduce then does the same for this rank's final rows into the peer's out. The ready words are
+// set by the kernel's peer tiles, which wait for nothing, so these waits always end.
+void enqueue_scatter_copies(WeftTpPlan& plan, uint64_t epoch) {
   const WeftComm& c = *plan.comm;
   const tp::Problem& p = plan.problem;
   const tp::Choice& ch = plan.choice;
-  const fused::ScatterState& s = plan.scatter.state;
   const auto wait = driver::streamWaitValue64();
   const auto write = driver::streamWriteValue64();
   char* ws = plan.workspace;
   const uint64_t row_bytes = uint64_t(p.n) * 2;
   const int64_t band_rows = int64_t(ch.group_m) * gemm::kTileM;
-  const int64_t tiles_n = (p.n + ch.tile_n - 1) / ch.tile_n;
-  const uint64_t slot_rows = uint64_t(p.world) * p.m_shard;
-  const uint64_t parity_row0 = (plan.epoch & 1) * slot_rows;
+  const uint64_t parity_row0 = (epoch & 1) * uint64_t(p.world) * p.m_shard;
+  const auto* ready = reinterpret_cast<const uint64_t*>(ws + ch.layout.ready.offset);
   auto* progress = reinterpret_cast<uint64_t*>(ws + ch.layout.progress.offset);  // this rank's words
-  // One chunk of owner `o`'s rows from `src` (rows indexed as in `src_row0` + shard row) to `dst`.
+  // Chunk `chunk` of owner o's rows: from src (row src_row0 + the chunk's shard row) to dst.
   auto chunk_copy = [&](cudaStream_t st, int o, int32_t chunk, char* dst, uint64_t dst_row0, const char* src,
                         uint64_t src_row0) {
-    const int64_t band = chunk / ch.slabs, slab = chunk % ch.slabs;
-    const int64_t tiles = std::min<int64_t>(ch.slab_tiles, tiles_n - slab * ch.slab_tiles);
-    const uint64_t halves = uint64_t(ch.group_m) * 2 * tiles;
-    const CUresult r = wait(st, reinterpret_cast<CUdeviceptr>(s.counts + int64_t(o) * ch.chunks + chunk),
-                            plan.epoch * halves, CU_STREAM_WAIT_VALUE_GEQ);
+    const CUresult r = wait(st, reinterpret_cast<CUdeviceptr>(ready + int64_t(o) * ch.chunks + chunk),
+                            fused::ready_bit(epoch), CU_STREAM_WAIT_VALUE_AND);
     WEFT_REQUIRE(r == CUDA_SUCCESS, "cuStreamWaitValue64 failed (CUresult %d)", int(r));
+    const int64_t band = chunk / ch.slabs, slab = chunk % ch.slabs;
     const int64_t col0 = slab * ch.slab_tiles * ch.tile_n;
     const int64_t cols = std::min<int64_t>(int64_t(ch.slab_tiles) * ch.tile_n, p.n - col0);
     const uint64_t row = uint64_t(band * band_rows);
@@ -323,9 +321,10 @@ void enqueue_scatter_copies(WeftTpPlan& plan) {
                                 src + (src_row0 + row) * row_bytes + col0 * 2, row_bytes, size_t(cols) * 2,
                                 size_t(band_rows), cudaMemcpyDeviceToDevice, st));
   };
-  auto advance = [&](cudaStream_t st, uint64_t* word, int32_t done) {
-    const uint64_t v = (plan.epoch << fused::kProgressShift) | uint64_t(done);
-    const CUresult r = write(st, reinterpret_cast<CUdeviceptr>(word), v, 0);
+  auto advance = [&](cudaStream_t st, int kind, int dest, int32_t done) {
+    uint64_t* w = progress + fused::progress_index(epoch, kind, p.world, dest);
+    const uint64_t v = (fused::progress_tag(epoch) << fused::kProgressShift) | uint64_t(done);
+    const CUresult r = write(st, reinterpret_cast<CUdeviceptr>(w), v, 0);
     WEFT_REQUIRE(r == CUDA_SUCCESS, "cuStreamWriteValue64 failed (CUresult %d)", int(r));
   };
   const char* staging = ws + ch.layout.staging_ce.offset;
@@ -333,21 +332,69 @@ void enqueue_scatter_copies(WeftTpPlan& plan) {
   for (int j = 0; j + 1 < p.world; ++j) {
     const int dest = (p.rank + 1 + j) % p.world;
     cudaStream_t st = plan.side[j];
-    WEFT_CUDA(cudaStreamWaitEvent(st, plan.start, 0));
     char* recv = on_rank(c, dest, ws + ch.layout.recv.offset);
     for (int32_t chunk = 0; chunk < ch.chunks; ++chunk) {
       // My partial of dest's rows (staging rows dest * m_shard ..) into dest's slot for me.
       chunk_copy(st, dest, chunk, recv, parity_row0 + uint64_t(p.rank) * p.m_shard, staging, uint64_t(dest) * p.m_shard);
-      advance(st, progress + dest, chunk + 1);
+      advance(st, 0, dest, chunk + 1);
     }
     if (p.op == WEFT_TP_GEMM_ALL_REDUCE) {
       char* peer_out = on_rank(c, dest, out);
       const uint64_t mine = uint64_t(p.rank) * p.m_shard;
       for (int32_t chunk = 0; chunk < ch.chunks; ++chunk) {
         chunk_copy(st, p.rank, chunk, peer_out, mine, out, mine);
-        advance(st, progress + p.world + dest, chunk + 1);
+        advance(st, 1, dest, chunk + 1);
       }
     }
+  }
+}
+
+// Captures the side streams' work of each launch class as a graph (one launch per kernel launch
+// instead of 3 driver calls per chunk and peer: at 32 chunks the calls cost as much host time as
+// a 4096-row kernel runs, NOTES-tp version 3). WEFT_TP_CE_GRAPH=0 keeps the call-by-call path (for
+// A/B); so does a capture the driver refuses.
+void capture_scatter_copies(WeftTpPlan& plan) {
+  if (const char* env = std::getenv("WEFT_TP_CE_GRAPH"); env && std::strcmp(env, "0") == 0) return;
+  if (plan.side.empty()) return;
+  const size_t n = plan.side.size();
+  for (size_t j = 0; j < 2 * n; ++j) {
+    cudaEvent_t e = nullptr;
+    WEFT_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    plan.capture_events.push_back(e);
+  }
+  cudaStream_t origin = plan.side[0];
+  for (uint64_t k = 0; k < 4; ++k) {
+    cudaGraph_t graph = nullptr;
+    bool ok = cudaStreamBeginCapture(origin, cudaStreamCaptureModeRelaxed) == cudaSuccess;
+    try {
+      for (size_t j = 1; ok && j < n; ++j) {
+        ok = cudaEventRecord(plan.capture_events[j], origin) == cudaSuccess &&
+             cudaStreamWaitEvent(plan.side[j], plan.capture_events[j], 0) == cudaSuccess;
+      }
+      if (ok) enqueue_scatter_copies(plan, k);
+      for (size_t j = 1; ok && j < n; ++j) {
+        ok = cudaEventRecord(plan.capture_events[n + j], plan.side[j]) == cudaSuccess &&
+             cudaStreamWaitEvent(origin, plan.capture_events[n + j], 0) == cudaSuccess;
+      }
+    } catch (...) {
+      ok = false;
+    }
+    const cudaError_t end = cudaStreamEndCapture(origin, &graph);
+    ok = ok && end == cudaSuccess && graph != nullptr;
+    cudaGraphExec_t exec = nullptr;
+    if (ok) ok = cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+    if (graph) (void)cudaGraphDestroy(graph);
+    if (ok) ok = cudaGraphUpload(exec, origin) == cudaSuccess;
+    if (!ok) {
+      if (exec) (void)cudaGraphExecDestroy(exec);
+      for (cudaGraphExec_t& g : plan.copies) {
+        if (g) (void)cudaGraphExecDestroy(g);
+        g = nullptr;
+      }
+      (void)cudaGetLastError();
+      return;
+    }
+    plan.copies[k] = exec;
   }
 }
 
@@ -369,7 +416,14 @@ void launch_scatter_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
   else WEFT_CUDA(fused::launch_gemm_reduce_scatter(l));
   // After the kernel: a side stream that shared a hardware queue with the plan's stream would
   // otherwise hold the kernel back behind a wait that only the kernel can end.
-  if (copy_engine) enqueue_scatter_copies(plan);
+  if (!copy_engine) return;
+  if (cudaGraphExec_t g = plan.copies[plan.epoch & 3]) {
+    WEFT_CUDA(cudaStreamWaitEvent(plan.side[0], plan.start, 0));
+    WEFT_CUDA(cudaGraphLaunch(g, plan.side[0]));
+    return;
+  }
+  for (cudaStream_t st : plan.side) WEFT_CUDA(cudaStreamWaitEvent(st, plan.start, 0));
+  enqueue_scatter_copies(plan, plan.epoch);
 }
 
 // Our collective on the plan's stream; `last` = nothing follows it, so it publishes the launch's own
@@ -526,6 +580,12 @@ void launch_sequential(WeftTpPlan& plan, const WeftTpLaunch& launch) {
 }
 
 void release(WeftTpPlan& plan) {
+  for (cudaGraphExec_t& g : plan.copies) {
+    if (g) (void)cudaGraphExecDestroy(g);
+    g = nullptr;
+  }
+  for (cudaEvent_t e : plan.capture_events) (void)cudaEventDestroy(e);
+  plan.capture_events.clear();
   for (cudaStream_t s : plan.side) (void)cudaStreamDestroy(s);
   plan.side.clear();
   if (plan.start) (void)cudaEventDestroy(plan.start);
@@ -588,8 +648,12 @@ WEFT_API int weft_tp_plan_create(WeftComm* comm, const WeftTpParams* params, Wef
       // first launch with a barrier on the same stream).
       WEFT_CUDA(cudaMemsetAsync(plan->workspace, 0, choice.layout.total, plan->stream));
       if (choice.path == WEFT_TP_PATH_FUSED) {
-        if (plan->problem.op == WEFT_TP_ALL_GATHER_GEMM) build_all_gather(*plan);
-        else build_scatter(*plan);
+        if (plan->problem.op == WEFT_TP_ALL_GATHER_GEMM) {
+          build_all_gather(*plan);
+        } else {
+          build_scatter(*plan);
+          if (plan->scatter.state.copy_engine) capture_scatter_copies(*plan);
+        }
       }
       preload(*plan);
     } catch (...) {
