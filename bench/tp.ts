@@ -1,7 +1,7 @@
 // tp.ts — the fused tensor-parallel ops against their baselines, all in this process over the same
 // two GPUs, in the same run (DESIGN.md "Benchmarks"):
 //
-//   bun bench/tp.ts [--only ag,rs,ar] [--samples N] [--min-m M]      (needs >= 2 GPUs; TORCH_TP_JSON=path adds torch)
+//   bun bench/tp.ts [--only ag,rs,ar] [--samples N] [--min-m M] [--name tp]      (needs >= 2 GPUs; TORCH_TP_JSON=path adds torch)
 //
 // Per op and shape (M, N, K), W = 2, bf16, b [K, n] / [k, N] (torch's layout):
 //   ours          comm.allGatherGemm / gemmReduceScatter / gemmAllReduce, the path the cost model picks
@@ -39,6 +39,8 @@ const SAMPLES = Number(args.includes("--samples") ? args[args.indexOf("--samples
 const ROUNDS = 4;
 // --min-m M: only shapes with at least M rows (decode sizes only when M <= 16).
 const MIN_M = Number(args.includes("--min-m") ? args[args.indexOf("--min-m") + 1] : 0);
+// --name NAME: write bench/results/NAME.{json,md} (default tp), so a partial run keeps the full tables.
+const NAME = args.includes("--name") ? args[args.indexOf("--name") + 1]! : "tp";
 
 if (deviceCount() < 2) {
   console.error(`bench/tp.ts needs 2 GPUs; this machine has ${deviceCount()}`);
@@ -339,11 +341,11 @@ function emit(final: boolean): void {
     samples: SAMPLES, rounds: ROUNDS, date: new Date().toISOString(), rows }, null, 1);
   const dir = join(import.meta.dir, "results");
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, "tp.json"), json);
-  writeFileSync(join(dir, "tp.md"), text);
+  writeFileSync(join(dir, `${NAME}.json`), json);
+  writeFileSync(join(dir, `${NAME}.md`), text);
   if (process.env.OUT) {
-    writeFileSync(join(process.env.OUT, "tp.json"), json);
-    writeFileSync(join(process.env.OUT, "tp.md"), text);
+    writeFileSync(join(process.env.OUT, `${NAME}.json`), json);
+    writeFileSync(join(process.env.OUT, `${NAME}.md`), text);
   }
   if (final) console.log("\n" + text);
 }

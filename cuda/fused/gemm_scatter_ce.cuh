@@ -123,11 +123,18 @@ struct CeScatterHooks : gemm::DefaultHooks {
     return dest == 0 ? &s.out[s.rank] : &s.staging;
   }
 
+  // Stage-out variants (benchmarks only, wrong results; the host then enqueues no copies):
+  // kScatterLocalOnly keeps every local step (staging, counts, prefetch, the epilogue's adds of
+  // whatever the receive slot holds) but waits for nothing; kScatterNoComm also drops the prefetch and
+  // the adds (the GEMM in this mover's order with staging stores).
+  static __device__ __forceinline__ bool waits(const State& s) { return s.variant == kScatterFull; }
+  static __device__ __forceinline__ bool adds(const State& s) { return s.variant != kScatterNoComm; }
+
   static __device__ bool before_tile_loads(const State& s, ProducerState& ps, const gemm::TileCoord& t) {
-    if (s.world == 1 || owner(s, t) != s.rank) return true;
+    if (s.world == 1 || owner(s, t) != s.rank || !adds(s)) return true;
     const int32_t need = ce_chunk(s, t, s.rank) + 1;
     bool ok = true;
-    if (ps.seen < need) {
+    if (ps.seen < need && waits(s)) {
       int32_t seen = s.chunks;
       for (int32_t q = 0; q < s.world; ++q) {
         if (q == s.rank) continue;
@@ -155,7 +162,7 @@ struct CeScatterHooks : gemm::DefaultHooks {
   // load's barrier (release/acquire through the mbarrier) before its math.
   template <class Cfg>
   static __device__ void add_received(const State& s, const gemm::TileCoord& t, int consumer, float (&acc)[Cfg::kTileN / 2]) {
-    if (s.world == 1 || owner(s, t) != s.rank) return;
+    if (s.world == 1 || owner(s, t) != s.rank || !adds(s)) return;
     const int th = wg::thread();
     for (int32_t q = 0; q < s.world; ++q) {
       if (q == s.rank) continue;
@@ -207,7 +214,7 @@ struct CeScatterHooks : gemm::DefaultHooks {
   }
 
   static __device__ bool before_finish(const State& s) {
-    if (s.world == 1) return true;
+    if (s.world == 1 || !waits(s)) return true;
     bool ok = true;
     for (int32_t q = 0; q < s.world; ++q) {
       if (q == s.rank) continue;

@@ -37,13 +37,16 @@ struct Machine {
   double all_gather_sync_us = 4;
   double scatter_sync_us = 13;
   // Copy-engine reduce-scatter / all-reduce: bytes per chunk (one 2-D copy, one flag), the most
-  // chunks per owner (each costs a host enqueue of ~3 driver calls), the GEMM's slowdown from the
-  // staging stores and the own rows' extra reads (predicted, bench/NOTES-tp.md version 3), and
-  // whether "auto" may pick it at all (only once measured faster).
+  // chunks per owner (graph nodes, or ~3 driver calls each without the graph), and the GEMM's
+  // slowdown from the staging stores and the own rows' extra reads (predicted, NOTES-tp version 3).
   double ce_chunk_bytes = 4 << 20;
   int64_t ce_max_chunks = 32;
   double ce_gemm_factor = 1.03;
-  bool ce_scatter_default = false;
+  // Where "auto" takes the copy-engine mover: reduce-scatter with at least this many rows per rank
+  // (measured faster than the CTA mover at all five M >= 4096 shapes, 1.06-1.30x of our GEMM against
+  // 1.12-1.36x, NOTES-tp run 8); all-reduce never (slower there: 1.23-1.87x against 1.22-1.54x).
+  int64_t ce_reduce_scatter_min_shard_rows = 2048;
+  bool ce_all_reduce = false;
 };
 
 const Machine kMachine{};
@@ -262,10 +265,10 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
         const double tail = all_reduce ? transfer_us(slab_bytes * slab, kMachine.copy_engine_gbs) : 0;
         ce_us = gemm * kMachine.ce_gemm_factor + late + tail + kMachine.all_gather_sync_us;
       }
+      const bool ce_measured = all_reduce ? kMachine.ce_all_reduce : p.m_shard >= kMachine.ce_reduce_scatter_min_shard_rows;
       c.mover = params.mover == WEFT_TP_MOVER_COPY_ENGINE ? WEFT_TP_MOVER_COPY_ENGINE
-                : params.mover == WEFT_TP_MOVER_CTAS || !ce_ok || !kMachine.ce_scatter_default ? WEFT_TP_MOVER_CTAS
-                : ce_us < ctas_us ? WEFT_TP_MOVER_COPY_ENGINE
-                                  : WEFT_TP_MOVER_CTAS;
+                : params.mover == WEFT_TP_MOVER_CTAS || !ce_ok || !ce_measured ? WEFT_TP_MOVER_CTAS
+                                                                              : WEFT_TP_MOVER_COPY_ENGINE;
       c.fused_us = c.mover == WEFT_TP_MOVER_COPY_ENGINE ? ce_us : ctas_us;
     }
   }

@@ -208,7 +208,8 @@ void build_scatter(WeftTpPlan& plan) {
   l.ctas = ch.gemm_ctas;
   l.stream = plan.stream;
   if (ch.mover != WEFT_TP_MOVER_COPY_ENGINE) return;
-  s.variant = fused::kScatterFull;
+  // This mover's stage-out variants: local only (1) and no comm (3); the others measure the full op.
+  if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterNoComm) s.variant = fused::kScatterFull;
   s.copy_engine = 1;
   s.chunks = ch.chunks;
   s.slabs = ch.slabs;
@@ -416,7 +417,7 @@ void launch_scatter_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
   else WEFT_CUDA(fused::launch_gemm_reduce_scatter(l));
   // After the kernel: a side stream that shared a hardware queue with the plan's stream would
   // otherwise hold the kernel back behind a wait that only the kernel can end.
-  if (!copy_engine) return;
+  if (!copy_engine || l.state.variant != fused::kScatterFull) return;  // stage-out variants move nothing
   if (cudaGraphExec_t g = plan.copies[plan.epoch & 3]) {
     WEFT_CUDA(cudaStreamWaitEvent(plan.side[0], plan.start, 0));
     WEFT_CUDA(cudaGraphLaunch(g, plan.side[0]));
