@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/comm.hpp"
@@ -351,11 +352,14 @@ void enqueue_scatter_copies(WeftTpPlan& plan, uint64_t epoch) {
 }
 
 // Captures the side streams' work of each launch class as a graph (one launch per kernel launch
-// instead of 3 driver calls per chunk and peer: at 32 chunks the calls cost as much host time as
-// a 4096-row kernel runs, NOTES-tp version 3). WEFT_TP_CE_GRAPH=0 keeps the call-by-call path (for
-// A/B); so does a capture the driver refuses.
+// instead of 3 driver calls per chunk and peer). WEFT_TP_CE_GRAPH=0 keeps the call-by-call path (for
+// A/B); unset, a capture the driver refuses falls back to it silently; WEFT_TP_CE_GRAPH=1 makes that
+// refusal an error naming the step (NOTES-tp run 9: the host time of a launch was the same with and
+// without the graph, so the capture most likely fell back there; not yet diagnosed).
 void capture_scatter_copies(WeftTpPlan& plan) {
-  if (const char* env = std::getenv("WEFT_TP_CE_GRAPH"); env && std::strcmp(env, "0") == 0) return;
+  const char* env = std::getenv("WEFT_TP_CE_GRAPH");
+  if (env && std::strcmp(env, "0") == 0) return;
+  const bool required = env && std::strcmp(env, "1") == 0;
   if (plan.side.empty()) return;
   const size_t n = plan.side.size();
   for (size_t j = 0; j < 2 * n; ++j) {
@@ -364,39 +368,52 @@ void capture_scatter_copies(WeftTpPlan& plan) {
     plan.capture_events.push_back(e);
   }
   cudaStream_t origin = plan.side[0];
-  for (uint64_t k = 0; k < 4; ++k) {
+  const char* step = nullptr;  // the first step that failed
+  cudaError_t error = cudaSuccess;
+  std::string enqueue_failure;
+  auto check = [&](cudaError_t e, const char* what) {
+    if (e != cudaSuccess && !step) {
+      step = what;
+      error = e;
+    }
+    return e == cudaSuccess;
+  };
+  for (uint64_t k = 0; k < 4 && !step; ++k) {
     cudaGraph_t graph = nullptr;
-    bool ok = cudaStreamBeginCapture(origin, cudaStreamCaptureModeRelaxed) == cudaSuccess;
-    try {
-      for (size_t j = 1; ok && j < n; ++j) {
-        ok = cudaEventRecord(plan.capture_events[j], origin) == cudaSuccess &&
-             cudaStreamWaitEvent(plan.side[j], plan.capture_events[j], 0) == cudaSuccess;
-      }
-      if (ok) enqueue_scatter_copies(plan, k);
-      for (size_t j = 1; ok && j < n; ++j) {
-        ok = cudaEventRecord(plan.capture_events[n + j], plan.side[j]) == cudaSuccess &&
-             cudaStreamWaitEvent(origin, plan.capture_events[n + j], 0) == cudaSuccess;
-      }
-    } catch (...) {
-      ok = false;
+    if (!check(cudaStreamBeginCapture(origin, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture")) break;
+    for (size_t j = 1; j < n; ++j) {
+      check(cudaEventRecord(plan.capture_events[j], origin), "fork: cudaEventRecord") &&
+          check(cudaStreamWaitEvent(plan.side[j], plan.capture_events[j], 0), "fork: cudaStreamWaitEvent");
     }
-    const cudaError_t end = cudaStreamEndCapture(origin, &graph);
-    ok = ok && end == cudaSuccess && graph != nullptr;
+    if (!step) {
+      try {
+        enqueue_scatter_copies(plan, k);
+      } catch (const Error& e) {
+        enqueue_failure = e.message;
+        step = "enqueueing the copies";
+        error = cudaErrorUnknown;
+      }
+    }
+    for (size_t j = 1; j < n; ++j) {
+      check(cudaEventRecord(plan.capture_events[n + j], plan.side[j]), "join: cudaEventRecord") &&
+          check(cudaStreamWaitEvent(origin, plan.capture_events[n + j], 0), "join: cudaStreamWaitEvent");
+    }
+    check(cudaStreamEndCapture(origin, &graph), "cudaStreamEndCapture");
     cudaGraphExec_t exec = nullptr;
-    if (ok) ok = cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess;
+    if (!step) check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
     if (graph) (void)cudaGraphDestroy(graph);
-    if (ok) ok = cudaGraphUpload(exec, origin) == cudaSuccess;
-    if (!ok) {
-      if (exec) (void)cudaGraphExecDestroy(exec);
-      for (cudaGraphExec_t& g : plan.copies) {
-        if (g) (void)cudaGraphExecDestroy(g);
-        g = nullptr;
-      }
-      (void)cudaGetLastError();
-      return;
-    }
-    plan.copies[k] = exec;
+    if (!step) check(cudaGraphUpload(exec, origin), "cudaGraphUpload");
+    if (step && exec) (void)cudaGraphExecDestroy(exec);
+    if (!step) plan.copies[k] = exec;
   }
+  if (!step) return;
+  for (cudaGraphExec_t& g : plan.copies) {
+    if (g) (void)cudaGraphExecDestroy(g);
+    g = nullptr;
+  }
+  const std::string detail = std::string(step) + ": " + (enqueue_failure.empty() ? cudaGetErrorString(error) : enqueue_failure);
+  (void)cudaGetLastError();
+  WEFT_REQUIRE(!required, "WEFT_TP_CE_GRAPH=1: capturing the copy-engine mover's side streams failed at %s", detail.c_str());
 }
 
 void launch_scatter_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
