@@ -3,7 +3,7 @@
 // selects at plan creation (ffi/src/tp: WEFT_TP_SCATTER_VARIANT, WEFT_TP_SCATTER_LAG). Run it once
 // per setting (bench/tp-stages.sh); bench/NOTES-tp.md compares the settings.
 //
-//   WEFT_TP_SCATTER_VARIANT=2 bun bench/tp-stages.ts --label stores [--samples N]
+//   WEFT_TP_SCATTER_VARIANT=2 bun bench/tp-stages.ts --label stores [--samples N] [--mover copyEngine] [--cases rs,ar] [--loop-ms 1]
 //
 // Variants (cuda/fused/fused.h, ScatterVariant): 0 full op; 1 every store and add local (no NVLink
 // data); 2 the peers' adds become plain stores; 3 plain local stores, no flag waits; 4 as 3 without
@@ -25,6 +25,13 @@ import { Tensor } from "../lib/tensor.ts";
 const args = process.argv.slice(2);
 const opt = (name: string, fallback: string) => (args.includes(name) ? args[args.indexOf(name) + 1]! : fallback);
 const label = opt("--label", "full");
+// --mover ctas|copyEngine: the fused path's mover (copyEngine ignores the stage-out variants).
+const mover = opt("--mover", "ctas") as "ctas" | "copyEngine";
+// --cases rs,ar,decode: which groups of cases to run.
+const groups = opt("--cases", "rs,ar,decode").split(",");
+// --loop-ms T: each timed sample is a back-to-back loop of about T ms (the two ranks' host launch
+// skew, paid once per loop, is amortised over it).
+const LOOP_MS = Number(opt("--loop-ms", "1"));
 const SAMPLES = Number(opt("--samples", "12"));
 const variant = Number(process.env.WEFT_TP_SCATTER_VARIANT ?? 0);
 
@@ -43,9 +50,11 @@ const LARGE: [number, number, number][] = [
   [4096, 8192, 8192], [8192, 8192, 8192], [16384, 8192, 8192], [8192, 28672, 8192], [4096, 14336, 4096],
 ];
 const CASES: { op: Op; shape: [number, number, number]; tileN?: 64 | 128 | 256 }[] = [
-  ...(["gemmReduceScatter", "gemmAllReduce"] as const).flatMap((op) => LARGE.map((shape) => ({ op, shape }))),
-  { op: "gemmAllReduce", shape: [16, 8192, 8192] },
-  { op: "gemmAllReduce", shape: [512, 8192, 8192] },
+  ...(groups.includes("rs") ? LARGE.map((shape) => ({ op: "gemmReduceScatter" as Op, shape })) : []),
+  ...(groups.includes("ar") ? LARGE.map((shape) => ({ op: "gemmAllReduce" as Op, shape })) : []),
+  ...(groups.includes("decode") && mover === "ctas"
+    ? [{ op: "gemmAllReduce" as Op, shape: [16, 8192, 8192] as [number, number, number] }, { op: "gemmAllReduce" as Op, shape: [512, 8192, 8192] as [number, number, number] }]
+    : []),
 ];
 
 /** ms per launch (slower rank) over a back-to-back loop of `iters` launches. */
@@ -64,15 +73,29 @@ function timeAll(issues: (() => void)[]): number[] {
   const iters = issues.map((issue) => {
     issue();
     const once = loopMs(issue, 1);
-    return Math.max(1, Math.min(50, Math.ceil(1.0 / Math.max(once, 1e-3))));
+    return Math.max(1, Math.min(50 * LOOP_MS, Math.ceil(LOOP_MS / Math.max(once, 1e-3))));
   });
   const samples = issues.map(() => [] as number[]);
   for (let s = 0; s < SAMPLES; s++) issues.forEach((issue, i) => samples[i]!.push(loopMs(issue, iters[i]!)));
   return samples.map(median);
 }
 
+/** Host ms of one issue() (every rank's launch) on idle GPUs: what the host spends before the last
+ * rank's kernel is even queued (median of 5). */
+function hostOnceMs(issue: () => void): number {
+  const xs: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    streams.forEach((s) => s.synchronize());
+    const t0 = performance.now();
+    issue();
+    xs.push(performance.now() - t0);
+  }
+  streams.forEach((s) => s.synchronize());
+  return median(xs);
+}
+
 /** Host ms per issue() (every rank's launch), over 50 issues: when it nears the GPU time, the loop
- * measures the host, not the kernel. */
+ * measures the host, not the kernel (or the host blocks on a full launch queue). */
 function hostMs(issue: () => void): number {
   const t0 = performance.now();
   for (let i = 0; i < 50; i++) issue();
@@ -104,11 +127,11 @@ for (const { op, shape, tileN } of CASES) {
         : c.gemmAllReduce({ a: a[r]!, b: b[r]!, out: out[r]!, config })));
       return { out, plans, issue: () => plans.forEach((p) => p.launch()) };
     };
-    const fused = make({ path: "fused", ...(tileN ? { tileN } : {}) });
+    const fused = make({ path: "fused", mover, ...(tileN ? { tileN } : {}) });
     const gOut = comms.map((c) => keep(Tensor.empty([M, N], "bf16", { device: c.device })));
     const gemm = () => comms.forEach((c, r) => gemmSync(a[r]!, b[r]!, gOut[r]!, { stream: c.stream }));
     const [fusedMs, gemmMs] = timeAll([fused.issue, gemm]) as [number, number];
-    const hostFusedMs = hostMs(fused.issue), hostGemmMs = hostMs(gemm);
+    const hostFusedMs = hostMs(fused.issue), hostGemmMs = hostMs(gemm), hostOnceFusedMs = hostOnceMs(fused.issue);
     let rel: number | undefined;
     if (variant === 0) {
       // The last timed launch's output against our sequential path on the same inputs.
@@ -119,8 +142,8 @@ for (const { op, shape, tileN } of CASES) {
       streams.forEach((s) => s.synchronize());
       rel = Math.max(...comms.map((_, r) => relError(fused.out[r]!, seq.out[r]!, r)));
     }
-    const row = { label, variant, lagEnv: process.env.WEFT_TP_SCATTER_LAG ?? null, op, M, N, K, tileN: fused.plans[0]!.choice.tileN,
-      fusedMs, gemmMs, ratio: fusedMs / gemmMs, hostFusedMs, hostGemmMs, rel };
+    const row = { label, mover, variant, lagEnv: process.env.WEFT_TP_SCATTER_LAG ?? null, op, M, N, K, tileN: fused.plans[0]!.choice.tileN,
+      fusedMs, gemmMs, ratio: fusedMs / gemmMs, loopMs: LOOP_MS, hostFusedMs, hostGemmMs, hostOnceFusedMs, rel };
     console.log(JSON.stringify(row));
     if (process.env.OUT) appendFileSync(join(process.env.OUT, `stages-${label}.jsonl`), JSON.stringify(row) + "\n");
   } finally {

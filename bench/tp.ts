@@ -1,7 +1,7 @@
 // tp.ts — the fused tensor-parallel ops against their baselines, all in this process over the same
 // two GPUs, in the same run (DESIGN.md "Benchmarks"):
 //
-//   bun bench/tp.ts [--only ag,rs,ar] [--samples N]      (needs >= 2 GPUs; TORCH_TP_JSON=path adds torch)
+//   bun bench/tp.ts [--only ag,rs,ar] [--samples N] [--min-m M] [--name tp]      (needs >= 2 GPUs; TORCH_TP_JSON=path adds torch)
 //
 // Per op and shape (M, N, K), W = 2, bf16, b [K, n] / [k, N] (torch's layout):
 //   ours          comm.allGatherGemm / gemmReduceScatter / gemmAllReduce, the path the cost model picks
@@ -9,7 +9,7 @@
 //   cuBLAS+NCCL   cuBLASLt GEMM and NCCL collective in sequence on each GPU's stream (dlopen'ed)
 //   torch         bench/peers/torch_tp.py, run with torchrun in the same device session (its JSON)
 // plus, for bench/NOTES-tp.md, variants that leave one stage out or swap it: our sequential path,
-// our fused path when the cost model picked the other one, all-gather's CTA mover, and our
+// our fused path when the cost model picked the other one, the fused path's other mover, and our
 // collective alone (the communication without the GEMM).
 //
 // Timing: tinybench tasks whose overriddenDuration is CUDA-event time of a back-to-back loop (enough
@@ -37,6 +37,10 @@ const args = process.argv.slice(2);
 const only = args.includes("--only") ? args[args.indexOf("--only") + 1]!.split(",") : ["ag", "rs", "ar"];
 const SAMPLES = Number(args.includes("--samples") ? args[args.indexOf("--samples") + 1] : 20);
 const ROUNDS = 4;
+// --min-m M: only shapes with at least M rows (decode sizes only when M <= 16).
+const MIN_M = Number(args.includes("--min-m") ? args[args.indexOf("--min-m") + 1] : 0);
+// --name NAME: write bench/results/NAME.{json,md} (default tp), so a partial run keeps the full tables.
+const NAME = args.includes("--name") ? args[args.indexOf("--name") + 1]! : "tp";
 
 if (deviceCount() < 2) {
   console.error(`bench/tp.ts needs 2 GPUs; this machine has ${deviceCount()}`);
@@ -207,11 +211,16 @@ function runShape(op: TpOp, torchOp: string, shape: [number, number, number]): R
         : op === "gemmReduceScatter" ? c.gemmReduceScatter({ ...args(r, other), out: outOther[r]! }) : c.gemmAllReduce({ ...args(r, other), out: outOther[r]! })));
       variants.push({ name: `ours ${other.path}`, issue: launchAll(plans), streams, output: outOther, samples: [] });
     }
-    if (ag && choice.fusedAvailable) {
-      const mover = choice.mover === "ctas" ? "copyEngine" : "ctas";
-      const outMover = comms.map((c) => keep(Tensor.empty([M, n], "bf16", { device: c.device })));
-      const plans = comms.map((c, r) => keep(c.allGatherGemm({ ...args(r, { path: "fused", mover }), out: outMover[r]! })));
-      variants.push({ name: `ours fused ${mover}`, issue: launchAll(plans), streams, output: outMover, samples: [] });
+    // The fused path with the mover the cost model did not pick (reduce-scatter / all-reduce: the
+    // copy-engine mover needs M a multiple of 128 x W). "ours fused <mover>" in the tables.
+    const fusedMover = choice.path === "fused" ? choice.mover : choice.fusedAvailable ? "ctas" : "none";
+    const otherMover = fusedMover === "ctas" ? "copyEngine" : fusedMover === "copyEngine" ? "ctas" : undefined;
+    if (otherMover && (ag || otherMover === "ctas" || M % (128 * W) === 0)) {
+      const outMover = comms.map((c) => keep(ag ? Tensor.empty([M, n], "bf16", { device: c.device }) : c.empty([outRows, n], "bf16")));
+      const cfg: TpConfig = { path: "fused", mover: otherMover };
+      const plans = comms.map((c, r) => keep(op === "allGatherGemm" ? c.allGatherGemm({ ...args(r, cfg), out: outMover[r]! })
+        : op === "gemmReduceScatter" ? c.gemmReduceScatter({ ...args(r, cfg), out: outMover[r]! }) : c.gemmAllReduce({ ...args(r, cfg), out: outMover[r]! })));
+      variants.push({ name: `ours fused ${otherMover}`, issue: launchAll(plans), streams, output: outMover, samples: [] });
     }
 
     // Own GEMM only: the local problem with no communication.
@@ -289,6 +298,11 @@ function runShape(op: TpOp, torchOp: string, shape: [number, number, number]): R
   }
 }
 
+function otherMoverCell(r: Row): string {
+  const e = Object.entries(r.variants).find(([name]) => name.startsWith("ours fused "));
+  return e ? `${e[0].slice("ours fused ".length)} ${(e[1].ms / r.gemmOnly).toFixed(3)}` : "-";
+}
+
 // ---- tables (rewritten after every row, so that a run cut short still leaves its results) ----------------------
 function emit(final: boolean): void {
   const f = (x: number | undefined, d = 3) => (x === undefined ? "-" : x.toFixed(d));
@@ -304,14 +318,14 @@ function emit(final: boolean): void {
   for (const o of OPS) {
     const rs = rows.filter((r) => r.op === o.op);
     if (rs.length === 0) continue;
-    md.push(`## ${o.title}`, "", "| M, N, K | ours ms | path | own GEMM ms | ours / GEMM | cuBLAS+NCCL ms | torch ms | ours / best | our sequential ms | our collective alone ms |",
-      "|---|---|---|---|---|---|---|---|---|---|");
+    md.push(`## ${o.title}`, "", "| M, N, K | ours ms | path | own GEMM ms | ours / GEMM | cuBLAS+NCCL ms | torch ms | ours / best | our sequential ms | our collective alone ms | fused, other mover / GEMM |",
+      "|---|---|---|---|---|---|---|---|---|---|---|");
     for (const r of rs) {
       const best = Math.min(r.cublasNccl ?? Infinity, r.torch?.ms ?? Infinity);
       const seq = r.ours.path === "sequential" ? r.ours.ms : r.variants["ours sequential"]?.ms;
       md.push(`| ${r.M}, ${r.N}, ${r.K} | ${f(r.ours.ms, 4)} | ${r.ours.path}${r.ours.path === "fused" ? ` ${r.ours.tileN}${r.ours.mover !== "none" ? ` ${r.ours.mover}` : ""}` : ""} | ` +
         `${f(r.gemmOnly, 4)} | ${f(r.ours.ms / r.gemmOnly)} | ${f(r.cublasNccl, 4)} | ${f(r.torch?.ms, 4)} | ${Number.isFinite(best) ? f(r.ours.ms / best) : "-"} | ` +
-        `${f(seq, 4)} | ${f(r.variants["our collective only"]?.ms, 4)} |`);
+        `${f(seq, 4)} | ${f(r.variants["our collective only"]?.ms, 4)} | ${otherMoverCell(r)} |`);
     }
     md.push("");
   }
@@ -327,11 +341,11 @@ function emit(final: boolean): void {
     samples: SAMPLES, rounds: ROUNDS, date: new Date().toISOString(), rows }, null, 1);
   const dir = join(import.meta.dir, "results");
   mkdirSync(dir, { recursive: true });
-  writeFileSync(join(dir, "tp.json"), json);
-  writeFileSync(join(dir, "tp.md"), text);
+  writeFileSync(join(dir, `${NAME}.json`), json);
+  writeFileSync(join(dir, `${NAME}.md`), text);
   if (process.env.OUT) {
-    writeFileSync(join(process.env.OUT, "tp.json"), json);
-    writeFileSync(join(process.env.OUT, "tp.md"), text);
+    writeFileSync(join(process.env.OUT, `${NAME}.json`), json);
+    writeFileSync(join(process.env.OUT, `${NAME}.md`), text);
   }
   if (final) console.log("\n" + text);
 }
@@ -340,7 +354,7 @@ function emit(final: boolean): void {
 const rows: Row[] = [];
 for (const o of OPS) {
   if (!only.includes(o.key)) continue;
-  for (const shape of o.op === "gemmAllReduce" ? [...SHAPES, ...DECODE] : SHAPES) {
+  for (const shape of (o.op === "gemmAllReduce" ? [...SHAPES, ...DECODE] : SHAPES).filter(([m]) => m >= MIN_M)) {
     rows.push(runShape(o.op, o.torch, shape));
     emit(false);
   }

@@ -96,7 +96,44 @@ struct ScatterState {
   int32_t m_shard;      // rows per rank (reduce-scatter)
   int32_t lag;          // rounds between an owner's tile and the same tile at the next rank (OwnerScheduler)
   int32_t variant;      // ScatterVariant: kScatterFull, or a stage left out (benchmarks only)
+  // Copy-engine mover (gemm_scatter_ce.cuh; copy_engine = 1, row ownership only). Chunk c of an
+  // owner's shard = tile-row band c / slabs (group_m tile rows) x tile-column slab c % slabs
+  // (slab_tiles tile columns): the unit each copy moves and each flag covers.
+  int32_t copy_engine;
+  int32_t chunks;       // per owner: bands x slabs
+  int32_t slabs;        // column slabs per band
+  int32_t slab_tiles;   // tile columns per slab
+  CUtensorMap staging;  // this rank's partials of the peers' rows [m, n], by global row (local memory)
+  CUtensorMap recv_map; // both parity slots [2 * world * m_shard, n] (L2 prefetch of received partials)
+  const uint16_t* recv; // this launch's slot [world][m_shard, n]: recv[q] = rank q's partial of my rows
+  int32_t recv_row0;    // the slot's first row in recv_map (parity x world x m_shard)
+  int32_t tile_n;       // columns per tile
+  int32_t ld;           // n: row stride of out, staging and recv, in elements
+  int32_t pad_;
+  uint64_t* counts;     // [world][chunks] local: half-tiles stored per chunk of owner q's rows (atom.add)
+  uint64_t* ready;      // [world][chunks] local: "chunk complete in staging / out", value ready_bit(epoch)
+  // Progress words, written by the copy-engine streams (cuStreamWriteValue64) in the SENDER's memory:
+  // progress[q] = rank q's [2 parities][2 kinds][world dest] words, kind 0: q's partials of dest's
+  // rows, kind 1: q's final rows in dest's out (all-reduce); value progress_tag(epoch) <<
+  // kProgressShift | chunks landed so far (a stream copies its chunks in index order).
+  const uint64_t* progress[kMaxRanks];
 };
+
+// The side streams' work is a CUDA graph per launch class (epoch mod 4), so every value they wait for
+// or write is one of a few constants, never the epoch itself:
+//   ready_bit     1 or 2 by epoch parity; a side stream waits for (ready & bit) != 0. The previous
+//                 launch wrote the other bit and nothing older survives (each launch's kernel writes
+//                 every ready word before it finishes).
+//   progress word one per parity, its tag alternating 1, 2 between its successive uses (epochs e
+//                 and e + 2), so a reader of launch e never takes e - 2's value for its own; launch
+//                 e + 2 cannot write it before the reader's launch e has finished (e + 2's copies
+//                 follow the writer's kernel e + 1, which waited for the reader's partials of e + 1).
+constexpr int kProgressShift = 20;
+__host__ __device__ constexpr uint64_t ready_bit(uint64_t epoch) { return 1 + (epoch & 1); }
+__host__ __device__ constexpr uint64_t progress_tag(uint64_t epoch) { return 1 + ((epoch >> 1) & 1); }
+__host__ __device__ constexpr int64_t progress_index(uint64_t epoch, int kind, int world, int dest) {
+  return (int64_t(epoch & 1) * 2 + kind) * world + dest;
+}
 
 struct ScatterLaunch {
   CUtensorMap a, b;

@@ -8,6 +8,7 @@
 // Params: WeftTpParams (weft.h) is the argument pack the C ABI passes by pointer; ffi/src/tp turns
 // it into ScatterLaunch (fused.h) with all_reduce = 1; out must be symmetric.
 #include "fused/gemm_scatter.cuh"
+#include "fused/gemm_scatter_ce.cuh"
 #include "fused/launch.cuh"
 
 namespace weft::fused {
@@ -19,16 +20,22 @@ using Params = WeftTpParams;  // what the C ABI passes (weft.h); see ffi/src/tp
 template <int TileN, bool BNMajor>
 using Config = ScatterConfig<TileN, BNMajor, WEFT_TP_GEMM_ALL_REDUCE>;
 
+template <int TileN, bool BNMajor>
+cudaError_t launch(const ScatterLaunch& l) {
+  return l.state.copy_engine ? launch_scatter_ce_config<Config<TileN, BNMajor>>(l)
+                             : launch_scatter_config<Config<TileN, BNMajor>>(l);
+}
+
 }  // namespace
 
 bool gemm_all_reduce_supported(int tile_n) { return tile_n == 64 || tile_n == 128 || tile_n == 256; }
 
 cudaError_t launch_gemm_all_reduce(const ScatterLaunch& l) {
-  if (!l.state.all_reduce) return cudaErrorInvalidValue;
+  if (!l.state.all_reduce || (l.state.copy_engine && l.state.shard_tiles <= 0)) return cudaErrorInvalidValue;
   switch (l.tile_n) {
-    case 256: return l.b_n_major ? launch_scatter_config<Config<256, true>>(l) : launch_scatter_config<Config<256, false>>(l);
-    case 128: return l.b_n_major ? launch_scatter_config<Config<128, true>>(l) : launch_scatter_config<Config<128, false>>(l);
-    case 64: return l.b_n_major ? launch_scatter_config<Config<64, true>>(l) : launch_scatter_config<Config<64, false>>(l);
+    case 256: return l.b_n_major ? launch<256, true>(l) : launch<256, false>(l);
+    case 128: return l.b_n_major ? launch<128, true>(l) : launch<128, false>(l);
+    case 64: return l.b_n_major ? launch<64, true>(l) : launch<64, false>(l);
     default: return cudaErrorInvalidConfiguration;
   }
 }

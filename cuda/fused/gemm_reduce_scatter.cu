@@ -7,6 +7,7 @@
 // it into ScatterLaunch (fused.h) with all_reduce = 0 and ownership by row shard (m_shard a
 // multiple of 128, so no tile straddles two owners).
 #include "fused/gemm_scatter.cuh"
+#include "fused/gemm_scatter_ce.cuh"
 #include "fused/launch.cuh"
 
 namespace weft::fused {
@@ -18,6 +19,12 @@ using Params = WeftTpParams;  // what the C ABI passes (weft.h); see ffi/src/tp
 template <int TileN, bool BNMajor>
 using Config = ScatterConfig<TileN, BNMajor, WEFT_TP_GEMM_REDUCE_SCATTER>;
 
+template <int TileN, bool BNMajor>
+cudaError_t launch(const ScatterLaunch& l) {
+  return l.state.copy_engine ? launch_scatter_ce_config<Config<TileN, BNMajor>>(l)
+                             : launch_scatter_config<Config<TileN, BNMajor>>(l);
+}
+
 }  // namespace
 
 bool gemm_reduce_scatter_supported(int tile_n) { return tile_n == 128 || tile_n == 256; }
@@ -25,8 +32,8 @@ bool gemm_reduce_scatter_supported(int tile_n) { return tile_n == 128 || tile_n 
 cudaError_t launch_gemm_reduce_scatter(const ScatterLaunch& l) {
   if (l.state.all_reduce || l.state.shard_tiles <= 0) return cudaErrorInvalidValue;
   switch (l.tile_n) {
-    case 256: return l.b_n_major ? launch_scatter_config<Config<256, true>>(l) : launch_scatter_config<Config<256, false>>(l);
-    case 128: return l.b_n_major ? launch_scatter_config<Config<128, true>>(l) : launch_scatter_config<Config<128, false>>(l);
+    case 256: return l.b_n_major ? launch<256, true>(l) : launch<256, false>(l);
+    case 128: return l.b_n_major ? launch<128, true>(l) : launch<128, false>(l);
     default: return cudaErrorInvalidConfiguration;
   }
 }

@@ -120,7 +120,7 @@ __device__ __forceinline__ void settle_pending(const typename Hooks::State& stat
 // `staged` counts boxes this consumer has staged so far (it picks the buffer), across tiles. `hook_ok`
 // turns false when before_tile_stores reports a wait that ran out.
 template <class Cfg, class Hooks>
-__device__ __forceinline__ void store_tile(const float (&acc)[Cfg::kTileN / 2], const KernelParams<typename Hooks::State>& p,
+__device__ __forceinline__ void store_tile(float (&acc)[Cfg::kTileN / 2], const KernelParams<typename Hooks::State>& p,
                                            const SharedStorage<Cfg>& s, const TileCoord& t, int consumer, uint32_t& staged,
                                            typename Hooks::ConsumerState& hook_state, PendingSignal& pending,
                                            bool& hook_ok) {
@@ -133,6 +133,10 @@ __device__ __forceinline__ void store_tile(const float (&acc)[Cfg::kTileN / 2], 
   // Only the leader issues stores, so only it needs to have waited; the others stage the first box
   // meanwhile and meet it at the first named barrier.
   if (leader) hook_ok = hook_ok && Hooks::before_tile_stores(p.hooks, hook_state, t, route, consumer);
+  if constexpr (Hooks::kAddsReceived) {
+    wg::sync(barrier_id);  // after the leader's wait
+    Hooks::template add_received<Cfg>(p.hooks, t, consumer, acc);
+  }
 #pragma unroll
   for (int box = 0; box < Cfg::kOutBoxes; ++box) {
     const int32_t col0 = t.n0 + box * Cfg::kOutBoxCols;

@@ -51,6 +51,14 @@
 //   static __device__ bool before_tile_stores(const State&, ConsumerState&, const TileCoord&, const Route&, int consumer);
 //       Called before the first store of a consumer's half-tile (64 rows); it may wait (e.g. "the
 //       owner has stored this tile, so adding into it is safe"). false: a bounded wait ran out.
+//   static constexpr bool kAddsReceived;
+//   template <class Cfg> static __device__ void add_received(const State&, const TileCoord&, int consumer,
+//                                                           float (&acc)[Cfg::kTileN / 2]);
+//       When kAddsReceived, called by every thread of the consumer warpgroup after before_tile_stores
+//       (and a warpgroup barrier), before the tile is rounded and staged: add what other ranks
+//       contributed to this tile into the fp32 accumulators (fragment layout: epilogue.cuh), so the
+//       tile is rounded once. Data it reads must have been acquired by before_tile_loads or
+//       before_tile_stores.
 //   static constexpr bool kSignalsAfterStore;
 //   static __device__ void after_tile_stored(const State&, const TileCoord&, int consumer);
 //       When kSignalsAfterStore (and, with routing, route().signal), called once per consumer
@@ -58,6 +66,11 @@
 //       (HalfTileFlagPublisher) and any reader that sees it also sees the data. The call is deferred
 //       to the start of the consumer's next epilogue (or the end of its tiles), so the wait for the
 //       stores to complete overlaps a whole tile of math instead of stalling the warpgroup.
+//
+//   static __device__ bool settle_before_math(const State&, const TileCoord& stored, const TileCoord& next);
+//       With kSignalsAfterStore: true publishes the signal owed for `stored` (the consumer's last
+//       half-tile) before the math of `next` instead of at next's epilogue. Needed where next's loads
+//       may wait for something that depends on that signal (a peer that waits for this rank's data).
 //
 //   static __device__ bool before_finish(const State&);
 //       One thread of every CTA after all of the CTA's stores are complete and fenced (e.g. "tell
@@ -103,6 +116,7 @@ struct DefaultHooks {
   static constexpr EpilogueOp kEpilogue = EpilogueOp::kStore;
   static constexpr bool kRouted = false;
   static constexpr bool kSignalsAfterStore = false;
+  static constexpr bool kAddsReceived = false;
 
   // Templates, so that a derived Hooks type with its own State, ProducerState and ConsumerState
   // inherits whichever of them it does not hide.
@@ -128,8 +142,14 @@ struct DefaultHooks {
   static __device__ __forceinline__ bool before_tile_stores(const S&, C&, const TileCoord&, const Route&, int) {
     return true;
   }
+  template <class Cfg, class S>
+  static __device__ __forceinline__ void add_received(const S&, const TileCoord&, int, float (&)[Cfg::kTileN / 2]) {}
   template <class S>
   static __device__ __forceinline__ void after_tile_stored(const S&, const TileCoord&, int) {}
+  template <class S>
+  static __device__ __forceinline__ bool settle_before_math(const S&, const TileCoord&, const TileCoord&) {
+    return false;
+  }
   template <class S>
   static __device__ __forceinline__ bool before_finish(const S&) { return true; }
 };

@@ -82,6 +82,12 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
     bool hook_ok = true;
     TileCoord t;
     while (scheduler.next(t)) {
+      if constexpr (Hooks::kSignalsAfterStore) {
+        // pending is tracked identically by every thread of the warpgroup: a uniform branch.
+        if (pending.valid && Hooks::settle_before_math(p.hooks, pending.tile, t)) {
+          settle_pending<Hooks>(p.hooks, pending, consumer, 1 + consumer);
+        }
+      }
       accumulate_tile<Cfg>(acc, s, ring, k_blocks_of(t, p.problem), consumer, ok);
       store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok);
     }

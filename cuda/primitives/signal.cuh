@@ -29,8 +29,15 @@ constexpr uint64_t kDefaultTimeoutNs = 10ull * 1000 * 1000 * 1000;  // 10 s
 __device__ __forceinline__ uint64_t signal_load(const uint64_t* addr);
 __device__ __forceinline__ void signal_store(uint64_t* addr, uint64_t value);
 __device__ __forceinline__ void signal_add(uint64_t* addr, uint64_t value);
+// Atomic add with acquire-release semantics at system scope; returns the old value. The caller that
+// sees the last increment of a group also sees everything the other incrementers released.
+__device__ __forceinline__ uint64_t signal_fetch_add(uint64_t* addr, uint64_t value);
 __device__ __forceinline__ uint64_t globaltimer_ns();
 __device__ inline WaitResult wait_at_least(const uint64_t* addr, uint64_t target, WaitBudget budget);
+// The general form: wait until done(value) holds, bounded the same way (for values that are not
+// monotonic, e.g. written with a per-parity tag).
+template <class Done>
+__device__ inline WaitResult wait_until(const uint64_t* addr, Done done, WaitBudget budget);
 
 }  // namespace weft::sys
 

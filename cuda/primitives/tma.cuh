@@ -33,6 +33,8 @@ __device__ __forceinline__ void load_2d(void* smem_dst, const CUtensorMap* map, 
 __device__ __forceinline__ void store_2d(const CUtensorMap* map, const void* smem_src, int32_t c0, int32_t c1);
 __device__ __forceinline__ void reduce_add_2d(const CUtensorMap* map, const void* smem_src, int32_t c0,
                                               int32_t c1);
+// Pulls a box of global memory into L2 ahead of a later read (no shared memory, no completion).
+__device__ __forceinline__ void prefetch_l2_2d(const CUtensorMap* map, int32_t c0, int32_t c1);
 __device__ __forceinline__ void bulk_commit();
 template <int Pending>
 __device__ __forceinline__ void bulk_wait_read();

@@ -342,9 +342,12 @@ WEFT_API int weft_gemm_choose(const WeftGemmParams* params, WeftGemmChoice* out)
  * launches its plans in the same order. Each launch takes the plan's next epoch; nothing is reset. */
 enum WeftTpOp { WEFT_TP_ALL_GATHER_GEMM = 0, WEFT_TP_GEMM_REDUCE_SCATTER = 1, WEFT_TP_GEMM_ALL_REDUCE = 2 };
 enum WeftTpPath { WEFT_TP_PATH_AUTO = 0, WEFT_TP_PATH_FUSED = 1, WEFT_TP_PATH_SEQUENTIAL = 2 };
-/* All-gather's data mover: CTAs of the kernel storing 16-byte vectors into the peers, or the copy
- * engines (a cudaMemcpyAsync per chunk and peer on side streams, each followed by a flag written
- * with cuStreamWriteValue64 that the persistent GEMM polls; no SM is taken from the GEMM). */
+/* The fused path's data mover. All-gather: CTAs of the kernel storing 16-byte vectors into the
+ * peers, or the copy engines (a cudaMemcpyAsync per chunk and peer on side streams, each followed by
+ * a flag written with cuStreamWriteValue64 that the persistent GEMM polls; no SM is taken from the
+ * GEMM). Reduce-scatter / all-reduce: CTAS = the GEMM's epilogue stores and adds into the peers'
+ * outputs; COPY_ENGINE = the epilogue stages the peers' partials locally, side streams copy them to
+ * their owners, the owner adds them in its epilogue (m a multiple of 128 x world size). */
 enum WeftTpMover { WEFT_TP_MOVER_AUTO = 0, WEFT_TP_MOVER_CTAS = 1, WEFT_TP_MOVER_COPY_ENGINE = 2, WEFT_TP_MOVER_NONE = 3 };
 
 typedef struct WeftTpParams {
@@ -356,7 +359,7 @@ typedef struct WeftTpParams {
   uint64_t a, b, out, gathered; /* device addresses on this rank's device */
   /* Overrides; 0 = chosen by the cost model. */
   int32_t path;      /* WeftTpPath */
-  int32_t mover;     /* WeftTpMover (all-gather only) */
+  int32_t mover;     /* WeftTpMover */
   int32_t comm_ctas; /* CTAs that move data (all-gather with the CTA mover) */
   int32_t tile_n;    /* 64 (all-reduce only), 128 or 256 */
   int32_t group_m;   /* tile-order band height in tile rows */
@@ -370,7 +373,7 @@ typedef struct WeftTpChoice {
   uint32_t size;    /* sizeof(WeftTpChoice) */
   uint32_t version; /* 1 */
   int32_t path;     /* WEFT_TP_PATH_FUSED or WEFT_TP_PATH_SEQUENTIAL */
-  int32_t mover;    /* WeftTpMover; NONE for the ops that move data from the GEMM's epilogue */
+  int32_t mover;    /* WeftTpMover; NONE on the sequential path */
   int32_t comm_ctas;
   int32_t gemm_ctas;
   int32_t tile_n;

@@ -35,6 +35,11 @@ PFN_cuStreamWriteValue64_v11070 streamWriteValue64() {
   return fn;
 }
 
+PFN_cuStreamWaitValue64_v11070 streamWaitValue64() {
+  static auto fn = lookup<PFN_cuStreamWaitValue64_v11070>("cuStreamWaitValue64", 11070);
+  return fn;
+}
+
 PFN_cuDriverGetVersion_v2020 driverGetVersion() {
   static auto fn = lookup<PFN_cuDriverGetVersion_v2020>("cuDriverGetVersion", 2020);
   return fn;

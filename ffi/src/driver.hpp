@@ -10,6 +10,7 @@ namespace weft::driver {
 
 PFN_cuTensorMapEncodeTiled_v12000 tensorMapEncodeTiled();
 PFN_cuStreamWriteValue64_v11070 streamWriteValue64();
+PFN_cuStreamWaitValue64_v11070 streamWaitValue64();
 PFN_cuDriverGetVersion_v2020 driverGetVersion();
 PFN_cuLaunchKernel_v4000 launchKernel();
 

@@ -38,8 +38,12 @@ export interface TpConfig {
    * GEMM and our collective one after the other; "auto" (default): whichever the cost model predicts
    * faster. */
   path?: TpPath;
-  /** All-gather only: who moves A's rows to the peers. "copyEngine": the copy engines, no SM taken
-   * (default); "ctas": some CTAs of the kernel (see commCtas). */
+  /** Who moves data between the GPUs on the fused path. allGatherGemm: "copyEngine" (default) copies
+   * A's rows with the copy engines, no SM taken; "ctas" uses some CTAs of the kernel (see commCtas).
+   * gemmReduceScatter / gemmAllReduce: "ctas" (the GEMM's epilogue stores and adds into the peers'
+   * outputs over NVLink) or "copyEngine" (the epilogue stores the peers' partials locally, the copy
+   * engines move them, the owner adds them in its epilogue; needs M a multiple of 128 x world size);
+   * "auto" picks by the cost model. */
   mover?: TpMover;
   /** All-gather with mover "ctas": how many CTAs move data (the rest run the GEMM). */
   commCtas?: number;
@@ -141,9 +145,6 @@ export function validateTpConfig(config: TpConfig | undefined, op: string, tpOp:
   if (!(path in PATHS)) throw new ArgumentError(op, "config.path", `must be 'auto', 'fused' or 'sequential' (got ${JSON.stringify(path)})`);
   const mover = c.mover ?? "auto";
   if (!(mover in MOVERS)) throw new ArgumentError(op, "config.mover", `must be 'auto', 'ctas' or 'copyEngine' (got ${JSON.stringify(mover)})`);
-  if (mover !== "auto" && tpOp !== "allGatherGemm") {
-    throw new ArgumentError(op, "config.mover", "is an allGatherGemm option (the other ops move data from the GEMM's epilogue)");
-  }
   const commCtas = c.commCtas === undefined ? 0 : positiveInt(op, "config.commCtas", c.commCtas, maxCtas - 1);
   if (commCtas > 0 && (tpOp !== "allGatherGemm" || mover === "copyEngine")) {
     throw new ArgumentError(op, "config.commCtas", "applies to allGatherGemm's CTA mover only (mover 'ctas')");

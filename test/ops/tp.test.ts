@@ -61,7 +61,8 @@ describe("tensor-parallel ops: validation (CPU)", () => {
     expect(validateTpConfig(undefined, "op", "allGatherGemm", 132)).toEqual({ path: "auto", mover: "auto", commCtas: 0, tileN: 0 as 128, groupM: 0 });
     expect(validateTpConfig({ path: "fused", mover: "ctas", commCtas: 8 }, "op", "allGatherGemm", 132).commCtas).toBe(8);
     expect(() => validateTpConfig({ path: "fast" as "fused" }, "op", "gemmAllReduce", 132)).toThrow(/config.path/);
-    expect(() => validateTpConfig({ mover: "ctas" }, "op", "gemmReduceScatter", 132)).toThrow(/allGatherGemm option/);
+    expect(validateTpConfig({ mover: "copyEngine" }, "op", "gemmReduceScatter", 132).mover).toBe("copyEngine");
+    expect(() => validateTpConfig({ mover: "copyEngine", commCtas: 4 }, "op", "gemmAllReduce", 132)).toThrow(/CTA mover only/);
     expect(() => validateTpConfig({ commCtas: 8, mover: "copyEngine" }, "op", "allGatherGemm", 132)).toThrow(/CTA mover only/);
     expect(() => validateTpConfig({ commCtas: 132 }, "op", "allGatherGemm", 132)).toThrow(/'config.commCtas' must be an integer in \[1, 131\]/);
     expect(() => validateTpConfig({ tileN: 64 }, "op", "allGatherGemm", 132)).toThrow(/'config.tileN' must be one of 128, 256/);

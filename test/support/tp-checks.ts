@@ -187,7 +187,9 @@ async function checkProblem(ctx: TpContext, p: Problem): Promise<string> {
         variants.push({ name: "fused copy-engine", config: { path: "fused", mover: "copyEngine" }, gathered: false });
         variants.push({ name: "fused ctas + gatheredA", config: { path: "fused", mover: "ctas" }, gathered: true });
       } else {
-        variants.push({ name: "fused", config: { path: "fused" }, gathered: false });
+        variants.push({ name: "fused ctas", config: { path: "fused", mover: "ctas" }, gathered: false });
+        // The copy-engine mover needs row ownership (M a multiple of 128 x W).
+        if (p.M % (128 * W) === 0) variants.push({ name: "fused copy-engine", config: { path: "fused", mover: "copyEngine" }, gathered: false });
       }
     }
     for (const v of variants) {
@@ -284,10 +286,17 @@ export const TP_CHECKS: TpCheck[] = [
     async run(ctx) {
       const r1 = await backToBack(ctx, { op: "allGatherGemm", M: 1024, N: 4096, K: 2048, transB: true, tag: tags++ },
         [{ path: "fused", mover: "copyEngine" }, { path: "fused", mover: "ctas" }], 200);
-      const r2 = await backToBack(ctx, { op: "gemmReduceScatter", M: 1024, N: 2048, K: 4096, transB: false, tag: tags++ }, [{ path: "fused" }], 200);
+      const r2 = await backToBack(ctx, { op: "gemmReduceScatter", M: 1024, N: 2048, K: 4096, transB: false, tag: tags++ },
+        [{ path: "fused", mover: "copyEngine" }, { path: "fused", mover: "ctas" }], 200);
       const r3 = await backToBack(ctx, { op: "gemmAllReduce", M: 128, N: 8192, K: 8192, transB: true, tag: tags++ }, [{ path: "fused" }], 200);
       const r4 = await backToBack(ctx, { op: "gemmAllReduce", M: 1024, N: 2048, K: 2048, transB: false, tag: tags++ }, [{}], 100);
-      return [r1, r2, r3, r4].join("; ");
+      // Copy-engine mover: 200 runs alone (every launch reuses the previous one's receive slots and
+      // staging by parity), with a tail in N (n not a multiple of the tile).
+      const r5 = await backToBack(ctx, { op: "gemmAllReduce", M: 1024, N: 2056, K: 2048, transB: true, tag: tags++ },
+        [{ path: "fused", mover: "copyEngine" }], 200);
+      const r6 = await backToBack(ctx, { op: "gemmReduceScatter", M: 2048, N: 4096, K: 2048, transB: true, tag: tags++ },
+        [{ path: "fused", mover: "copyEngine" }], 200);
+      return [r1, r2, r3, r4, r5, r6].join("; ");
     },
   },
 ];

@@ -17,6 +17,12 @@ __device__ __forceinline__ void signal_add(uint64_t* addr, uint64_t value) {
   asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(addr), "l"(value) : "memory");
 }
 
+__device__ __forceinline__ uint64_t signal_fetch_add(uint64_t* addr, uint64_t value) {
+  uint64_t old;
+  asm volatile("atom.acq_rel.sys.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(addr), "l"(value) : "memory");
+  return old;
+}
+
 __device__ __forceinline__ uint64_t globaltimer_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -35,6 +41,23 @@ __device__ inline WaitResult wait_at_least(const uint64_t* addr, uint64_t target
     __nanosleep(sleep_ns);
     if (sleep_ns < 1024) sleep_ns <<= 1;
     // The timer and the abort word are checked every 64 polls: both cost a memory round trip.
+    if ((spins & 63) == 63) {
+      if (budget.abort && *budget.abort) return WaitResult::kAborted;
+      if (globaltimer_ns() - start > limit) return WaitResult::kTimeout;
+    }
+  }
+}
+
+template <class Done>
+__device__ inline WaitResult wait_until(const uint64_t* addr, Done done, WaitBudget budget) {
+  if (done(signal_load(addr))) return WaitResult::kOk;
+  const uint64_t limit = budget.timeout_ns ? budget.timeout_ns : kDefaultTimeoutNs;
+  const uint64_t start = globaltimer_ns();
+  unsigned sleep_ns = 32;
+  for (uint32_t spins = 0;; ++spins) {
+    if (done(signal_load(addr))) return WaitResult::kOk;
+    __nanosleep(sleep_ns);
+    if (sleep_ns < 1024) sleep_ns <<= 1;
     if ((spins & 63) == 63) {
       if (budget.abort && *budget.abort) return WaitResult::kAborted;
       if (globaltimer_ns() - start > limit) return WaitResult::kTimeout;

@@ -36,6 +36,17 @@ struct Machine {
   // 49.2 us against our GEMM alone at 35.9 us, NOTES-tp run 2).
   double all_gather_sync_us = 4;
   double scatter_sync_us = 13;
+  // Copy-engine reduce-scatter / all-reduce: bytes per chunk (one 2-D copy, one flag), the most
+  // chunks per owner (graph nodes, or ~3 driver calls each without the graph), and the GEMM's
+  // slowdown from the staging stores and the own rows' extra reads (predicted, NOTES-tp version 3).
+  double ce_chunk_bytes = 4 << 20;
+  int64_t ce_max_chunks = 32;
+  double ce_gemm_factor = 1.03;
+  // Where "auto" takes the copy-engine mover: reduce-scatter with at least this many rows per rank
+  // (measured faster than the CTA mover at all five M >= 4096 shapes, 1.06-1.30x of our GEMM against
+  // 1.12-1.36x, NOTES-tp run 8); all-reduce never (slower there: 1.23-1.87x against 1.22-1.54x).
+  int64_t ce_reduce_scatter_min_shard_rows = 2048;
+  bool ce_all_reduce = false;
 };
 
 const Machine kMachine{};
@@ -161,8 +172,6 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
                "path must be WEFT_TP_PATH_AUTO, _FUSED or _SEQUENTIAL (got %d)", params.path);
   WEFT_REQUIRE(params.mover >= WEFT_TP_MOVER_AUTO && params.mover <= WEFT_TP_MOVER_COPY_ENGINE,
                "mover must be WEFT_TP_MOVER_AUTO, _CTAS or _COPY_ENGINE (got %d)", params.mover);
-  WEFT_REQUIRE(params.mover == WEFT_TP_MOVER_AUTO || p.op == WEFT_TP_ALL_GATHER_GEMM,
-               "mover is an all-gather option (the other ops move data from the GEMM's epilogue)");
   WEFT_REQUIRE(params.comm_ctas >= 0 && params.comm_ctas < sms, "comm_ctas must be in [0, %d) (got %d)", sms,
                params.comm_ctas);
   WEFT_REQUIRE(params.comm_ctas == 0 || (p.op == WEFT_TP_ALL_GATHER_GEMM && params.mover != WEFT_TP_MOVER_COPY_ENGINE),
@@ -224,12 +233,43 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       c.gemm_ctas = int(std::min<int64_t>(tiles_m * ceil_div(p.n, c.tile_n), sms));
       c.lag = scatter_lag(c.gemm_ctas, W);
       const double gemm = gemm_us(p.m, p.n, p.k, c.tile_n, c.gemm_ctas);
-      // Bytes each rank sends: reduce-scatter adds its (W-1)/W share into the owners; all-reduce
-      // stores its own 1/W into W-1 peers and adds the other (W-1)/W into W-1 peers.
+      // CTA mover. Bytes each rank sends: reduce-scatter adds its (W-1)/W share into the owners;
+      // all-reduce stores its own 1/W into W-1 peers and adds the other (W-1)/W into W-1 peers.
       const double out = double(p.m) * p.n * 2;
       const double sent = all_reduce ? (W - 1) * out : out * (W - 1) / W;
       const double window = all_reduce ? gemm : gemm * (W - 1) / W;
-      c.fused_us = std::max(gemm, gemm - window + transfer_us(sent, kMachine.nvlink_gbs)) + kMachine.scatter_sync_us;
+      const double ctas_us = std::max(gemm, gemm - window + transfer_us(sent, kMachine.nvlink_gbs)) + kMachine.scatter_sync_us;
+      // Copy-engine mover (row ownership only): the GEMM in its plain order, partials of the peers'
+      // rows staged locally and copied by the copy engines while the own rows are computed; the own
+      // rows' epilogue reads W-1 received partials; all-reduce then copies the last chunk of final
+      // rows after the math (the tail).
+      const bool ce_ok = rows;
+      WEFT_REQUIRE(params.mover != WEFT_TP_MOVER_COPY_ENGINE || ce_ok,
+                   "mover 'copyEngine' needs m to be a multiple of 128 x world size (row ownership); got m = %lld",
+                   static_cast<long long>(p.m));
+      double ce_us = 0;
+      if (ce_ok) {
+        // Chunks of ~4 MiB (a 2-D copy each), at most 32 per owner (nodes of the side streams' graph).
+        const int64_t tiles_n = ceil_div(p.n, c.tile_n);
+        const int64_t bands = c.shard_tiles / c.group_m;
+        const double slab_bytes = double(c.group_m) * gemm::kTileM * c.tile_n * 2;
+        int64_t slab = std::clamp<int64_t>(int64_t(std::llround(kMachine.ce_chunk_bytes / slab_bytes)), 1, tiles_n);
+        while (bands * ceil_div(tiles_n, slab) > kMachine.ce_max_chunks && slab < tiles_n) ++slab;
+        c.slab_tiles = int(slab);
+        c.slabs = int(ceil_div(tiles_n, slab));
+        c.chunks = int(bands * c.slabs);
+        const double sent_ce = out * (W - 1) / W;  // per phase (reduce-scatter; all-reduce twice)
+        const double own_us = gemm / W;
+        // The peers' partials must land during the own rows' math; the broadcast's last chunk lands after.
+        const double late = std::max(0.0, transfer_us(sent_ce, kMachine.copy_engine_gbs) - (gemm - own_us));
+        const double tail = all_reduce ? transfer_us(slab_bytes * slab, kMachine.copy_engine_gbs) : 0;
+        ce_us = gemm * kMachine.ce_gemm_factor + late + tail + kMachine.all_gather_sync_us;
+      }
+      const bool ce_measured = all_reduce ? kMachine.ce_all_reduce : p.m_shard >= kMachine.ce_reduce_scatter_min_shard_rows;
+      c.mover = params.mover == WEFT_TP_MOVER_COPY_ENGINE ? WEFT_TP_MOVER_COPY_ENGINE
+                : params.mover == WEFT_TP_MOVER_CTAS || !ce_ok || !ce_measured ? WEFT_TP_MOVER_CTAS
+                                                                              : WEFT_TP_MOVER_COPY_ENGINE;
+      c.fused_us = c.mover == WEFT_TP_MOVER_COPY_ENGINE ? ce_us : ctas_us;
     }
   }
   c.path = params.path == WEFT_TP_PATH_FUSED ? WEFT_TP_PATH_FUSED
@@ -251,6 +291,12 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       const int64_t chunks = p.m_shard / c.chunk_rows;
       add(l, l.flags, uint64_t(W) * chunks * 8);
       add(l, l.landing, 2ull * W * p.m_shard * p.k * 2);
+    } else if (c.mover == WEFT_TP_MOVER_COPY_ENGINE) {
+      add(l, l.counts, uint64_t(W) * c.chunks * 8);
+      add(l, l.ready, uint64_t(W) * c.chunks * 8);
+      add(l, l.progress, 4ull * W * 8);
+      add(l, l.staging_ce, uint64_t(p.m) * p.n * 2);
+      add(l, l.recv, 2ull * W * p.m_shard * p.n * 2);
     } else {
       const int64_t tiles_m = ceil_div(p.m, gemm::kTileM);
       add(l, l.stored, uint64_t(tiles_m) * 2 * ceil_div(p.n, c.tile_n) * 8);

@@ -25,6 +25,10 @@ struct Region {
 struct Layout {
   Region flags, landing;
   Region stored, done, entered;
+  // Copy-engine reduce-scatter / all-reduce: counts and ready [W][chunks], progress [2][2][W],
+  // staging (this rank's partials of the peers' rows, [m, n] by global row), recv (two parity slots
+  // of [W][m_shard, n]: the peers' partials of this rank's rows).
+  Region counts, ready, progress, staging_ce, recv;
   Region staging, a_pad, b_pad, out_pad;
   uint64_t total = 0;
 };
@@ -47,6 +51,9 @@ struct Choice {
   int chunk_rows;   // all-gather: rows per arrival flag
   int shard_tiles;  // scatter ops: tile rows per owner (0: ownership by tile index)
   int lag;          // scatter ops: rounds between an owner's tile and the next rank's (OwnerScheduler)
+  int slab_tiles;   // scatter ops, copy-engine mover: tile columns per chunk
+  int slabs;        // column slabs per band
+  int chunks;       // chunks per owner's shard (bands x slabs)
   bool fused_available;
   std::string reason;
   double fused_us;

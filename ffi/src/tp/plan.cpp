@@ -4,9 +4,11 @@
 // GEMM and our collective on the plan's stream, with padded copies where TMA needs them.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "comm/comm.hpp"
@@ -34,6 +36,10 @@ struct WeftTpPlan {
   fused::ScatterLaunch scatter{};
   std::vector<cudaStream_t> side;  // copy-engine mover: one stream per peer
   cudaEvent_t start = nullptr;
+  // Copy-engine reduce-scatter / all-reduce: the side streams' work per launch class (epoch mod 4),
+  // captured once (nullptr: enqueued call by call at every launch), and the capture's fork/join events.
+  cudaGraphExec_t copies[4] = {};
+  std::vector<cudaEvent_t> capture_events;
   // Completion words for the first kernel of a multi-step launch (publish.cu carries them over).
   uint64_t* scratch_host = nullptr;
   uint64_t* scratch_dev = nullptr;
@@ -205,6 +211,28 @@ void build_scatter(WeftTpPlan& plan) {
   l.b_n_major = !p.b_nk;
   l.ctas = ch.gemm_ctas;
   l.stream = plan.stream;
+  if (ch.mover != WEFT_TP_MOVER_COPY_ENGINE) return;
+  // This mover's stage-out variants: local only (1) and no comm (3); the others measure the full op.
+  if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterNoComm) s.variant = fused::kScatterFull;
+  s.copy_engine = 1;
+  s.chunks = ch.chunks;
+  s.slabs = ch.slabs;
+  s.slab_tiles = ch.slab_tiles;
+  s.tile_n = ch.tile_n;
+  s.ld = int32_t(p.n);
+  char* ws = plan.workspace;
+  encode_bf16(&s.staging, ws + ch.layout.staging_ce.offset, p.n, p.m, p.n, boxes.c, "staging");
+  encode_bf16(&s.recv_map, ws + ch.layout.recv.offset, p.n, 2ull * p.world * p.m_shard, p.n, boxes.c, "receive slots");
+  s.counts = reinterpret_cast<uint64_t*>(ws + ch.layout.counts.offset);
+  s.ready = reinterpret_cast<uint64_t*>(ws + ch.layout.ready.offset);
+  for (int q = 0; q < p.world; ++q)
+    s.progress[q] = reinterpret_cast<const uint64_t*>(on_rank(c, q, ws + ch.layout.progress.offset));
+  for (int j = 0; j + 1 < p.world; ++j) {
+    cudaStream_t side = nullptr;
+    WEFT_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+    plan.side.push_back(side);
+  }
+  WEFT_CUDA(cudaEventCreateWithFlags(&plan.start, cudaEventDisableTiming));
 }
 
 gemm::CompletionWords scratch_words(const WeftTpPlan& plan) {
@@ -266,12 +294,157 @@ void launch_all_gather_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
   }
 }
 
+// Copy-engine reduce-scatter / all-reduce: the side stream to each peer (see gemm_scatter_ce.cuh),
+// for launches of class `epoch` mod 4 (every value below depends on that class only, so the same
+// work can be captured once as a graph). For every chunk of the peer's rows: wait until the kernel
+// marks the chunk ready in staging, copy it into the peer's receive slot, advance the progress word;
+// all-reduce then does the same for this rank's final rows into the peer's out. The ready words are
+// set by the kernel's peer tiles, which wait for nothing, so these waits always end.
+void enqueue_scatter_copies(WeftTpPlan& plan, uint64_t epoch) {
+  const WeftComm& c = *plan.comm;
+  const tp::Problem& p = plan.problem;
+  const tp::Choice& ch = plan.choice;
+  const auto wait = driver::streamWaitValue64();
+  const auto write = driver::streamWriteValue64();
+  char* ws = plan.workspace;
+  const uint64_t row_bytes = uint64_t(p.n) * 2;
+  const int64_t band_rows = int64_t(ch.group_m) * gemm::kTileM;
+  const uint64_t parity_row0 = (epoch & 1) * uint64_t(p.world) * p.m_shard;
+  const auto* ready = reinterpret_cast<const uint64_t*>(ws + ch.layout.ready.offset);
+  auto* progress = reinterpret_cast<uint64_t*>(ws + ch.layout.progress.offset);  // this rank's words
+  // Chunk `chunk` of owner o's rows: from src (row src_row0 + the chunk's shard row) to dst.
+  auto chunk_copy = [&](cudaStream_t st, int o, int32_t chunk, char* dst, uint64_t dst_row0, const char* src,
+                        uint64_t src_row0) {
+    const CUresult r = wait(st, reinterpret_cast<CUdeviceptr>(ready + int64_t(o) * ch.chunks + chunk),
+                            fused::ready_bit(epoch), CU_STREAM_WAIT_VALUE_AND);
+    WEFT_REQUIRE(r == CUDA_SUCCESS, "cuStreamWaitValue64 failed (CUresult %d)", int(r));
+    const int64_t band = chunk / ch.slabs, slab = chunk % ch.slabs;
+    const int64_t col0 = slab * ch.slab_tiles * ch.tile_n;
+    const int64_t cols = std::min<int64_t>(int64_t(ch.slab_tiles) * ch.tile_n, p.n - col0);
+    const uint64_t row = uint64_t(band * band_rows);
+    WEFT_CUDA(cudaMemcpy2DAsync(dst + (dst_row0 + row) * row_bytes + col0 * 2, row_bytes,
+                                src + (src_row0 + row) * row_bytes + col0 * 2, row_bytes, size_t(cols) * 2,
+                                size_t(band_rows), cudaMemcpyDeviceToDevice, st));
+  };
+  auto advance = [&](cudaStream_t st, int kind, int dest, int32_t done) {
+    uint64_t* w = progress + fused::progress_index(epoch, kind, p.world, dest);
+    const uint64_t v = (fused::progress_tag(epoch) << fused::kProgressShift) | uint64_t(done);
+    const CUresult r = write(st, reinterpret_cast<CUdeviceptr>(w), v, 0);
+    WEFT_REQUIRE(r == CUDA_SUCCESS, "cuStreamWriteValue64 failed (CUresult %d)", int(r));
+  };
+  const char* staging = ws + ch.layout.staging_ce.offset;
+  char* out = reinterpret_cast<char*>(plan.params.out);
+  for (int j = 0; j + 1 < p.world; ++j) {
+    const int dest = (p.rank + 1 + j) % p.world;
+    cudaStream_t st = plan.side[j];
+    char* recv = on_rank(c, dest, ws + ch.layout.recv.offset);
+    for (int32_t chunk = 0; chunk < ch.chunks; ++chunk) {
+      // My partial of dest's rows (staging rows dest * m_shard ..) into dest's slot for me.
+      chunk_copy(st, dest, chunk, recv, parity_row0 + uint64_t(p.rank) * p.m_shard, staging, uint64_t(dest) * p.m_shard);
+      advance(st, 0, dest, chunk + 1);
+    }
+    if (p.op == WEFT_TP_GEMM_ALL_REDUCE) {
+      char* peer_out = on_rank(c, dest, out);
+      const uint64_t mine = uint64_t(p.rank) * p.m_shard;
+      for (int32_t chunk = 0; chunk < ch.chunks; ++chunk) {
+        chunk_copy(st, p.rank, chunk, peer_out, mine, out, mine);
+        advance(st, 1, dest, chunk + 1);
+      }
+    }
+  }
+}
+
+// Captures the side streams' work of each launch class as a graph (one launch per kernel launch
+// instead of 3 driver calls per chunk and peer). WEFT_TP_CE_GRAPH=0 keeps the call-by-call path (for
+// A/B); unset, a capture the driver refuses falls back to it silently; WEFT_TP_CE_GRAPH=1 makes that
+// refusal an error naming the step (NOTES-tp run 9: the host time of a launch was the same with and
+// without the graph, so the capture most likely fell back there; not yet diagnosed).
+void capture_scatter_copies(WeftTpPlan& plan) {
+  const char* env = std::getenv("WEFT_TP_CE_GRAPH");
+  if (env && std::strcmp(env, "0") == 0) return;
+  const bool required = env && std::strcmp(env, "1") == 0;
+  if (plan.side.empty()) return;
+  const size_t n = plan.side.size();
+  for (size_t j = 0; j < 2 * n; ++j) {
+    cudaEvent_t e = nullptr;
+    WEFT_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    plan.capture_events.push_back(e);
+  }
+  cudaStream_t origin = plan.side[0];
+  const char* step = nullptr;  // the first step that failed
+  cudaError_t error = cudaSuccess;
+  std::string enqueue_failure;
+  auto check = [&](cudaError_t e, const char* what) {
+    if (e != cudaSuccess && !step) {
+      step = what;
+      error = e;
+    }
+    return e == cudaSuccess;
+  };
+  for (uint64_t k = 0; k < 4 && !step; ++k) {
+    cudaGraph_t graph = nullptr;
+    if (!check(cudaStreamBeginCapture(origin, cudaStreamCaptureModeRelaxed), "cudaStreamBeginCapture")) break;
+    for (size_t j = 1; j < n; ++j) {
+      check(cudaEventRecord(plan.capture_events[j], origin), "fork: cudaEventRecord") &&
+          check(cudaStreamWaitEvent(plan.side[j], plan.capture_events[j], 0), "fork: cudaStreamWaitEvent");
+    }
+    if (!step) {
+      try {
+        enqueue_scatter_copies(plan, k);
+      } catch (const Error& e) {
+        enqueue_failure = e.message;
+        step = "enqueueing the copies";
+        error = cudaErrorUnknown;
+      }
+    }
+    for (size_t j = 1; j < n; ++j) {
+      check(cudaEventRecord(plan.capture_events[n + j], plan.side[j]), "join: cudaEventRecord") &&
+          check(cudaStreamWaitEvent(origin, plan.capture_events[n + j], 0), "join: cudaStreamWaitEvent");
+    }
+    check(cudaStreamEndCapture(origin, &graph), "cudaStreamEndCapture");
+    cudaGraphExec_t exec = nullptr;
+    if (!step) check(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
+    if (graph) (void)cudaGraphDestroy(graph);
+    if (!step) check(cudaGraphUpload(exec, origin), "cudaGraphUpload");
+    if (step && exec) (void)cudaGraphExecDestroy(exec);
+    if (!step) plan.copies[k] = exec;
+  }
+  if (!step) return;
+  for (cudaGraphExec_t& g : plan.copies) {
+    if (g) (void)cudaGraphExecDestroy(g);
+    g = nullptr;
+  }
+  const std::string detail = std::string(step) + ": " + (enqueue_failure.empty() ? cudaGetErrorString(error) : enqueue_failure);
+  (void)cudaGetLastError();
+  WEFT_REQUIRE(!required, "WEFT_TP_CE_GRAPH=1: capturing the copy-engine mover's side streams failed at %s", detail.c_str());
+}
+
 void launch_scatter_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
   fused::ScatterLaunch& l = plan.scatter;
   l.state.epoch = plan.epoch;
   l.completion = launch_words(launch);
+  const bool copy_engine = l.state.copy_engine != 0;
+  if (copy_engine) {
+    const tp::Problem& p = plan.problem;
+    const uint64_t slot_rows = uint64_t(p.world) * p.m_shard;
+    const uint64_t row0 = (plan.epoch & 1) * slot_rows;
+    l.state.recv = reinterpret_cast<const uint16_t*>(plan.workspace + plan.choice.layout.recv.offset + row0 * uint64_t(p.n) * 2);
+    l.state.recv_row0 = int32_t(row0);
+    // The side streams start behind everything before this launch (the previous launch included).
+    WEFT_CUDA(cudaEventRecord(plan.start, plan.stream));
+  }
   if (l.state.all_reduce) WEFT_CUDA(fused::launch_gemm_all_reduce(l));
   else WEFT_CUDA(fused::launch_gemm_reduce_scatter(l));
+  // After the kernel: a side stream that shared a hardware queue with the plan's stream would
+  // otherwise hold the kernel back behind a wait that only the kernel can end.
+  if (!copy_engine || l.state.variant != fused::kScatterFull) return;  // stage-out variants move nothing
+  if (cudaGraphExec_t g = plan.copies[plan.epoch & 3]) {
+    WEFT_CUDA(cudaStreamWaitEvent(plan.side[0], plan.start, 0));
+    WEFT_CUDA(cudaGraphLaunch(g, plan.side[0]));
+    return;
+  }
+  for (cudaStream_t st : plan.side) WEFT_CUDA(cudaStreamWaitEvent(st, plan.start, 0));
+  enqueue_scatter_copies(plan, plan.epoch);
 }
 
 // Our collective on the plan's stream; `last` = nothing follows it, so it publishes the launch's own
@@ -428,6 +601,12 @@ void launch_sequential(WeftTpPlan& plan, const WeftTpLaunch& launch) {
 }
 
 void release(WeftTpPlan& plan) {
+  for (cudaGraphExec_t& g : plan.copies) {
+    if (g) (void)cudaGraphExecDestroy(g);
+    g = nullptr;
+  }
+  for (cudaEvent_t e : plan.capture_events) (void)cudaEventDestroy(e);
+  plan.capture_events.clear();
   for (cudaStream_t s : plan.side) (void)cudaStreamDestroy(s);
   plan.side.clear();
   if (plan.start) (void)cudaEventDestroy(plan.start);
@@ -493,8 +672,12 @@ WEFT_API int weft_tp_plan_create(WeftComm* comm, const WeftTpParams* params, Wef
         plan->inter = tp::internode_build(c, *params, choice, plan->workspace, plan->stream);
       } else {
         if (choice.path == WEFT_TP_PATH_FUSED) {
-          if (plan->problem.op == WEFT_TP_ALL_GATHER_GEMM) build_all_gather(*plan);
-          else build_scatter(*plan);
+          if (plan->problem.op == WEFT_TP_ALL_GATHER_GEMM) {
+            build_all_gather(*plan);
+          } else {
+            build_scatter(*plan);
+            if (plan->scatter.state.copy_engine) capture_scatter_copies(*plan);
+          }
         }
         preload(*plan);
       }

@@ -1,0 +1,248 @@
+// gemm_scatter_ce.cuh — GEMM + reduce-scatter / all-reduce with the copy engines moving the data (the
+// "copyEngine" mover; gemm_scatter.cuh is the "ctas" mover). The SMs only ever touch local memory:
+//
+//   tile order     the plain grouped order over M, rotated so that a rank starts at the next rank's
+//                  row shard and ends with its own: every peer-owned tile comes before any own tile
+//                  (CeScheduler). Ownership is by row shard (m_shard a multiple of 128).
+//   peer tiles     stored (bf16 partial) into the local staging buffer [m, n] at the tile's global row;
+//                  once a half-tile's stores are complete, counts[owner][chunk] += 1, and the half-tile
+//                  that completes the chunk sets ready[owner][chunk] = ready_bit(epoch) (fused.h).
+//   copy engines   one side stream per peer, replayed as a CUDA graph per launch class (epoch mod 4,
+//                  so that every value in it is a constant): for each chunk of that peer's rows,
+//                  cuStreamWaitValue64(ready & bit), a 2-D cudaMemcpyAsync of the chunk into the
+//                  peer's receive slot (its rows of my partial), then cuStreamWriteValue64 of my
+//                  progress word for that peer (tag << kProgressShift | chunks landed). All-reduce
+//                  then broadcasts: for each chunk of my own rows, wait for its ready bit, copy the
+//                  final rows into the peer's out, write my second progress word for that peer.
+//   own tiles      the producer waits (bounded) until every peer's progress word covers the tile's
+//                  chunk, then prefetches the received partials of the tile into L2; the epilogue adds
+//                  them to the fp32 accumulators (one rounding) and stores into the local out.
+//   no deadlock    a CTA publishes the count of its last peer tile before its first own tile's math
+//                  (settle_before_math), not at that tile's epilogue as the engine otherwise would: the
+//                  own tile's loads wait for a peer's progress, which may wait for this very count.
+//                  So every count depends only on peer tiles, which wait for nothing.
+//   finish         a CTA completes only after this rank's side streams are done (the last progress
+//                  word for every peer: staging and, for all-reduce, out are no longer read) and, for
+//                  all-reduce, every peer's final rows have landed here.
+//
+// Reuse across launches: receive slots alternate by epoch parity. Rank q writes my slot e % 2 during
+// launch e only after its launch e-1 finished (its side streams start behind the kernel's previous
+// launch), which waited for my partials of e-1, which my side streams sent only after my launch e-2
+// finished reading slot e % 2. A peer's final rows reach my out in launch e only after q's own
+// tiles of e got my partials of e, sent after my launch e started, so after every earlier read of
+// out on my stream. Staging is rewritten by launch e+1 only after launch e completed, which waited
+// for its side streams.
+#pragma once
+
+#include "fused/fused.h"
+#include "fused/gemm_scatter.cuh"
+#include "fused/launch.cuh"
+#include "gemm/kernel.cuh"
+
+namespace weft::fused {
+
+// The chunk of owner `owner`'s rows that tile t lies in.
+__device__ __forceinline__ int32_t ce_chunk(const ScatterState& s, const gemm::TileCoord& t, int32_t owner) {
+  const int32_t band = (t.tile_m - owner * s.shard_tiles) / s.group_m;
+  return band * s.slabs + t.tile_n / s.slab_tiles;
+}
+
+template <class Cfg>
+class CeScheduler {
+ public:
+  __device__ CeScheduler(const gemm::Problem&, const ScatterState& s, uint32_t)
+      : tiles_n_(s.tiles_n),
+        tiles_m_(s.tiles_m),
+        group_(s.group_m),
+        first_(((s.rank + 1) % s.world) * s.shard_tiles),
+        unit_(static_cast<int32_t>(blockIdx.x)),
+        stride_(static_cast<int32_t>(gridDim.x)) {}
+
+  __device__ bool next(gemm::TileCoord& t) {
+    if (unit_ >= tiles_m_ * tiles_n_) return false;
+    // group_ divides shard_tiles, so a band never straddles two owners.
+    const int32_t per_band = group_ * tiles_n_;
+    const int32_t band = unit_ / per_band;
+    const int32_t local = unit_ - band * per_band;
+    const int32_t v = band * group_ + local % group_;
+    t.tile_m = (v + first_) % tiles_m_;
+    t.tile_n = local / group_;
+    t.m0 = t.tile_m * Cfg::kTileM;
+    t.n0 = t.tile_n * Cfg::kTileN;
+    t.k_begin = 0;
+    t.k_blocks = -1;
+    unit_ += stride_;
+    return true;
+  }
+
+ private:
+  int32_t tiles_n_, tiles_m_, group_, first_, unit_, stride_;
+};
+
+struct CeScatterHooks : gemm::DefaultHooks {
+  using State = ScatterState;
+  // Chunks of this rank's rows that every peer's partials are known to have landed for: own tiles
+  // of lower chunks need no poll.
+  struct ProducerState {
+    int32_t seen = 0;
+  };
+  template <class Cfg>
+  using Scheduler = CeScheduler<Cfg>;
+  static constexpr bool kRouted = true;
+  static constexpr bool kSignalsAfterStore = true;
+  static constexpr bool kAddsReceived = true;
+
+  static __device__ __forceinline__ int32_t owner(const State& s, const gemm::TileCoord& t) {
+    return t.tile_m / s.shard_tiles;
+  }
+  static constexpr uint64_t kDoneMask = (uint64_t(1) << kProgressShift) - 1;
+  // q's progress word of `kind` towards `dest`, as mapped here.
+  static __device__ __forceinline__ const uint64_t* word(const State& s, int32_t q, int kind, int32_t dest) {
+    return s.progress[q] + progress_index(s.epoch, kind, s.world, dest);
+  }
+  // Waits until the word says this launch has landed at least `need` chunks.
+  static __device__ __forceinline__ bool wait_landed(const State& s, const uint64_t* w, int32_t need) {
+    const uint64_t tag = progress_tag(s.epoch);
+    const auto done = [&](uint64_t v) { return (v >> kProgressShift) == tag && int64_t(v & kDoneMask) >= need; };
+    return sys::wait_until(w, done, budget(s)) == sys::WaitResult::kOk;
+  }
+  // Half-tiles in chunk c of any owner: group_m tile rows x the slab's tile columns x 2.
+  static __device__ __forceinline__ uint64_t halves(const State& s, int32_t c) {
+    const int32_t slab = c % s.slabs;
+    return uint64_t(s.group_m) * 2 * min(s.slab_tiles, s.tiles_n - slab * s.slab_tiles);
+  }
+  static __device__ __forceinline__ sys::WaitBudget budget(const State& s) { return sys::WaitBudget{s.timeout_ns, nullptr}; }
+
+  // Destination 0: out (own tiles), 1: staging (peer tiles). Own tiles of an all-reduce signal too:
+  // their chunks are what the broadcast copies wait for.
+  static __device__ __forceinline__ gemm::Route route(const State& s, const gemm::TileCoord& t) {
+    if (owner(s, t) == s.rank) return gemm::Route{1u, s.all_reduce ? 0 : s.rank * s.m_shard, false, s.all_reduce != 0};
+    return gemm::Route{2u, 0, false, true};
+  }
+  static __device__ __forceinline__ const CUtensorMap* out_map(const State& s, int dest) {
+    return dest == 0 ? &s.out[s.rank] : &s.staging;
+  }
+
+  // Stage-out variants (benchmarks only, wrong results; the host then enqueues no copies):
+  // kScatterLocalOnly keeps every local step (staging, counts, prefetch, the epilogue's adds of
+  // whatever the receive slot holds) but waits for nothing; kScatterNoComm also drops the prefetch and
+  // the adds (the GEMM in this mover's order with staging stores).
+  static __device__ __forceinline__ bool waits(const State& s) { return s.variant == kScatterFull; }
+  static __device__ __forceinline__ bool adds(const State& s) { return s.variant != kScatterNoComm; }
+
+  static __device__ bool before_tile_loads(const State& s, ProducerState& ps, const gemm::TileCoord& t) {
+    if (s.world == 1 || owner(s, t) != s.rank || !adds(s)) return true;
+    const int32_t need = ce_chunk(s, t, s.rank) + 1;
+    bool ok = true;
+    if (ps.seen < need && waits(s)) {
+      int32_t seen = s.chunks;
+      for (int32_t q = 0; q < s.world; ++q) {
+        if (q == s.rank) continue;
+        const uint64_t* w = word(s, q, 0, s.rank);
+        ok = ok && wait_landed(s, w, need);
+        const int32_t d = int32_t(sys::signal_load(w) & kDoneMask);
+        seen = d < seen ? d : seen;
+      }
+      ps.seen = ok ? seen : 0;
+    }
+    // The tile's received partials, into L2 while the tile's math runs (the epilogue reads them).
+    const int32_t row = s.recv_row0 + (t.m0 - s.rank * s.m_shard);
+    for (int32_t q = 0; q < s.world; ++q) {
+      if (q == s.rank) continue;
+      for (int32_t c = t.n0; c < t.n0 + s.tile_n && c < s.ld; c += 64) {
+        cta::prefetch_l2_2d(&s.recv_map, c, row + q * s.m_shard);
+        cta::prefetch_l2_2d(&s.recv_map, c, row + q * s.m_shard + 64);
+      }
+    }
+    return ok;
+  }
+
+  // Own tiles: the peers' bf16 partials of this consumer's 64 rows, added in fp32. The producer
+  // acquired their progress words before the tile's first load, and this warpgroup waited on that
+  // load's barrier (release/acquire through the mbarrier) before its math.
+  template <class Cfg>
+  static __device__ void add_received(const State& s, const gemm::TileCoord& t, int consumer, float (&acc)[Cfg::kTileN / 2]) {
+    if (s.world == 1 || owner(s, t) != s.rank || !adds(s)) return;
+    const int th = wg::thread();
+    for (int32_t q = 0; q < s.world; ++q) {
+      if (q == s.rank) continue;
+      // Recomputed per peer rather than kept live: the consumer has no registers to spare.
+      const int32_t row = q * s.m_shard + (t.m0 - s.rank * s.m_shard) + consumer * Cfg::kConsumerRows + (th / 32) * 16 +
+                          (th % 32) / 4;
+      const uint16_t* lo = s.recv + int64_t(row) * s.ld + t.n0 + 2 * (th % 4);
+      const uint16_t* hi = lo + 8 * int64_t(s.ld);
+      // kGroups column groups (2 x kGroups loads) in flight at a time.
+      constexpr int kGroups = 4;
+#pragma unroll
+      for (int b = 0; b < Cfg::kTileN / (8 * kGroups); ++b) {
+        uint32_t v[2 * kGroups];
+#pragma unroll
+        for (int j = 0; j < kGroups; ++j) {
+          const int n8 = b * kGroups + j;
+          const bool in = t.n0 + 8 * n8 < s.ld;
+          v[2 * j] = in ? *reinterpret_cast<const uint32_t*>(lo + 8 * n8) : 0u;
+          v[2 * j + 1] = in ? *reinterpret_cast<const uint32_t*>(hi + 8 * n8) : 0u;
+        }
+#pragma unroll
+        for (int j = 0; j < kGroups; ++j) {
+          const int n8 = b * kGroups + j;
+          acc[4 * n8 + 0] += __uint_as_float(v[2 * j] << 16);
+          acc[4 * n8 + 1] += __uint_as_float(v[2 * j] & 0xffff0000u);
+          acc[4 * n8 + 2] += __uint_as_float(v[2 * j + 1] << 16);
+          acc[4 * n8 + 3] += __uint_as_float(v[2 * j + 1] & 0xffff0000u);
+        }
+      }
+    }
+  }
+
+  // The last peer tile's count must not wait behind an own tile's load, which may wait for a peer
+  // that waits for this very count (see the deadlock note in the header).
+  static __device__ __forceinline__ bool settle_before_math(const State& s, const gemm::TileCoord& stored,
+                                                            const gemm::TileCoord& next) {
+    return owner(s, stored) != s.rank && owner(s, next) == s.rank;
+  }
+
+  // A half-tile's stores are complete and fenced (settle_pending): count it for its chunk; the last
+  // half-tile of the chunk (its acq_rel add sees every other one's release) marks the chunk ready
+  // for the side stream.
+  static __device__ void after_tile_stored(const State& s, const gemm::TileCoord& t, int) {
+    const int32_t o = owner(s, t);
+    const int32_t c = ce_chunk(s, t, o);
+    const int64_t at = int64_t(o) * s.chunks + c;
+    const uint64_t old = sys::signal_fetch_add(s.counts + at, 1);
+    if (old + 1 == s.epoch * halves(s, c)) sys::signal_store(s.ready + at, ready_bit(s.epoch));
+  }
+
+  static __device__ bool before_finish(const State& s) {
+    if (s.world == 1 || !waits(s)) return true;
+    bool ok = true;
+    for (int32_t q = 0; q < s.world; ++q) {
+      if (q == s.rank) continue;
+      // This rank's side stream to q is done with staging (and with out's own rows).
+      ok = ok && wait_landed(s, word(s, s.rank, s.all_reduce ? 1 : 0, q), s.chunks);
+      if (s.all_reduce) ok = ok && wait_landed(s, word(s, q, 1, s.rank), s.chunks);
+    }
+    return ok;
+  }
+};
+
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    gemm_scatter_ce_kernel(const __grid_constant__ gemm::KernelParams<ScatterState> p) {
+  gemm::engine_cta<typename Cfg::Gemm, CeScatterHooks>(p);
+}
+
+template <class Cfg>
+cudaError_t launch_scatter_ce_config(const ScatterLaunch& l) {
+  gemm::KernelParams<ScatterState> p{};
+  p.a = l.a;
+  p.b = l.b;
+  p.c = l.state.out[l.state.rank];  // unused by routed stores; prefetched, so a valid map
+  p.problem = gemm::Problem{l.m, l.n, l.k, l.state.group_m};
+  p.tail = gemm::OutputTail{nullptr, l.n, l.n};
+  p.completion = Completion{l.completion.done, l.completion.seq, l.completion.arrivals};
+  p.hooks = l.state;
+  return launch_persistent<typename Cfg::Gemm, gemm_scatter_ce_kernel<Cfg>>(p, l.ctas, l.stream);
+}
+
+}  // namespace weft::fused
