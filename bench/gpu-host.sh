@@ -1,24 +1,43 @@
 #!/usr/bin/env bash
-# One call on the GPU host: checks the machine, runs what is asked, and writes every log to $OUT.
-#   bash .gpu/enter.sh bash bench/gpu-host.sh info test demo [bench-name ...]
+# One call on the GPU host: checks the machine, runs what is asked, and packs every log (and every
+# bench/results file the steps rewrote) into $OUT/gpu-host.tgz: one file, since the device tool
+# returns only a few files per call.
+#   bash .gpu/enter.sh bash bench/gpu-host.sh info test demo [step ...]
 # Steps:  info -> weft info;  test -> REQUIRE_GPU=1 bun test;  demo -> the README's demo;
 #         quickstart -> the README's API example;
+#         torch -> bench/peers/torch_tp.py under torchrun (2 ranks); a later `tp` step reads it;
 #         anything else -> bun bench/<name>.ts
-# GPU-side waits are bounded by WEFT_COMM_TIMEOUT_MS (3 s here), so a broken peer fails fast.
+# A step may carry its own bound in seconds, `test:150`; STEP_TIMEOUT (default 300) bounds the rest. GPU-side waits are bounded by WEFT_COMM_TIMEOUT_MS
+# (3 s here), so a broken peer fails fast.
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export WEFT_COMM_TIMEOUT_MS=${WEFT_COMM_TIMEOUT_MS:-3000}
 OUT=${OUT:-/tmp/weft-out}
-mkdir -p "$OUT"
-nvidia-smi --query-gpu=index,name,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$OUT/nvidia-smi.txt" 2>&1
+LOGS=$(mktemp -d)
+mkdir -p "$OUT" "$LOGS/results"
+touch "$LOGS/.start"
+nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$LOGS/nvidia-smi.txt" 2>&1
 rc=0
-for step in "$@"; do
+step_rc() {  # name, status: a failed step fails the call and is named in the summary
+  [ "$2" -eq 0 ] || { rc=1; echo "STEP FAILED: $1 (rc $2)"; }
+}
+for spec in "$@"; do
+  step=${spec%%:*}
+  T=${STEP_TIMEOUT:-300}
+  [ "$spec" = "$step" ] || T=${spec#*:}
+  echo "=== $step (bound ${T} s)"
   case "$step" in
-    info) bun lib/cli.ts info 2>&1 | tee "$OUT/info.txt" || rc=1 ;;
-    quickstart) bun examples/quickstart.ts 2>&1 | tee "$OUT/quickstart.txt"; [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1 ;;
-    demo) bun examples/demo.ts 2>&1 | tee "$OUT/demo.txt"; [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1 ;;
-    test) REQUIRE_GPU=1 bun test --timeout 300000 2>&1 | tee "$OUT/test.txt"; [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1 ;;
-    *) bun "bench/$step.ts" 2>&1 | tee "$OUT/bench-$step.txt"; [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1 ;;
+    info) timeout "$T" bun lib/cli.ts info > "$LOGS/info.txt" 2>&1; step_rc "$step" $?; cat "$LOGS/info.txt" ;;
+    quickstart) timeout "$T" bun examples/quickstart.ts > "$LOGS/quickstart.txt" 2>&1; step_rc "$step" $?; tail -5 "$LOGS/quickstart.txt" ;;
+    demo) timeout "$T" bun examples/demo.ts > "$LOGS/demo.txt" 2>&1; step_rc "$step" $?; tail -6 "$LOGS/demo.txt" ;;
+    test) REQUIRE_GPU=1 timeout "$T" bun test --timeout 300000 > "$LOGS/test.txt" 2>&1; step_rc "$step" $?
+          grep -E "^\(fail\)|^ *[0-9]+ (pass|fail|skip)$|^Ran " "$LOGS/test.txt" ;;
+    torch) TORCHRUN=$(command -v torchrun || echo "python3 -m torch.distributed.run")
+           timeout "$T" $TORCHRUN --nproc-per-node=2 bench/peers/torch_tp.py --out "$LOGS/torch_tp.json" > "$LOGS/torch.txt" 2>&1
+           step_rc "$step" $?; export TORCH_TP_JSON="$LOGS/torch_tp.json"; tail -3 "$LOGS/torch.txt" ;;
+    *) timeout "$T" bun "bench/$step.ts" > "$LOGS/bench-$step.txt" 2>&1; step_rc "$step" $?; tail -40 "$LOGS/bench-$step.txt" ;;
   esac
 done
+find bench/results -newer "$LOGS/.start" -type f -exec cp {} "$LOGS/results/" \;
+tar -czf "$OUT/gpu-host.tgz" -C "$LOGS" .
 exit $rc
