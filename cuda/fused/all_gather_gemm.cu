@@ -27,12 +27,6 @@ namespace {
 
 using Params = WeftTpParams;  // what the C ABI passes (weft.h); see ffi/src/tp
 
-template <int TileN, bool BNMajor>
-struct Config {
-  using Gemm = gemm::Config<TileN, 1, 1, BNMajor, false>;
-  static constexpr int kThreads = Gemm::kThreads;
-};
-
 // Tile order: this rank's tile rows, then the peers' tile rows chunk by chunk (chunk c of every peer
 // before chunk c + 1), each in grouped bands that never straddle a chunk.
 template <class Cfg>
@@ -52,25 +46,20 @@ class AgScheduler {
 
   __device__ bool next(gemm::TileCoord& t) {
     if (unit_ >= units_) return false;
-    const int32_t per_band = group_ * tiles_n_;
-    const int32_t band = unit_ / per_band;
-    const int32_t local = unit_ - band * per_band;
-    int32_t v = band * group_ + local % group_;  // virtual tile row
-    t.tile_n = local / group_;
+    const gemm::BandTile b = gemm::whole_band_tile(unit_, group_, tiles_n_);
+    int32_t v = b.row;  // tile row in this order
+    int32_t tile_m;
     if (v < shard_tiles_) {
-      t.tile_m = rank_ * shard_tiles_ + v;
+      tile_m = rank_ * shard_tiles_ + v;
     } else {
       v -= shard_tiles_;
       const int32_t per_chunk = chunk_tiles_ * (world_ - 1);
       const int32_t chunk = v / per_chunk;
       const int32_t rest = v - chunk * per_chunk;
       const int32_t src = (rank_ + 1 + rest / chunk_tiles_) % world_;
-      t.tile_m = src * shard_tiles_ + chunk * chunk_tiles_ + rest % chunk_tiles_;
+      tile_m = src * shard_tiles_ + chunk * chunk_tiles_ + rest % chunk_tiles_;
     }
-    t.m0 = t.tile_m * Cfg::kTileM;
-    t.n0 = t.tile_n * Cfg::kTileN;
-    t.k_begin = 0;
-    t.k_blocks = -1;
+    gemm::set_whole_k_tile<Cfg>(t, tile_m, b.col);
     unit_ += stride_;
     return true;
   }
@@ -126,7 +115,7 @@ struct AgHooks : gemm::DefaultHooks {
 
 // CTA mover: CTA i of comm_ctas sends items i, i + comm_ctas, ... (item = chunk x peer, chunk-major,
 // so every peer gets chunk 0 before anyone's chunk 1), 16-byte vectors, 8 in flight per thread.
-__device__ inline void push_rows(const AgState& s) {
+__device__ inline void push_rows(const AgState& s, const Completion&) {
   const int32_t peers = s.world - 1;
   const int32_t items = s.chunks * peers;
   const uint64_t chunk_bytes = uint64_t(s.chunk_rows) * uint64_t(s.row_bytes);
@@ -144,30 +133,11 @@ __device__ inline void push_rows(const AgState& s) {
   }
 }
 
-template <class Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads, 1)
-    all_gather_gemm_kernel(const __grid_constant__ gemm::KernelParams<AgState> p) {
-  if (blockIdx.x < static_cast<uint32_t>(p.hooks.comm_ctas)) {
-    push_rows(p.hooks);
-    __syncthreads();
-    cta::finish(p.completion);
-    return;
-  }
-  gemm::engine_cta<typename Cfg::Gemm, AgHooks>(p);
-}
-
 template <int TileN, bool BNMajor>
 cudaError_t launch_config(const AgLaunch& l) {
-  using Cfg = Config<TileN, BNMajor>;
-  gemm::KernelParams<AgState> p{};
-  p.a = l.landing;
-  p.b = l.b;
-  p.c = l.c;
-  p.problem = gemm::Problem{l.m, l.n, l.k, l.state.group_m};
-  p.tail = gemm::OutputTail{nullptr, l.n, l.n};  // the planner requires n to fill whole 16-byte chunks
-  p.completion = Completion{l.completion.done, l.completion.seq, l.completion.arrivals};
-  p.hooks = l.state;
-  return launch_persistent<typename Cfg::Gemm, all_gather_gemm_kernel<Cfg>>(p, l.state.comm_ctas + l.gemm_ctas, l.stream);
+  using Gemm = FusedGemm<TileN, BNMajor>;
+  return launch_persistent<Gemm, mover_gemm_kernel<Gemm, AgState, AgHooks, push_rows>>(
+      fused_params(l, l.landing, l.c), l.state.comm_ctas + l.gemm_ctas, l.stream);
 }
 
 }  // namespace

@@ -33,12 +33,6 @@ namespace {
 
 using Params = WeftTpParams;  // what the C ABI passes (weft.h); see ffi/src/tp/internode.cpp
 
-template <int TileN, bool BNMajor>
-struct Config {
-  using Gemm = gemm::Config<TileN, 1, 1, BNMajor, false>;
-  static constexpr int kThreads = Gemm::kThreads;
-};
-
 // Tile order: this rank's tile rows; then the local peers' rows, chunk-major (chunk c of every
 // local peer before chunk c + 1); then the other nodes' rows, chunk-major, rail first (its rows
 // arrive straight from the proxy; the other rails' rows come forwarded by the local peers). Grouped
@@ -62,11 +56,8 @@ class InterAgScheduler {
 
   __device__ bool next(gemm::TileCoord& t) {
     if (unit_ >= units_) return false;
-    const int32_t per_band = group_ * tiles_n_;
-    const int32_t band = unit_ / per_band;
-    const int32_t local = unit_ - band * per_band;
-    int32_t v = band * group_ + local % group_;  // virtual tile row
-    t.tile_n = local / group_;
+    const gemm::BandTile b = gemm::whole_band_tile(unit_, group_, tiles_n_);
+    int32_t v = b.row;  // tile row in this order
     int32_t src, row;  // whose rows, and which tile row of that rank's shard
     if (v < shard_tiles_) {
       src = node_ * local_size_ + local_rank_;
@@ -85,11 +76,7 @@ class InterAgScheduler {
                       : ((node_ + 1 + i / local_size_) % nodes_) * local_size_ + (local_rank_ + i) % local_size_;
       row = chunk * chunk_tiles_ + rest % chunk_tiles_;
     }
-    t.tile_m = src * shard_tiles_ + row;
-    t.m0 = t.tile_m * Cfg::kTileM;
-    t.n0 = t.tile_n * Cfg::kTileN;
-    t.k_begin = 0;
-    t.k_blocks = -1;
+    gemm::set_whole_k_tile<Cfg>(t, src * shard_tiles_ + row, b.col);
     unit_ += stride_;
     return true;
   }
@@ -213,31 +200,12 @@ __device__ inline void move_rows(const InterAgState& s, const Completion& comple
   }
 }
 
-template <class Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads, 1)
-    all_gather_gemm_internode_kernel(const __grid_constant__ gemm::KernelParams<InterAgState> p) {
-  if (blockIdx.x < static_cast<uint32_t>(p.hooks.comm_ctas)) {
-    move_rows(p.hooks, p.completion);
-    __syncthreads();
-    cta::finish(p.completion);
-    return;
-  }
-  gemm::engine_cta<typename Cfg::Gemm, InterAgHooks>(p);
-}
-
 template <int TileN, bool BNMajor>
 cudaError_t launch_config(const InterAgLaunch& l) {
-  using Cfg = Config<TileN, BNMajor>;
-  gemm::KernelParams<InterAgState> p{};
-  p.a = l.landing;
-  p.b = l.b;
-  p.c = l.c;
-  p.problem = gemm::Problem{l.m, l.n, l.k, l.state.group_m};
-  p.tail = gemm::OutputTail{nullptr, l.n, l.n};  // the planner requires n to fill whole 16-byte chunks
-  p.completion = Completion{l.completion.done, l.completion.seq, l.completion.arrivals};
-  p.hooks = l.state;
+  using Gemm = FusedGemm<TileN, BNMajor>;
   const int ctas = l.gemm_ctas == 0 ? 0 : l.state.comm_ctas + l.gemm_ctas;
-  return launch_persistent<typename Cfg::Gemm, all_gather_gemm_internode_kernel<Cfg>>(p, ctas, l.stream);
+  return launch_persistent<Gemm, mover_gemm_kernel<Gemm, InterAgState, InterAgHooks, move_rows>>(
+      fused_params(l, l.landing, l.c), ctas, l.stream);
 }
 
 }  // namespace

@@ -30,12 +30,6 @@ namespace {
 
 using Params = WeftTpParams;  // what the C ABI passes (weft.h); see ffi/src/tp/internode.cpp
 
-template <int TileN, bool BNMajor>
-struct Config {
-  using Gemm = gemm::Config<TileN, 1, 1, BNMajor, false>;
-  static constexpr int kThreads = Gemm::kThreads;
-};
-
 // Tile order: owners by node, starting with the node after this one (this node last); inside a
 // node, this rail's owner first; each owner's shard in grouped bands.
 template <class Cfg>
@@ -56,19 +50,11 @@ class InterRsScheduler {
 
   __device__ bool next(gemm::TileCoord& t) {
     if (unit_ >= units_) return false;
-    const int32_t per_band = group_ * tiles_n_;
-    const int32_t band = unit_ / per_band;
-    const int32_t local = unit_ - band * per_band;
-    const int32_t v = band * group_ + local % group_;  // virtual tile row
-    t.tile_n = local / group_;
-    const int32_t owner_index = v / shard_tiles_;       // i-th owner in the order above
+    const gemm::BandTile b = gemm::whole_band_tile(unit_, group_, tiles_n_);
+    const int32_t owner_index = b.row / shard_tiles_;  // i-th owner in the order above
     const int32_t node = (node_ + 1 + owner_index / local_size_) % nodes_;
     const int32_t owner = node * local_size_ + (local_rank_ + owner_index) % local_size_;
-    t.tile_m = owner * shard_tiles_ + v % shard_tiles_;
-    t.m0 = t.tile_m * Cfg::kTileM;
-    t.n0 = t.tile_n * Cfg::kTileN;
-    t.k_begin = 0;
-    t.k_blocks = -1;
+    gemm::set_whole_k_tile<Cfg>(t, owner * shard_tiles_ + b.row % shard_tiles_, b.col);
     unit_ += stride_;
     return true;
   }
@@ -182,31 +168,12 @@ __device__ inline void move_sums(const InterRsState& s, const Completion& comple
   }
 }
 
-template <class Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads, 1)
-    gemm_reduce_scatter_internode_kernel(const __grid_constant__ gemm::KernelParams<InterRsState> p) {
-  if (blockIdx.x < static_cast<uint32_t>(p.hooks.comm_ctas)) {
-    move_sums(p.hooks, p.completion);
-    __syncthreads();
-    cta::finish(p.completion);
-    return;
-  }
-  gemm::engine_cta<typename Cfg::Gemm, InterRsHooks>(p);
-}
-
 template <int TileN, bool BNMajor>
 cudaError_t launch_config(const InterRsLaunch& l) {
-  using Cfg = Config<TileN, BNMajor>;
-  gemm::KernelParams<InterRsState> p{};
-  p.a = l.a;
-  p.b = l.b;
-  p.c = l.c;
-  p.problem = gemm::Problem{l.m, l.n, l.k, l.state.group_m};
-  p.tail = gemm::OutputTail{nullptr, l.n, l.n};  // the planner requires n to fill whole 16-byte chunks
-  p.completion = Completion{l.completion.done, l.completion.seq, l.completion.arrivals};
-  p.hooks = l.state;
+  using Gemm = FusedGemm<TileN, BNMajor>;
   const int ctas = l.gemm_ctas == 0 ? 0 : l.state.comm_ctas + l.gemm_ctas;
-  return launch_persistent<typename Cfg::Gemm, gemm_reduce_scatter_internode_kernel<Cfg>>(p, ctas, l.stream);
+  return launch_persistent<Gemm, mover_gemm_kernel<Gemm, InterRsState, InterRsHooks, move_sums>>(
+      fused_params(l, l.a, l.c), ctas, l.stream);
 }
 
 }  // namespace

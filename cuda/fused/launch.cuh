@@ -1,15 +1,54 @@
-// launch.cuh — the one generic launcher of the fused kernels: a persistent grid of exactly `ctas`
-// CTAs (the cost model sized it to at most one per SM, and every CTA must be resident at once,
-// because CTAs of one rank wait for CTAs of another), with the engine Config's shared memory.
+// launch.cuh — what every fused kernel shares: its engine configuration, its kernel parameters,
+// the kernel shape with mover CTAs, and the one generic launcher: a persistent grid of exactly
+// `ctas` CTAs (the cost model sized it to at most one per SM, and every CTA must be resident at
+// once, because CTAs of one rank wait for CTAs of another), with the engine Config's shared memory.
 #pragma once
 
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <type_traits>
 
+#include "gemm/kernel.cuh"
 #include "gemm/params.cuh"
 
 namespace weft::fused {
+
+// The engine of every fused kernel: 128-row tiles of TileN columns, one CTA per tile (no cluster),
+// B n-major or k-major, bf16 out.
+template <int TileN, bool BNMajor>
+using FusedGemm = gemm::Config<TileN, 1, 1, BNMajor, false>;
+
+// A launch struct's kernel parameters: `a` and `c` as the GEMM reads and writes them (a landing
+// buffer, a staging slot, ...), the rest as every fused launch struct carries it. Fused outputs fill
+// whole 16-byte chunks (the planner requires n % 8 == 0), so there is no tail staging.
+template <class Launch>
+auto fused_params(const Launch& l, const CUtensorMap& a, const CUtensorMap& c) {
+  gemm::KernelParams<std::remove_cvref_t<decltype(l.state)>> p{};
+  p.a = a;
+  p.b = l.b;
+  p.c = c;
+  p.problem = gemm::Problem{l.m, l.n, l.k, l.state.group_m};
+  p.tail = gemm::OutputTail{nullptr, l.n, l.n};
+  p.completion = Completion{l.completion.done, l.completion.seq, l.completion.arrivals};
+  p.hooks = l.state;
+  return p;
+}
+
+// A fused kernel with mover CTAs: the first state.comm_ctas CTAs run Mover(state, completion), which
+// moves data and raises the flags the GEMM's hooks wait on, then report done like every CTA; the
+// rest run the GEMM engine with Hooks.
+template <class Gemm, class State, class Hooks, auto Mover>
+__global__ void __launch_bounds__(Gemm::kThreads, 1)
+    mover_gemm_kernel(const __grid_constant__ gemm::KernelParams<State> p) {
+  if (blockIdx.x < static_cast<uint32_t>(p.hooks.comm_ctas)) {
+    Mover(p.hooks, p.completion);
+    __syncthreads();
+    cta::finish(p.completion);
+    return;
+  }
+  gemm::engine_cta<Gemm, Hooks>(p);
+}
 
 // ctas == 0: only set the opt-in, which also loads the kernel's module (plans do it at creation).
 // Kernel is the __global__ function itself (a template argument, so that the opt-in flag below is

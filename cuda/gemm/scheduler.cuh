@@ -17,6 +17,30 @@
 
 namespace weft::gemm {
 
+// Unit `unit` of a walk in whole bands of `group` tile rows across `tiles_n` tile columns: its tile
+// row within the walk and its tile column. The fused ops' orders use it on shards and chunks whose
+// row counts their planners made multiples of the band, so no band is ever cut short.
+struct BandTile {
+  int32_t row, col;
+};
+__device__ inline BandTile whole_band_tile(int32_t unit, int32_t group, int32_t tiles_n) {
+  const int32_t per_band = group * tiles_n;
+  const int32_t band = unit / per_band;
+  const int32_t local = unit - band * per_band;
+  return {band * group + local % group, local / group};
+}
+
+// Tile (tile_m, tile_n) of Cfg's CTA tiles, over all of K.
+template <class Cfg>
+__device__ inline void set_whole_k_tile(TileCoord& t, int32_t tile_m, int32_t tile_n) {
+  t.tile_m = tile_m;
+  t.tile_n = tile_n;
+  t.m0 = tile_m * Cfg::kTileM;
+  t.n0 = tile_n * Cfg::kTileN;
+  t.k_begin = 0;
+  t.k_blocks = -1;
+}
+
 template <class Cfg>
 class GroupedScheduler {
  public:
