@@ -213,11 +213,7 @@ cudaError_t launch_config(const InterAgLaunch& l) {
 bool all_gather_gemm_internode_supported(int tile_n) { return tile_n == 128 || tile_n == 256; }
 
 cudaError_t launch_all_gather_gemm_internode(const InterAgLaunch& l) {
-  switch (l.tile_n) {
-    case 256: return l.b_n_major ? launch_config<256, true>(l) : launch_config<256, false>(l);
-    case 128: return l.b_n_major ? launch_config<128, true>(l) : launch_config<128, false>(l);
-    default: return cudaErrorInvalidConfiguration;
-  }
+  return launch_tile_shape<256, 128>(l, [&]<int TileN, bool BNMajor>() { return launch_config<TileN, BNMajor>(l); });
 }
 
 }  // namespace weft::fused

@@ -179,11 +179,7 @@ cudaError_t launch_config(const InterRsLaunch& l) {
 }  // namespace
 
 cudaError_t launch_gemm_reduce_scatter_internode(const InterRsLaunch& l) {
-  switch (l.tile_n) {
-    case 256: return l.b_n_major ? launch_config<256, true>(l) : launch_config<256, false>(l);
-    case 128: return l.b_n_major ? launch_config<128, true>(l) : launch_config<128, false>(l);
-    default: return cudaErrorInvalidConfiguration;
-  }
+  return launch_tile_shape<256, 128>(l, [&]<int TileN, bool BNMajor>() { return launch_config<TileN, BNMajor>(l); });
 }
 
 }  // namespace weft::fused

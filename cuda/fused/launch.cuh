@@ -35,6 +35,18 @@ auto fused_params(const Launch& l, const CUtensorMap& a, const CUtensorMap& c) {
   return p;
 }
 
+// Runs launch.template operator()<TileN, BNMajor>() for the launch struct's tile width (one of Tiles:
+// each is a separate instantiation of the kernel) and B layout; any other width is a configuration
+// error.
+template <int... Tiles, class Launch, class Fn>
+cudaError_t launch_tile_shape(const Launch& l, Fn&& launch) {
+  cudaError_t e = cudaErrorInvalidConfiguration;
+  (void)((l.tile_n == Tiles &&
+          (e = l.b_n_major ? launch.template operator()<Tiles, true>() : launch.template operator()<Tiles, false>(), true)) ||
+         ...);
+  return e;
+}
+
 // A fused kernel with mover CTAs: the first state.comm_ctas CTAs run Mover(state, completion), which
 // moves data and raises the flags the GEMM's hooks wait on, then report done like every CTA; the
 // rest run the GEMM engine with Hooks.
