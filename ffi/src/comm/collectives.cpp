@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "call_checks.hpp"
 #include "comm.hpp"
 #include "device_guard.hpp"
 #include "driver.hpp"
@@ -15,40 +16,9 @@
 #include "tuning.hpp"
 
 using namespace weft;
+using namespace weft::comm;
 
 namespace {
-
-const char* kind_name(int32_t k) {
-  static const char* names[] = {"all_gather", "reduce_scatter", "all_reduce", "all_to_all", "broadcast", "barrier"};
-  return k >= 0 && k <= WEFT_BARRIER ? names[k] : "?";
-}
-
-uint32_t dtype_bytes(int32_t d) {
-  switch (d) {
-    case WEFT_BF16: case WEFT_F16: return 2;
-    case WEFT_F32: case WEFT_I32: return 4;
-    case WEFT_U8: return 1;
-    default: return 0;
-  }
-}
-
-bool is_sum(int32_t kind) { return kind == WEFT_REDUCE_SCATTER || kind == WEFT_ALL_REDUCE; }
-
-// [ptr, ptr + bytes) must lie in this rank's user heap: a peer reaches it at the same offset.
-void require_symmetric(const WeftComm& c, uint64_t ptr, uint64_t bytes, const char* what, const char* op) {
-  const uint64_t base = reinterpret_cast<uint64_t>(c.arena) + c.layout.heap;
-  WEFT_REQUIRE(ptr >= base && ptr + bytes <= base + c.heap_bytes,
-               "%s: %s (%#llx, %llu bytes) must be a symmetric tensor inside this communicator's heap [%#llx, %#llx)",
-               op, what, (unsigned long long)ptr, (unsigned long long)bytes, (unsigned long long)base,
-               (unsigned long long)(base + c.heap_bytes));
-}
-
-void require_on_device(const WeftComm& c, uint64_t ptr, const char* what, const char* op) {
-  WEFT_REQUIRE(ptr != 0, "%s: %s must not be NULL", op, what);
-  const int dev = pointer_device(reinterpret_cast<const void*>(ptr));
-  WEFT_REQUIRE(dev == c.device, "%s: %s (%#llx) is on device %d but this rank's communicator is on device %d",
-               op, what, (unsigned long long)ptr, dev, c.device);
-}
 
 // How collective kernels are submitted (bench/NOTES-collectives.md, runs 7-8, has the numbers):
 //   graph (default for kernels of <= kGraphMaxCtas CTAs): through the communicator's one-kernel
@@ -198,7 +168,7 @@ WEFT_API int weft_collective(WeftComm* comm, const WeftCollectiveParams* p) {
     const char* op = kind_name(p->kind);
     const uint32_t elem = dtype_bytes(p->dtype);
     WEFT_REQUIRE(elem != 0, "%s: dtype %d is not a WeftDtype", op, p->dtype);
-    WEFT_REQUIRE(!is_sum(p->kind) || p->dtype == WEFT_BF16 || p->dtype == WEFT_F16 || p->dtype == WEFT_F32,
+    WEFT_REQUIRE(!is_sum(p->kind) || summable(p->dtype),
                  "%s: sums take bf16, f16 or f32 (got dtype %d)", op, p->dtype);
     WEFT_REQUIRE(p->done != 0 && p->arrivals != 0, "%s: done and arrivals (completion words) are required", op);
     WEFT_REQUIRE(p->algorithm >= WEFT_ALGO_AUTO && p->algorithm <= WEFT_ALGO_DIRECT, "%s: algorithm %d is not a WeftAlgorithm", op, p->algorithm);

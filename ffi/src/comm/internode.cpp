@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "call_checks.hpp"
 #include "comm.hpp"
 #include "device_guard.hpp"
 #include "status.hpp"
@@ -14,34 +15,6 @@
 using namespace weft;
 
 namespace {
-
-const char* kind_name(int32_t k) {
-  static const char* names[] = {"all_gather", "reduce_scatter", "all_reduce", "all_to_all", "broadcast", "barrier"};
-  return k >= 0 && k <= WEFT_BARRIER ? names[k] : "?";
-}
-
-uint32_t float_bytes(int32_t d) {
-  switch (d) {
-    case WEFT_BF16: case WEFT_F16: return 2;
-    case WEFT_F32: return 4;
-    default: return 0;
-  }
-}
-
-void require_symmetric(const WeftComm& c, uint64_t ptr, uint64_t bytes, const char* what, const char* op) {
-  const uint64_t base = reinterpret_cast<uint64_t>(c.arena) + c.layout.heap;
-  WEFT_REQUIRE(ptr >= base && ptr + bytes <= base + c.heap_bytes,
-               "%s: %s (%#llx, %llu bytes) must be a symmetric tensor inside this communicator's heap [%#llx, %#llx)",
-               op, what, (unsigned long long)ptr, (unsigned long long)bytes, (unsigned long long)base,
-               (unsigned long long)(base + c.heap_bytes));
-}
-
-void require_on_device(const WeftComm& c, uint64_t ptr, const char* what, const char* op) {
-  WEFT_REQUIRE(ptr != 0, "%s: %s must not be NULL", op, what);
-  const int dev = pointer_device(reinterpret_cast<const void*>(ptr));
-  WEFT_REQUIRE(dev == c.device, "%s: %s (%#llx) is on device %d but this rank's communicator is on device %d",
-               op, what, (unsigned long long)ptr, dev, c.device);
-}
 
 // Commands per call are CTAs x (nodes - 1): below this many bytes per CTA slice a CTA costs a
 // proxy command (~µs) for nothing, so small calls use fewer CTAs than the NVLink tuning would.
@@ -59,12 +32,12 @@ void hierarchical_collective(WeftComm& c, const WeftCollectiveParams& p) {
     WEFT_FAIL(WEFT_E_UNSUPPORTED,
               "%s: a communicator over %u nodes runs allGather, reduceScatter, allReduce and barrier; %s is single-node only",
               op, x.nodes, op);
-  const bool sum = p.kind == WEFT_REDUCE_SCATTER || p.kind == WEFT_ALL_REDUCE;
+  const bool sum = is_sum(p.kind);
   uint32_t elem = 1;
   if (p.kind != WEFT_BARRIER) {
-    elem = float_bytes(p.dtype);
-    if (!sum && elem == 0) elem = p.dtype == WEFT_I32 ? 4 : p.dtype == WEFT_U8 ? 1 : 0;
-    WEFT_REQUIRE(elem != 0, "%s: dtype %d is not a WeftDtype%s", op, p.dtype, sum ? " a sum takes (bf16, f16, f32)" : "");
+    elem = dtype_bytes(p.dtype);
+    WEFT_REQUIRE(elem != 0, "%s: dtype %d is not a WeftDtype", op, p.dtype);
+    WEFT_REQUIRE(!sum || summable(p.dtype), "%s: sums take bf16, f16 or f32 (got dtype %d)", op, p.dtype);
     WEFT_REQUIRE(p.count > 0, "%s: count must be > 0", op);
   }
   WEFT_REQUIRE(p.done != 0 && p.arrivals != 0, "%s: done and arrivals (completion words) are required", op);
