@@ -14,6 +14,33 @@ namespace weft::tp {
 
 namespace {
 
+// What both multi-node states take from the communicator and the plan's choice: the nodes, this
+// rank's place in its node, and how its shard splits into chunks and CTAs.
+template <class State>
+void set_shard_split(State& s, const WeftComm& c, const Choice& ch, int64_t m_shard) {
+  s.inter = c.inter;
+  s.timeout_ns = c.timeout_ns;
+  s.local_rank = int32_t(c.rank);
+  s.local_size = int32_t(c.world);
+  s.m_shard = int32_t(m_shard);
+  s.chunk_rows = ch.chunk_rows;
+  s.chunks = int32_t(m_shard / ch.chunk_rows);
+  s.comm_ctas = ch.comm_ctas;
+  s.group_m = ch.group_m;
+}
+
+// The GEMM's shape and grid in a multi-node launch struct.
+template <class Launch>
+void set_launch_shape(Launch& l, const WeftTpParams& p, const Choice& ch, bool b_nk, cudaStream_t stream) {
+  l.m = int32_t(p.m);
+  l.n = int32_t(p.n);
+  l.k = int32_t(p.k);
+  l.tile_n = ch.tile_n;
+  l.b_n_major = !b_nk;
+  l.gemm_ctas = ch.gemm_ctas;
+  l.stream = stream;
+}
+
 constexpr char kOp[] = "weft_tp (across nodes)";
 
 uint64_t align(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
@@ -117,24 +144,10 @@ std::unique_ptr<InterAg> build_scatter(const WeftComm& c, const WeftTpParams& p,
       s.partial[q] = on_rank(c, q, partial + parity * slot_bytes);
     }
     s.out = reinterpret_cast<char*>(p.out);
-    s.inter = x;
-    s.timeout_ns = c.timeout_ns;
-    s.local_rank = int32_t(c.rank);
-    s.local_size = int32_t(c.world);
-    s.m_shard = int32_t(m_shard);
-    s.chunk_rows = ch.chunk_rows;
-    s.chunks = int32_t(m_shard / ch.chunk_rows);
-    s.comm_ctas = ch.comm_ctas;
-    s.group_m = ch.group_m;
+    set_shard_split(s, c, ch, m_shard);
     s.tiles_n = int32_t((p.n + ch.tile_n - 1) / ch.tile_n);
     s.n = int32_t(p.n);
-    l.m = int32_t(p.m);
-    l.n = int32_t(p.n);
-    l.k = int32_t(p.k);
-    l.tile_n = ch.tile_n;
-    l.b_n_major = !b_nk;
-    l.gemm_ctas = ch.gemm_ctas;
-    l.stream = stream;
+    set_launch_shape(l, p, ch, b_nk, stream);
   }
   fused::InterRsLaunch load = plan->rs[0];
   load.gemm_ctas = 0;
@@ -169,23 +182,9 @@ std::unique_ptr<InterAg> internode_build(const WeftComm& c, const WeftTpParams& 
       s.landing[q] = on_rank(c, q, landing + parity * slot_bytes);
     }
     s.a = reinterpret_cast<const char*>(p.a);
-    s.inter = x;
-    s.timeout_ns = c.timeout_ns;
-    s.local_rank = int32_t(c.rank);
-    s.local_size = int32_t(c.world);
-    s.m_shard = int32_t(m_shard);
-    s.chunk_rows = ch.chunk_rows;
-    s.chunks = int32_t(m_shard / ch.chunk_rows);
-    s.comm_ctas = ch.comm_ctas;
-    s.group_m = ch.group_m;
+    set_shard_split(s, c, ch, m_shard);
     s.row_bytes = int32_t(p.k * 2);
-    l.m = int32_t(p.m);
-    l.n = int32_t(p.n);
-    l.k = int32_t(p.k);
-    l.tile_n = ch.tile_n;
-    l.b_n_major = !b_nk;
-    l.gemm_ctas = ch.gemm_ctas;
-    l.stream = stream;
+    set_launch_shape(l, p, ch, b_nk, stream);
   }
   // Loads the kernel now, while nothing of this plan runs (see preload() in plan.cpp).
   fused::InterAgLaunch load = plan->ag[0];
