@@ -18,4 +18,4 @@ stage() {  # label, then VAR=value settings
 stage ce-tma
 stage ce-loads WEFT_TP_CE_ADD=loads
 cat "$S"/stages-*.jsonl > "$OUT/stages.jsonl"
-grep -v '^{' "$OUT/stages.log" | tail -n 5
+grep -v "^{" "$OUT/stages.log" | tail -n 5 || true
