@@ -18,6 +18,11 @@ mkdir -p "$OUT" "$LOGS/results"
 touch "$LOGS/.start"
 nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$LOGS/nvidia-smi.txt" 2>&1
 rc=0
+# Packed after every step, so a call cut short by the device's limit still returns what ran.
+pack() {
+  find bench/results -newer "$LOGS/.start" -type f -exec cp {} "$LOGS/results/" \;
+  tar -czf "$OUT/gpu-host.tgz.part" -C "$LOGS" . && mv "$OUT/gpu-host.tgz.part" "$OUT/gpu-host.tgz"
+}
 step_rc() {  # name, status: a failed step fails the call and is named in the summary
   [ "$2" -eq 0 ] || { rc=1; echo "STEP FAILED: $1 (rc $2)"; }
 }
@@ -37,7 +42,6 @@ for spec in "$@"; do
            step_rc "$step" $?; export TORCH_TP_JSON="$LOGS/torch_tp.json"; tail -3 "$LOGS/torch.txt" ;;
     *) timeout "$T" bun "bench/$step.ts" > "$LOGS/bench-$step.txt" 2>&1; step_rc "$step" $?; tail -40 "$LOGS/bench-$step.txt" ;;
   esac
+  pack
 done
-find bench/results -newer "$LOGS/.start" -type f -exec cp {} "$LOGS/results/" \;
-tar -czf "$OUT/gpu-host.tgz" -C "$LOGS" .
 exit $rc

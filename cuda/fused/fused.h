@@ -109,7 +109,7 @@ struct ScatterState {
   int32_t recv_row0;    // the slot's first row in recv_map (parity x world x m_shard)
   int32_t tile_n;       // columns per tile
   int32_t ld;           // n: row stride of out, staging and recv, in elements
-  int32_t pad_;
+  int32_t recv_by_tma;  // 1: the epilogue loads received partials by TMA into its staging boxes; 0: 4-byte loads
   uint64_t* counts;     // [world][chunks] local: half-tiles stored per chunk of owner q's rows (atom.add)
   uint64_t* ready;      // [world][chunks] local: "chunk complete in staging / out", value ready_bit(epoch)
   // Progress words, written by the copy-engine streams (cuStreamWriteValue64) in the SENDER's memory:

@@ -15,8 +15,12 @@
 //                  then broadcasts: for each chunk of my own rows, wait for its ready bit, copy the
 //                  final rows into the peer's out, write my second progress word for that peer.
 //   own tiles      the producer waits (bounded) until every peer's progress word covers the tile's
-//                  chunk, then prefetches the received partials of the tile into L2; the epilogue adds
-//                  them to the fp32 accumulators (one rounding) and stores into the local out.
+//                  chunk, then prefetches the received partials of the tile into L2; each consumer
+//                  loads them box by box by TMA into its epilogue staging buffers (the first two
+//                  boxes while the tile's first k-block computes: epilogue.cuh, received boxes), adds
+//                  them to the fp32 accumulators from shared memory (one rounding) and stores into the
+//                  local out. recv_by_tma = 0 (WEFT_TP_CE_ADD=loads) reads them with 4-byte global loads
+//                  in the epilogue instead (add_received), for A/B.
 //   no deadlock    a CTA publishes the count of its last peer tile before its first own tile's math
 //                  (settle_before_math), not at that tile's epilogue as the engine otherwise would: the
 //                  own tile's loads wait for a peer's progress, which may wait for this very count.
@@ -157,12 +161,24 @@ struct CeScatterHooks : gemm::DefaultHooks {
     return ok;
   }
 
-  // Own tiles: the peers' bf16 partials of this consumer's 64 rows, added in fp32. The producer
+  // Own tiles with recv_by_tma: every peer's partial, loaded by the engine (epilogue.cuh). Source j
+  // is the j-th rank other than this one.
+  static __device__ __forceinline__ int received_sources(const State& s, const gemm::TileCoord& t) {
+    return s.recv_by_tma && s.world > 1 && owner(s, t) == s.rank && adds(s) ? s.world - 1 : 0;
+  }
+  static __device__ __forceinline__ const CUtensorMap* received_box(const State& s, const gemm::TileCoord& t,
+                                                                    int consumer, int source, int32_t& row) {
+    const int32_t q = source < s.rank ? source : source + 1;
+    row = s.recv_row0 + q * s.m_shard + (t.m0 - s.rank * s.m_shard) + consumer * (gemm::kTileM / 2);
+    return &s.recv_map;
+  }
+
+  // Own tiles without recv_by_tma: the peers' bf16 partials of this consumer's 64 rows, added in fp32. The producer
   // acquired their progress words before the tile's first load, and this warpgroup waited on that
   // load's barrier (release/acquire through the mbarrier) before its math.
   template <class Cfg>
   static __device__ void add_received(const State& s, const gemm::TileCoord& t, int consumer, float (&acc)[Cfg::kTileN / 2]) {
-    if (s.world == 1 || owner(s, t) != s.rank || !adds(s)) return;
+    if (s.world == 1 || owner(s, t) != s.rank || !adds(s) || s.recv_by_tma) return;
     const int th = wg::thread();
     for (int32_t q = 0; q < s.world; ++q) {
       if (q == s.rank) continue;

@@ -59,6 +59,7 @@ struct Config {
   static_assert(kClusterSize <= 2 && (ClusterM == 1 || ClusterN == 1), "clusters of one or two CTAs");
   static_assert(!(kShareB && BNMajor && TileN < 128), "an N-major B half must be whole 64-column boxes");
   static_assert(kStages >= 3, "the ring needs at least three stages to overlap load and math");
+  static_assert((2 * kStages + 2 * kConsumers) * 8 <= 1024, "the barriers fit their kilobyte of kReserved");
   static_assert(kOutBoxes * kOutBoxCols == kTileN, "the tile splits into whole output boxes");
   static_assert(wg::kThreads * (kProducerRegisters + kConsumers * kConsumerRegisters) <= 65536,
                 "register budgets exceed the register file");
@@ -67,7 +68,8 @@ struct Config {
 // Shared memory, from a 1024-byte-aligned base:
 //   [stage 0: A 16 KiB | B TileN*128 B] ... [stage S-1]   TMA destinations, 128-byte swizzled
 //   [consumer 0: box 0 | box 1][consumer 1: box 0 | box 1] epilogue staging, 8 KiB each
-//   [full[S] | empty[S]]                                   mbarriers, 8 bytes each
+//   [full[S] | empty[S] | received[consumer][buffer]]       mbarriers, 8 bytes each (received:
+//                                                           TMA loads into the staging boxes)
 template <class Cfg>
 struct SharedStorage {
   uint8_t* base;
@@ -84,6 +86,9 @@ struct SharedStorage {
     return reinterpret_cast<uint64_t*>(base + Cfg::kStages * Cfg::kStageBytes + Cfg::kEpilogueBytes) + stage;
   }
   __device__ uint64_t* empty(uint32_t stage) const { return full(0) + Cfg::kStages + stage; }
+  __device__ uint64_t* received(int consumer, uint32_t buffer) const {
+    return full(0) + 2 * Cfg::kStages + consumer * 2 + buffer;
+  }
 };
 
 }  // namespace weft::gemm

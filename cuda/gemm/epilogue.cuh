@@ -56,6 +56,70 @@ __device__ __forceinline__ void stage_box(const float (&acc)[Cfg::kTileN / 2], u
   }
 }
 
+// Adds a staged bf16 box (stage_box's layout: the TMA load of a 128-byte-swizzled 64 x 64 box) to
+// the accumulators of its columns. Each thread reads exactly the words it later overwrites in
+// stage_box, so no barrier is needed between the two.
+template <class Cfg>
+__device__ __forceinline__ void add_box(float (&acc)[Cfg::kTileN / 2], const uint8_t* buf, int box) {
+  static_assert(!Cfg::kOutF32, "received partials are bf16 boxes of the bf16 output's shape");
+  const int t = wg::thread();
+  const int r = (t / 32) * 16 + (t % 32) / 4;
+  const int pair = t % 4;
+  const int swz = r % 8;
+  uint32_t v[16];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int offset = ((j ^ swz) * 16) + pair * 4;
+    v[2 * j] = *reinterpret_cast<const uint32_t*>(buf + r * 128 + offset);
+    v[2 * j + 1] = *reinterpret_cast<const uint32_t*>(buf + (r + 8) * 128 + offset);
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int n8 = box * 8 + j;
+    acc[4 * n8 + 0] += __uint_as_float(v[2 * j] << 16);
+    acc[4 * n8 + 1] += __uint_as_float(v[2 * j] & 0xffff0000u);
+    acc[4 * n8 + 2] += __uint_as_float(v[2 * j + 1] << 16);
+    acc[4 * n8 + 3] += __uint_as_float(v[2 * j + 1] & 0xffff0000u);
+  }
+}
+
+// Received boxes (Hooks::received_sources > 0): each consumer's two staging buffers double as the
+// landing place of the partials other ranks contributed. Box b of a tile lands in the buffer b is
+// staged in: boxes 0 and 1 while the tile's first k-block computes (prefetch_received), box b + 1
+// (b >= 1) as soon as the store of box b - 1 has read the other buffer, so each load overlaps one
+// box's add and staging. A further source of the same box reloads the buffer after the add. One
+// mbarrier per buffer; every thread of the warpgroup tracks their phases identically.
+struct ReceivedPhases {
+  uint32_t bits = 0;  // bit u: the parity the next wait on buffer u's barrier expects
+};
+
+// The leader issues box `box`, source `source`, of tile t into staging buffer `buffer`.
+template <class Cfg, class Hooks>
+__device__ __forceinline__ void load_received(const KernelParams<typename Hooks::State>& p, const SharedStorage<Cfg>& s,
+                                              const TileCoord& t, int consumer, int box, uint32_t buffer, int source) {
+  int32_t row = 0;
+  const CUtensorMap* map = Hooks::received_box(p.hooks, t, consumer, source, row);
+  uint64_t* bar = s.received(consumer, buffer);
+  cta::mbarrier_arrive_expect_tx(bar, Cfg::kOutBoxBytes);
+  cta::load_2d(s.out_box(consumer, buffer), map, bar, t.n0 + box * Cfg::kOutBoxCols, row);
+}
+
+// Called by the leader while the tile's first k-block computes (the data is acquired: see
+// accumulate_tile): boxes 0 and 1, source 0, into the buffers they will be staged in.
+template <class Cfg, class Hooks>
+__device__ __forceinline__ void prefetch_received(const KernelParams<typename Hooks::State>& p,
+                                                  const SharedStorage<Cfg>& s, const TileCoord& t, int consumer,
+                                                  uint32_t staged) {
+  if (t.m0 + consumer * Cfg::kConsumerRows >= p.problem.m) return;  // store_tile skips this half too
+  cta::bulk_wait_read<0>();  // the previous tile's stores have read both buffers
+  cta::fence_proxy_async_global();  // other agents' writes, acquired through the ring, before TMA reads them
+#pragma unroll
+  for (int box = 0; box < 2 && box < Cfg::kOutBoxes; ++box) {
+    if (t.n0 + box * Cfg::kOutBoxCols >= p.tail.tma_cols) break;
+    load_received<Cfg, Hooks>(p, s, t, consumer, box, (staged + box) & 1u, 0);
+  }
+}
+
 // Columns [tail.tma_cols, n) of this consumer's 64 rows, straight from registers (only the last
 // tile column of C has any).
 template <class Cfg, class Hooks>
@@ -119,11 +183,13 @@ __device__ __forceinline__ void settle_pending(const typename Hooks::State& stat
 
 // `staged` counts boxes this consumer has staged so far (it picks the buffer), across tiles. `hook_ok`
 // turns false when before_tile_stores reports a wait that ran out.
+// `sources` is Hooks::received_sources for t (0 without kAddsReceived); prefetch_received has run
+// for the tile when it is > 0.
 template <class Cfg, class Hooks>
 __device__ __forceinline__ void store_tile(float (&acc)[Cfg::kTileN / 2], const KernelParams<typename Hooks::State>& p,
                                            const SharedStorage<Cfg>& s, const TileCoord& t, int consumer, uint32_t& staged,
                                            typename Hooks::ConsumerState& hook_state, PendingSignal& pending,
-                                           bool& hook_ok) {
+                                           bool& hook_ok, int sources, ReceivedPhases& phases) {
   const int32_t row0 = t.m0 + consumer * Cfg::kConsumerRows;
   if (row0 >= p.problem.m) return;  // uniform over the warpgroup
   const uint32_t barrier_id = 1 + consumer;
@@ -135,15 +201,41 @@ __device__ __forceinline__ void store_tile(float (&acc)[Cfg::kTileN / 2], const 
   if (leader) hook_ok = hook_ok && Hooks::before_tile_stores(p.hooks, hook_state, t, route, consumer);
   if constexpr (Hooks::kAddsReceived) {
     wg::sync(barrier_id);  // after the leader's wait
-    Hooks::template add_received<Cfg>(p.hooks, t, consumer, acc);
+    if (sources == 0) Hooks::template add_received<Cfg>(p.hooks, t, consumer, acc);
   }
 #pragma unroll
   for (int box = 0; box < Cfg::kOutBoxes; ++box) {
     const int32_t col0 = t.n0 + box * Cfg::kOutBoxCols;
     if (col0 >= p.tail.tma_cols) break;
-    uint8_t* buf = s.out_box(consumer, staged & 1u);
-    if (leader) cta::bulk_wait_read<1>();
-    wg::sync(barrier_id);
+    const uint32_t buffer = staged & 1u;
+    uint8_t* buf = s.out_box(consumer, buffer);
+    bool received = false;
+    if constexpr (Hooks::kAddsReceived) {
+      if (sources > 0) {
+        received = true;
+        if (leader && box >= 1 && box + 1 < Cfg::kOutBoxes && col0 + Cfg::kOutBoxCols < p.tail.tma_cols) {
+          cta::bulk_wait_read<0>();  // box - 1's store has read the other buffer
+          load_received<Cfg, Hooks>(p, s, t, consumer, box + 1, buffer ^ 1u, 0);
+        }
+        for (int source = 0; source < sources; ++source) {
+          if (source > 0) {
+            // Every thread's reads of the previous source are done before TMA overwrites the buffer.
+            cta::fence_proxy_async_shared();
+            wg::sync(barrier_id);
+            if (leader) load_received<Cfg, Hooks>(p, s, t, consumer, box, buffer, source);
+          }
+          hook_ok = cta::mbarrier_wait(s.received(consumer, buffer), (phases.bits >> buffer) & 1u) && hook_ok;
+          phases.bits ^= 1u << buffer;
+          add_box<Cfg>(acc, buf, box);
+        }
+        // The buffer was loaded only after the store that last used it had read it (above, or
+        // prefetch_received), so staging may overwrite it at once.
+      }
+    }
+    if (!received) {
+      if (leader) cta::bulk_wait_read<1>();
+      wg::sync(barrier_id);
+    }
     stage_box<Cfg>(acc, buf, box);
     cta::fence_proxy_async_shared();
     wg::sync(barrier_id);

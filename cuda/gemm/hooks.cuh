@@ -59,6 +59,16 @@
 //       contributed to this tile into the fp32 accumulators (fragment layout: epilogue.cuh), so the
 //       tile is rounded once. Data it reads must have been acquired by before_tile_loads or
 //       before_tile_stores.
+//   static __device__ int received_sources(const State&, const TileCoord&);
+//   static __device__ const CUtensorMap* received_box(const State&, const TileCoord&, int consumer,
+//                                                     int source, int32_t& row);
+//       With kAddsReceived, the engine can fetch what other ranks contributed itself instead: when
+//       received_sources() > 0 for a tile, each consumer loads, for every output box and each source
+//       0..sources-1, the box at (the box's column, `row`) of received_box()'s map by TMA into the
+//       box's own staging buffer, and adds it to the accumulators from shared memory (the map must
+//       have the output's box and swizzle, bf16). The first two boxes are loaded while the tile's
+//       first k-block is computed: their data must be acquired by before_tile_loads (the consumer
+//       sees it through the first `full` barrier). add_received is then not called for that tile.
 //   static constexpr bool kSignalsAfterStore;
 //   static __device__ void after_tile_stored(const State&, const TileCoord&, int consumer);
 //       When kSignalsAfterStore (and, with routing, route().signal), called once per consumer
@@ -144,6 +154,12 @@ struct DefaultHooks {
   }
   template <class Cfg, class S>
   static __device__ __forceinline__ void add_received(const S&, const TileCoord&, int, float (&)[Cfg::kTileN / 2]) {}
+  template <class S>
+  static __device__ __forceinline__ int received_sources(const S&, const TileCoord&) { return 0; }
+  template <class S>
+  static __device__ __forceinline__ const CUtensorMap* received_box(const S&, const TileCoord&, int, int, int32_t&) {
+    return nullptr;
+  }
   template <class S>
   static __device__ __forceinline__ void after_tile_stored(const S&, const TileCoord&, int) {}
   template <class S>

@@ -48,6 +48,12 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
       cta::mbarrier_init(s.full(i), 1);  // the local producer's arrive_expect_tx
       cta::mbarrier_init(s.empty(i), Cfg::kConsumers * Cfg::kClusterSize);
     }
+    if constexpr (Hooks::kAddsReceived) {
+      for (int c = 0; c < Cfg::kConsumers; ++c) {
+        cta::mbarrier_init(s.received(c, 0), 1);  // the consumer leader's arrive_expect_tx
+        cta::mbarrier_init(s.received(c, 1), 1);
+      }
+    }
     cluster::fence_mbarrier_init();
     cta::prefetch_tensor_map(&p.a);
     cta::prefetch_tensor_map(&p.b);
@@ -75,6 +81,7 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
     typename Hooks::template Scheduler<Cfg> scheduler(p.problem, p.hooks, rank);
     typename Hooks::ConsumerState hook_state{};
     PendingSignal pending{};
+    ReceivedPhases phases{};
     RingPosition<Cfg::kStages> ring;
     float acc[Cfg::kTileN / 2];
     uint32_t staged = 0;
@@ -88,8 +95,14 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
           settle_pending<Hooks>(p.hooks, pending, consumer, 1 + consumer);
         }
       }
-      accumulate_tile<Cfg>(acc, s, ring, k_blocks_of(t, p.problem), consumer, ok);
-      store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok);
+      const int sources = Hooks::kAddsReceived ? Hooks::received_sources(p.hooks, t) : 0;
+      const int32_t k_blocks = k_blocks_of(t, p.problem);
+      const auto prefetch = [&] {
+        if (sources > 0 && wg::thread() == 0) prefetch_received<Cfg, Hooks>(p, s, t, consumer, staged);
+      };
+      accumulate_tile<Cfg>(acc, s, ring, k_blocks, consumer, ok, prefetch);
+      if (k_blocks == 0) prefetch();  // no k-block to overlap (k >= 1 everywhere today)
+      store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, sources, phases);
     }
     settle_pending<Hooks>(p.hooks, pending, consumer, 1 + consumer);
     if (wg::thread() == 0) {

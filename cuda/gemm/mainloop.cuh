@@ -99,11 +99,18 @@ __device__ __forceinline__ void release_slot(const SharedStorage<Cfg>& s, uint32
   }
 }
 
+struct NothingOnFirstBlock {
+  __device__ __forceinline__ void operator()() const {}
+};
+
 // Accumulates one tile's 64 x TileN slice for consumer `consumer` into acc. `ok` turns false when a
-// barrier wait runs out (and then no further waits are made).
-template <class Cfg>
+// barrier wait runs out (and then no further waits are made). on_first_block() runs once the first
+// k-block has arrived and its wgmmas are issued (so it overlaps them): whatever the producer acquired
+// before that block's loads is visible to it.
+template <class Cfg, class OnFirstBlock = NothingOnFirstBlock>
 __device__ __forceinline__ void accumulate_tile(float (&acc)[Cfg::kTileN / 2], const SharedStorage<Cfg>& s,
-                                RingPosition<Cfg::kStages>& ring, int32_t k_blocks, int consumer, bool& ok) {
+                                RingPosition<Cfg::kStages>& ring, int32_t k_blocks, int consumer, bool& ok,
+                                const OnFirstBlock& on_first_block = OnFirstBlock{}) {
   // B descriptors: K-major rows of 128 B (SBO = 8 rows); N-major 8 KiB boxes of 64 N (LBO) x 64 K,
   // 8 K rows per 1024 B (SBO).
   constexpr uint32_t kBLbo = Cfg::kBNMajor ? Cfg::kBBoxBytes : 0;
@@ -124,6 +131,7 @@ __device__ __forceinline__ void accumulate_tile(float (&acc)[Cfg::kTileN / 2], c
                                                 wg::desc_advance(b_desc, kk * kBStepBytes));
     }
     wg::commit();
+    if (kb == 0) on_first_block();
     // Keep this batch in flight; the previous one is done, so its slot goes back to the producers.
     wg::wait<1>();
     if (kb > 0) release_slot<Cfg>(s, previous);

@@ -174,6 +174,14 @@ int32_t scatter_variant() {
   return v >= fused::kScatterFull && v <= fused::kScatterPlainOrder ? int32_t(v) : fused::kScatterFull;
 }
 
+// WEFT_TP_CE_ADD=loads makes the copy-engine mover's own tiles read the received partials with
+// 4-byte global loads in the epilogue (the earlier design) instead of TMA boxes: for A/B in
+// bench/tp-stages.ts only.
+int32_t ce_recv_by_tma() {
+  const char* env = std::getenv("WEFT_TP_CE_ADD");
+  return env && std::strcmp(env, "loads") == 0 ? 0 : 1;
+}
+
 void build_scatter(WeftTpPlan& plan) {
   const WeftComm& c = *plan.comm;
   const tp::Problem& p = plan.problem;
@@ -215,6 +223,7 @@ void build_scatter(WeftTpPlan& plan) {
   // This mover's stage-out variants: local only (1) and no comm (3); the others measure the full op.
   if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterNoComm) s.variant = fused::kScatterFull;
   s.copy_engine = 1;
+  s.recv_by_tma = ce_recv_by_tma();
   s.chunks = ch.chunks;
   s.slabs = ch.slabs;
   s.slab_tiles = ch.slab_tiles;
