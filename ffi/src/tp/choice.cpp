@@ -238,7 +238,12 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       const double out = double(p.m) * p.n * 2;
       const double sent = all_reduce ? (W - 1) * out : out * (W - 1) / W;
       const double window = all_reduce ? gemm : gemm * (W - 1) / W;
-      const double ctas_us = std::max(gemm, gemm - window + transfer_us(sent, kMachine.nvlink_gbs)) + kMachine.scatter_sync_us;
+      // The last wave's traffic follows the math: with one wave of tiles (decode-sized M) nothing
+      // overlaps (all-reduce at (128, 8192, 8192): fused 49.0 us against our sequence's 44.5,
+      // NOTES-tp run 13), with many the window is nearly all of it.
+      const int64_t waves = ceil_div(tiles_m * ceil_div(p.n, c.tile_n), c.gemm_ctas);
+      const double overlap = window * double(waves - 1) / double(waves);
+      const double ctas_us = std::max(gemm, gemm - overlap + transfer_us(sent, kMachine.nvlink_gbs)) + kMachine.scatter_sync_us;
       // Copy-engine mover (row ownership only): the GEMM in its plain order, partials of the peers'
       // rows staged locally and copied by the copy engines while the own rows are computed; the own
       // rows' epilogue reads W-1 received partials; all-reduce then copies the last chunk of final
