@@ -37,6 +37,7 @@
 #pragma once
 
 #include "fused/fused.h"
+#include "fused/launch.cuh"
 #include "gemm/kernel.cuh"
 
 namespace weft::fused {
@@ -228,7 +229,7 @@ struct ScatterHooks : gemm::DefaultHooks {
 // kernels stay separate instantiations (one per translation unit).
 template <int TileN, bool BNMajor, int Op>
 struct ScatterConfig {
-  using Gemm = gemm::Config<TileN, 1, 1, BNMajor, false>;
+  using Gemm = FusedGemm<TileN, BNMajor>;
   static constexpr int kThreads = Gemm::kThreads;
   static constexpr int kOp = Op;
 };
@@ -242,15 +243,9 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
 template <class Cfg>
 cudaError_t launch_scatter_config(const ScatterLaunch& l) {
-  gemm::KernelParams<ScatterState> p{};
-  p.a = l.a;
-  p.b = l.b;
-  p.c = l.state.out[l.state.rank];  // unused by routed stores; prefetched, so a valid map
-  p.problem = gemm::Problem{l.m, l.n, l.k, l.state.group_m};
-  p.tail = gemm::OutputTail{nullptr, l.n, l.n};  // routed outputs fill whole 16-byte chunks (planner)
-  p.completion = Completion{l.completion.done, l.completion.seq, l.completion.arrivals};
-  p.hooks = l.state;
-  return launch_persistent<typename Cfg::Gemm, gemm_scatter_kernel<Cfg>>(p, l.ctas, l.stream);
+  // c: unused by the routed stores, but prefetched, so a valid map.
+  return launch_persistent<typename Cfg::Gemm, gemm_scatter_kernel<Cfg>>(fused_params(l, l.a, l.state.out[l.state.rank]),
+                                                                        l.ctas, l.stream);
 }
 
 }  // namespace weft::fused
