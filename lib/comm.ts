@@ -15,7 +15,7 @@
 // with runSync() for benchmarks.
 import { CollectiveParams, CommConfig, CommInfo, PeerHandle } from "./abi.ts";
 import { LocalStore, rankEnvFromProcess, Store, type KeyValueStore } from "./bootstrap.ts";
-import { Completion, type FailureDescriber } from "./completion.ts";
+import { Completion, decodeReason, type FailureDescriber } from "./completion.ts";
 import { LaunchPlan, writeSlot, writeU64 } from "./plan.ts";
 import { requireDevice } from "./device.ts";
 import { DTYPES, type DType } from "./dtype.ts";
@@ -177,6 +177,8 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
     input: Tensor; output: Tensor; ctas?: number; algorithm?: Algorithm; root?: number; plan: CollectivePlan;
   }>();
   readonly #inter: InterNode | undefined;
+  // The barrier takes no arguments, so one plan serves every call.
+  #barrierPlan: CollectivePlan | undefined;
   #disposed = false;
 
   private constructor(init: {
@@ -442,7 +444,8 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
 
   /** Resolves once every rank has reached this barrier on its stream. */
   barrier(): Promise<void> {
-    return this.prepare.barrier().run();
+    this.#barrierPlan ??= this.prepare.barrier();
+    return this.#barrierPlan.run();
   }
 
   // ---- teardown ------------------------------------------------------------------------------------------
@@ -452,6 +455,7 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
     if (this.#disposed) return;
     this.#disposed = true;
     this.#lastPlans.clear();
+    this.#barrierPlan = undefined;
     leaks.unregister(this);
     const errors: unknown[] = [];
     const step = async (f: () => unknown) => {
@@ -514,10 +518,7 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
   }
 
   #failure(op: string, reason: bigint): Error {
-    const code = Number(BigInt.asIntN(32, reason & 0xffffffffn));
-    const stage = Number((reason >> 32n) & 0xffn);
-    const field = Number((reason >> 40n) & 0xffn);
-    const peer = Number(reason >> 48n);
+    const { code, stage, field, peer } = decodeReason(reason);
     const who = `rank ${this.rank}`;
     if (stage === STAGE_REMOTE && code !== Status.E_TIMEOUT) {
       const cause = this.#inter?.error();

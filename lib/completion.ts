@@ -35,6 +35,18 @@ export interface CompletionSlot {
 /** Turns a failed op's reason word (code in bits 0..31, stage above) into the error to reject with. */
 export type FailureDescriber = (reason: bigint, seq: number) => Error;
 
+/** The fields of a failed launch's reason word (cuda/primitives/completion.cuh): the status or
+ * failure code (bits 0..31, signed), the stage (32..39), the mismatched field (40..47) and the peer
+ * (48..63) where the kernel reports them. */
+export function decodeReason(reason: bigint): { code: number; stage: number; field: number; peer: number } {
+  return {
+    code: Number(BigInt.asIntN(32, reason & 0xffffffffn)),
+    stage: Number((reason >> 32n) & 0xffn),
+    field: Number((reason >> 40n) & 0xffn),
+    peer: Number(reason >> 48n),
+  };
+}
+
 export interface CompletionOptions {
   /** Ring size: launches that may be in flight at once (default 4096). */
   slots?: number;
@@ -51,6 +63,7 @@ interface Pending {
   index: number;
   op: string;
   deadline: number;
+  timeoutMs: number;
   resolve(): void;
   reject(e: Error): void;
   describe?: FailureDescriber;
@@ -138,23 +151,19 @@ export class Completion implements Disposable {
     return { done: this.#hostDevice + index * 16, arrivals: this.#arrivals + index * 8, seq };
   }
 
-  /** true once the launch with this sequence number has finished (or failed). */
-  isDone(seq: number): boolean {
-    this.#guard("Completion.isDone");
-    return this.#finished(seq % this.slots, seq);
-  }
-
   /** Resolves when launch `seq` finishes; rejects with describe(reason) when it failed.
    * `eagerSpinMicros` > 0: first poll for up to that long in a microtask (bounded; for ops
-   * expected to finish within a few µs of launch), then hand over to the ticker. */
-  promise(seq: number, op: string, describe?: FailureDescriber, eagerSpinMicros = 0): Promise<void> {
+   * expected to finish within a few µs of launch), then hand over to the ticker. The Promise
+   * rejects with TimeoutError when no completion is reported within `timeoutMs` (default: this
+   * Completion's). */
+  promise(seq: number, op: string, describe?: FailureDescriber, eagerSpinMicros = 0, timeoutMs = this.timeoutMs): Promise<void> {
     this.#guard("Completion.promise");
     const index = seq % this.slots;
     if (this.#issued[index] !== seq) throw new ArgumentError("Completion.promise", "seq", `${seq} is not a launch in flight on this Completion`);
     const failure = this.#check(index, seq, op, describe);
     if (failure !== undefined) return failure === null ? Promise.resolve() : Promise.reject(failure);
     return new Promise<void>((resolve, reject) => {
-      const p: Pending = { seq, index, op, deadline: performance.now() + this.timeoutMs, resolve, reject, describe };
+      const p: Pending = { seq, index, op, deadline: performance.now() + timeoutMs, timeoutMs, resolve, reject, describe };
       this.#pending.set(seq, p);
       if (eagerSpinMicros > 0) queueMicrotask(() => this.#eager(p, eagerSpinMicros));
       else this.#arm();
@@ -279,7 +288,7 @@ export class Completion implements Disposable {
       if (failure === undefined) {
         if (now > p.deadline) {
           this.#pending.delete(seq);
-          p.reject(new TimeoutError(`launch ${seq} on device ${this.device} did not report completion within ${this.timeoutMs} ms ` +
+          p.reject(new TimeoutError(`launch ${seq} on device ${this.device} did not report completion within ${p.timeoutMs} ms ` +
             `(the kernel never ran, or the GPU is wedged)`, { code: "E_TIMEOUT", op: p.op }));
         }
         continue;
@@ -292,7 +301,6 @@ export class Completion implements Disposable {
 }
 
 function genericFailure(reason: bigint, op: string): WeftError {
-  const code = Number(BigInt.asIntN(32, reason & 0xffffffffn));
-  const stage = Number(reason >> 32n);
+  const { code, stage } = decodeReason(reason);
   return new WeftError(`the GPU reported failure (status ${code}, stage ${stage})`, { code: "E_INTERNAL", op });
 }

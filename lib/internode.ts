@@ -9,7 +9,7 @@ import { CommInterNode } from "./abi.ts";
 import type { KeyValueStore } from "./bootstrap.ts";
 import { UnsupportedError } from "./errors.ts";
 import { check, native } from "./native.ts";
-import { HostBuffer, Proxy, Transport, type Region } from "./transport.ts";
+import { HostBuffer, Proxy, Transport } from "./transport.ts";
 
 /** Where every rank sits, from the node id each rank reported (in rank order). */
 export interface NodePlan {
@@ -64,14 +64,12 @@ export class InterNode {
   readonly send: HostBuffer;
   readonly recv: HostBuffer;
   readonly slotBytes: number;
-  readonly #regions: Region[];
 
-  private constructor(transport: Transport, proxy: Proxy, send: HostBuffer, recv: HostBuffer, regions: Region[], slotBytes: number) {
+  private constructor(transport: Transport, proxy: Proxy, send: HostBuffer, recv: HostBuffer, slotBytes: number) {
     this.transport = transport;
     this.proxy = proxy;
     this.send = send;
     this.recv = recv;
-    this.#regions = regions;
     this.slotBytes = slotBytes;
   }
 
@@ -105,7 +103,7 @@ export class InterNode {
         slot_bytes: o.slotBytes, fifo_slots: lane.slots, fifo_head: lane.head, fifo_control: lane.control, fifo_capacity: lane.capacity,
       });
       check(native().weft_comm_set_internode(comm, params), "Communicator.create");
-      return new InterNode(transport, proxy, send, recv, [sendRegion, recvRegion], o.slotBytes);
+      return new InterNode(transport, proxy, send, recv, o.slotBytes);
     } catch (e) {
       // The transport takes its regions and proxy with it; then the memory they pointed at.
       for (const m of made) {
@@ -124,18 +122,18 @@ export class InterNode {
     return this.proxy.disposed ? null : this.proxy.error();
   }
 
-  /** After every rank's kernels are done (a store barrier): stops the proxy, closes the
-   * transport (no transfer touches the staging after this), frees the staging. */
+  /** After every rank's kernels are done (a store barrier): closes the transport, which stops its
+   * proxy and releases its regions (no transfer touches the staging after this), then frees the
+   * staging. */
   dispose(): void {
     const errors: unknown[] = [];
-    for (const step of [() => this.proxy.dispose(), () => this.transport.dispose(), () => this.send.dispose(), () => this.recv.dispose()]) {
+    for (const step of [() => this.transport.dispose(), () => this.send.dispose(), () => this.recv.dispose()]) {
       try {
         step();
       } catch (e) {
         errors.push(e);
       }
     }
-    this.#regions.length = 0;
     if (errors.length > 0) throw errors[0];
   }
 }

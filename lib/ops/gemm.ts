@@ -10,7 +10,7 @@
 // tensors and pass the logical size: gemm(a, b, out, { shape: { m, n, k } }) reads and writes only
 // the leading m x k, ... region of each tensor; elements outside it are left as they were.
 import { GemmChoice, GemmParams } from "../abi.ts";
-import { Completion, type FailureDescriber } from "../completion.ts";
+import { Completion, decodeReason, type FailureDescriber } from "../completion.ts";
 import type { DType } from "../dtype.ts";
 import { ArgumentError, TimeoutError, WeftError } from "../errors.ts";
 import { check, native } from "../native.ts";
@@ -238,9 +238,9 @@ function completionFor(device: number): Completion {
   return c;
 }
 
-const describeGemmFailure = (op: string): FailureDescriber => (reason) => {
-  const code = Number(reason & 0xffffffffn);
-  const stage = Number(reason >> 32n);
+const describeGemmFailure: FailureDescriber = (reason) => {
+  const op = "gemm";
+  const { code, stage } = decodeReason(reason);
   if (code === 1 || code === 2) {
     const what = code === 1 ? "a shared-memory barrier wait timed out" : "a hook's signal wait timed out";
     return new TimeoutError(`the kernel reported a failure: ${what} (stage ${stage})`, { code: "E_TIMEOUT", op });
@@ -256,17 +256,7 @@ export async function gemm(a: Tensor, b: Tensor, out: Tensor, opts: GemmOptions 
   const completion = completionFor(plan.device);
   const slot = completion.slot();
   check(native().weft_gemm(packGemmParams(plan, a, b, out, opts.stream, slot)), op);
-  const done = completion.promise(slot.seq, op, describeGemmFailure(op));
-  const timeoutMs = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-  let timer: ReturnType<typeof setTimeout> | undefined;
-  const expired = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new TimeoutError(`no completion after ${timeoutMs} ms (launch ${slot.seq})`, { code: "E_TIMEOUT", op })), timeoutMs);
-  });
-  try {
-    await Promise.race([done, expired]);
-  } finally {
-    clearTimeout(timer);
-  }
+  await completion.promise(slot.seq, op, describeGemmFailure, 0, opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
   return out;
 }
 

@@ -20,7 +20,7 @@
 // launches a barrier there, so no peer's first launch can see the old contents.
 import { TpChoice, TpLaunch, TpParams } from "../abi.ts";
 import { Communicator } from "../comm.ts";
-import type { Completion, FailureDescriber } from "../completion.ts";
+import { decodeReason, type Completion, type FailureDescriber } from "../completion.ts";
 import { LaunchPlan, writeSlot } from "../plan.ts";
 import type { DType } from "../dtype.ts";
 import { ArgumentError, DisposedError, TimeoutError, WeftError } from "../errors.ts";
@@ -221,9 +221,8 @@ const ENGINE_STAGE: Record<number, string> = {
 function describer(comm: Communicator, op: string): FailureDescriber {
   const collective = Communicator.internals(comm).describe(op);
   return (reason, seq) => {
-    const code = Number(BigInt.asIntN(32, reason & 0xffffffffn));
+    const { code, stage } = decodeReason(reason);
     if (code < 0) return collective(reason, seq);  // the sequential path's collective failed
-    const stage = Number((reason >> 32n) & 0xffn);
     const where = ENGINE_STAGE[stage] ?? `stage ${stage}`;
     if (code === 1 || code === 2) {
       return new TimeoutError(`rank ${comm.rank}: ${code === 1 ? "a shared-memory barrier wait" : "a wait for a peer's signal"} ` +
