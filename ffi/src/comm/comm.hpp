@@ -68,4 +68,9 @@ WeftComm& require(WeftComm* comm, bool connected);
 // weft_collective on a multi-node communicator (internode.cpp).
 void hierarchical_collective(WeftComm& c, const WeftCollectiveParams& p);
 
+// Where symmetric address `local` of this rank lives on (local) rank q, as this process maps it.
+inline char* on_rank(const WeftComm& c, uint32_t q, const void* local) {
+  return c.peer_base[q] + (static_cast<const char*>(local) - c.arena);
+}
+
 }  // namespace weft::comm

@@ -124,7 +124,6 @@ void CommandFifo::publish_error(int status) {
   word(control()->error).compare_exchange_strong(expected, status, std::memory_order_release);
 }
 
-int64_t CommandFifo::error() const { return word(control()->error).load(std::memory_order_acquire); }
 
 uint64_t CommandFifo::claimed() const { return word(control()->head).load(std::memory_order_relaxed); }
 

@@ -50,10 +50,8 @@ class CommandFifo {
   uint32_t peek(Command* out, uint32_t max);
   // Frees the slots of the n commands last peeked (publishes the new tail).
   void release(uint32_t n);
-  uint64_t consumed() const { return next_; }
   void publish_completed(uint64_t completed);
   void publish_error(int status);
-  int64_t error() const;
   uint64_t claimed() const;  // host FIFOs: tickets claimed so far
 
  private:

@@ -91,42 +91,47 @@ void Proxy::record_error(int code, const std::string& message) {
                  message.c_str());
 }
 
-void Proxy::validate(const Command& c, const char* where) const {
+void Proxy::validate(const Command& c, const char* kind, uint64_t index) const {
+  // The command's name for a message, formatted only when a check fails (the proxy thread validates
+  // every device command it takes).
+  const auto where = [&] {
+    return index == kUnnumbered ? std::string(kind) : weft::format("%s %llu", kind, (unsigned long long)index);
+  };
   uint8_t op = header_opcode(c.header);
-  WEFT_REQUIRE(op >= kOpPut && op <= kOpLast, "%s: opcode %u is not a proxy command", where, op);
+  WEFT_REQUIRE(op >= kOpPut && op <= kOpLast, "%s: opcode %u is not a proxy command", where().c_str(), op);
   if (op == kOpFence || op == kOpBarrier) return;
   WEFT_REQUIRE(c.peer < uint32_t(transport_.world_size()), "%s: peer %u is not a rank (world size %d)",
-               where, c.peer, transport_.world_size());
+               where().c_str(), c.peer, transport_.world_size());
   bool signals = op == kOpSignal || (c.flags & kFlagSignal);
   if (op == kOpPut) {
     WEFT_REQUIRE(c.src_region >= 1 && c.dst_region >= 1,
                  "%s: src_region and dst_region must be user regions (>= 1; region 0 is the "
                  "transport's own)",
-                 where);
+                 where().c_str());
     uint64_t src = transport_.region_bytes(c.src_region);
     uint64_t dst = transport_.remote_region_bytes(c.peer, c.dst_region);
-    WEFT_REQUIRE(src > 0, "%s: src_region %u is not registered", where, c.src_region);
-    WEFT_REQUIRE(dst > 0, "%s: dst_region %u has no descriptor for rank %u", where, c.dst_region,
+    WEFT_REQUIRE(src > 0, "%s: src_region %u is not registered", where().c_str(), c.src_region);
+    WEFT_REQUIRE(dst > 0, "%s: dst_region %u has no descriptor for rank %u", where().c_str(), c.dst_region,
                  c.peer);
     WEFT_REQUIRE(c.src_offset <= src && c.bytes <= src - c.src_offset,
-                 "%s: source bytes [%llu, +%llu) are outside src_region %u (%llu bytes)", where,
+                 "%s: source bytes [%llu, +%llu) are outside src_region %u (%llu bytes)", where().c_str(),
                  (unsigned long long)c.src_offset, (unsigned long long)c.bytes, c.src_region,
                  (unsigned long long)src);
     WEFT_REQUIRE(c.dst_offset <= dst && c.bytes <= dst - c.dst_offset,
                  "%s: destination bytes [%llu, +%llu) are outside dst_region %u of rank %u (%llu "
                  "bytes)",
-                 where, (unsigned long long)c.dst_offset, (unsigned long long)c.bytes, c.dst_region,
+                 where().c_str(), (unsigned long long)c.dst_offset, (unsigned long long)c.bytes, c.dst_region,
                  c.peer, (unsigned long long)dst);
   }
   if (signals) {
-    WEFT_REQUIRE(c.signal_region >= 1, "%s: signal_region must be a user region (>= 1)", where);
+    WEFT_REQUIRE(c.signal_region >= 1, "%s: signal_region must be a user region (>= 1)", where().c_str());
     uint64_t bytes = transport_.remote_region_bytes(c.peer, c.signal_region);
-    WEFT_REQUIRE(bytes > 0, "%s: signal_region %u has no descriptor for rank %u", where,
+    WEFT_REQUIRE(bytes > 0, "%s: signal_region %u has no descriptor for rank %u", where().c_str(),
                  c.signal_region, c.peer);
     WEFT_REQUIRE(c.signal_offset % 8 == 0 && c.signal_offset <= bytes && bytes - c.signal_offset >= 8,
                  "%s: signal_offset %llu must be 8-byte aligned and inside signal_region %u (%llu "
                  "bytes)",
-                 where, (unsigned long long)c.signal_offset, c.signal_region,
+                 where().c_str(), (unsigned long long)c.signal_offset, c.signal_region,
                  (unsigned long long)bytes);
   }
 }
@@ -138,11 +143,7 @@ uint64_t Proxy::push(const Command* commands, uint32_t n, uint32_t timeout_ms) {
   WEFT_REQUIRE(!stop_.load(), "the proxy is stopped");
   {
     std::lock_guard<std::recursive_mutex> lock(transport_.lock());
-    for (uint32_t i = 0; i < n; ++i) {
-      char where[32];
-      std::snprintf(where, sizeof where, "commands[%u]", i);
-      validate(commands[i], where);
-    }
+    for (uint32_t i = 0; i < n; ++i) validate(commands[i], "command", i);
   }
   auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   try {
@@ -174,7 +175,7 @@ void Proxy::wait(uint64_t ticket, uint32_t timeout_ms) {
 }
 
 void Proxy::run() {
-  affinity_ = pin_thread_near_device(options_.device);
+  (void)pin_thread_near_device(options_.device);  // best effort; its description of the CPUs is unused
   live_counters().proxy_threads.fetch_add(1);
   // Idle backoff: spin while work arrives back to back, then yield, then sleep with a growing
   // period capped at 100 us: the bound on how late an idle proxy notices a new command. The sleep
@@ -248,11 +249,7 @@ bool Proxy::drain(size_t l) {
     const Command& c = batch_[taken];
     uint64_t ticket = lane.dispatched;
     uint8_t op = header_opcode(c.header);
-    if (lane.fifo->producers() == CommandFifo::Producers::kDevice) {
-      char where[48];
-      std::snprintf(where, sizeof where, "device command %llu", (unsigned long long)ticket);
-      validate(c, where);
-    }
+    if (lane.fifo->producers() == CommandFifo::Producers::kDevice) validate(c, "device command", ticket);
     ++lane.dispatched;
     dispatch(l, c, ticket);
     puts += op == kOpPut;

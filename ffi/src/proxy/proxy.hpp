@@ -62,7 +62,6 @@ class Proxy {
   // Records `message` as the proxy's error (WEFT_E_TRANSPORT) if none is recorded yet: the thread
   // ends, every FIFO's error word is set, and GPU threads waiting in fifo.cuh give up.
   void abort(const std::string& message) { record_error(WEFT_E_TRANSPORT, message); }
-  bool running() const { return thread_.joinable() && !exited_.load(); }
 
   // Host lane. Validates each command (throws WEFT_E_INVALID naming the field), then pushes all
   // n or none, waiting at most timeout_ms for room. Returns the first ticket.
@@ -76,12 +75,11 @@ class Proxy {
   Transport& transport() { return transport_; }
   int device() const { return options_.device; }
   // Throws WEFT_E_INVALID naming `where` and the field when c is not a valid command here.
-  void validate_command(const Command& c, const char* where) const { validate(c, where); }
+  void validate_command(const Command& c, const char* where) const { validate(c, where, kUnnumbered); }
 
   int error_code() const { return error_code_.load(std::memory_order_acquire); }
   std::string error_message() const;
   ProxyStats stats() const;
-  const std::string& affinity() const { return affinity_; }
 
  private:
   struct Lane {
@@ -103,7 +101,9 @@ class Proxy {
   void dispatch(size_t lane_index, const Command& c, uint64_t ticket);
   void complete(size_t lane_index, uint64_t ticket);
   void record_error(int code, const std::string& message);
-  void validate(const Command& c, const char* where) const;
+  static constexpr uint64_t kUnnumbered = ~uint64_t{0};
+  // Throws WEFT_E_INVALID naming the command ("<kind> <index>", or just kind when kUnnumbered).
+  void validate(const Command& c, const char* kind, uint64_t index) const;
 
   Transport& transport_;
   ProxyOptions options_;
@@ -119,7 +119,6 @@ class Proxy {
   std::atomic<int> error_code_{0};
   mutable std::mutex error_mu_;
   std::string error_message_;
-  std::string affinity_;
 
   mutable std::mutex stats_mu_;
   ProxyStats stats_;

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "comm/tuning.hpp"
 #include "fused/fused.h"
 #include "gemm/gemm.h"
 #include "status.hpp"
@@ -141,7 +142,7 @@ double sequential_us(const Problem& p, int sms, const Choice& c) {
       break;
     default: {
       const double bytes = double(p.m) * c.np * 2;
-      const bool staged = bytes <= 512 * 1024;
+      const bool staged = bytes <= double(comm::tuning().staged_auto_bytes);  // as weft_collective picks it
       us += kMachine.collective_us + transfer_us(staged ? (W - 1) * bytes : 2.0 * (W - 1) / W * bytes, kMachine.nvlink_gbs);
     }
   }

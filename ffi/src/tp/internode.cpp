@@ -45,10 +45,7 @@ constexpr char kOp[] = "weft_tp (across nodes)";
 
 uint64_t align(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
 
-// Where symmetric address `local` of this rank lives on local rank q, as this process maps it.
-char* on_rank(const WeftComm& c, uint32_t q, const void* local) {
-  return c.peer_base[q] + (static_cast<const char*>(local) - c.arena);
-}
+using comm::on_rank;
 
 }  // namespace
 

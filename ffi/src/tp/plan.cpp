@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "comm/call_checks.hpp"
 #include "comm/comm.hpp"
 #include "device_guard.hpp"
 #include "driver.hpp"
@@ -54,24 +55,16 @@ constexpr char kOp[] = "weft_tp";
 
 bool aligned16(uint64_t p) { return (p & 15u) == 0; }
 
-// Where symmetric address `local` of this rank lives on rank q, as this process maps it.
-char* on_rank(const WeftComm& c, uint32_t q, const void* local) {
-  return c.peer_base[q] + (static_cast<const char*>(local) - c.arena);
-}
+using comm::on_rank;
 
+// TMA needs every operand 16-byte aligned; the rest is what every communicator call checks.
 void require_device_ptr(const WeftComm& c, uint64_t ptr, const char* name) {
-  WEFT_REQUIRE(ptr != 0, "%s: %s must not be NULL", kOp, name);
+  comm::require_on_device(c, ptr, name, kOp);
   WEFT_REQUIRE(aligned16(ptr), "%s: %s (%#llx) must be 16-byte aligned", kOp, name, (unsigned long long)ptr);
-  const int dev = pointer_device(reinterpret_cast<const void*>(ptr));
-  WEFT_REQUIRE(dev == c.device, "%s: %s (%#llx) is on device %d but the communicator's rank is on device %d", kOp, name,
-               (unsigned long long)ptr, dev, c.device);
 }
 
 void require_symmetric(const WeftComm& c, uint64_t ptr, uint64_t bytes, const char* name) {
-  const uint64_t base = reinterpret_cast<uint64_t>(c.arena) + c.layout.heap;
-  WEFT_REQUIRE(ptr >= base && ptr + bytes <= base + c.heap_bytes,
-               "%s: %s (%#llx, %llu bytes) must be a symmetric tensor of this communicator (peers write into it)", kOp,
-               name, (unsigned long long)ptr, (unsigned long long)bytes);
+  comm::require_symmetric(c, ptr, bytes, name, kOp);
 }
 
 void validate(const WeftComm& c, const WeftTpParams* p) {

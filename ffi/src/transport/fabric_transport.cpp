@@ -179,8 +179,6 @@ class FabricTransport final : public Transport {
   }
 
   std::string info_json() const override { return info_json_; }
-  const std::string& provider() const override { return provider_; }
-  bool supports_hmem() const override { return hmem_; }
   const std::vector<uint8_t>& local_address() const override { return address_; }
   bool connected() const override { return connected_; }
 
@@ -299,12 +297,6 @@ class FabricTransport final : public Transport {
     return remote[peer].bytes;
   }
 
-  int regions() const override {
-    int n = 0;
-    for (size_t i = 1; i < regions_.size(); ++i) n += regions_[i].mr != nullptr;
-    return n;
-  }
-
   void write(int peer, int src_region, uint64_t src_offset, int dst_region, uint64_t dst_offset,
              uint64_t bytes, uint64_t token) override {
     std::lock_guard<std::recursive_mutex> lock(mu_);
@@ -405,12 +397,6 @@ class FabricTransport final : public Transport {
     }
     timespec t{0, static_cast<long>(max_us) * 1000};
     nanosleep(&t, nullptr);
-  }
-
-  size_t outstanding() const override {
-    size_t n = live_ops_ + queue_.size();
-    for (const Peer& p : peers_) n += p.signals.size();
-    return n;
   }
 
   TransportStats stats() const override {

@@ -22,7 +22,6 @@ class HostMemory {
   // The device alias (equal to host() under UVA), or nullptr when there is no GPU.
   void* device() const { return device_; }
   size_t bytes() const { return bytes_; }
-  bool pinned() const { return pinned_; }
 
   // Adopts memory allocated by HostMemory and released with release() (the C ABI hands such
   // memory to JS and takes it back by address).

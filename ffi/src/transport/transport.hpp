@@ -63,8 +63,6 @@ class Transport {
 
   // {"provider": ..., ...}: what was chosen and why, for logs and `weft info`.
   virtual std::string info_json() const = 0;
-  virtual const std::string& provider() const = 0;
-  virtual bool supports_hmem() const = 0;
 
   // This rank's endpoint address (and its control region), to be exchanged with every rank.
   virtual const std::vector<uint8_t>& local_address() const = 0;
@@ -81,7 +79,6 @@ class Transport {
   // Bounds for validation: local bytes of a region, remote bytes at a peer (0 when unknown).
   virtual uint64_t region_bytes(int region) const = 0;
   virtual uint64_t remote_region_bytes(int peer, int region) const = 0;
-  virtual int regions() const = 0;  // live user regions
 
   virtual void write(int peer, int src_region, uint64_t src_offset, int dst_region,
                      uint64_t dst_offset, uint64_t bytes, uint64_t token) = 0;
@@ -99,7 +96,6 @@ class Transport {
   // to progress (an incoming write landing in this rank's memory needs this rank's progress on
   // providers with manual progress). Call without holding lock().
   virtual void wait_for_activity(uint32_t max_us) = 0;
-  virtual size_t outstanding() const = 0;  // ops submitted and not yet complete
   virtual TransportStats stats() const = 0;
 
  protected:
