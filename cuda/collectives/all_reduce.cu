@@ -21,17 +21,6 @@ struct Config {
   static constexpr int kThreads = coll::kThreads;
 };
 
-__device__ __forceinline__ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-
-// [begin, begin + len) elements of `n` for part `part` of `parts`, parts aligned to 16 bytes.
-__device__ __forceinline__ void split(uint64_t n, uint32_t elem, uint32_t part, uint32_t parts,
-                                      uint64_t& begin, uint64_t& len) {
-  const uint64_t align = 16 / elem;
-  const uint64_t each = ceil_div(ceil_div(n, parts), align) * align;
-  begin = min(n, uint64_t(part) * each);
-  len = min(n, begin + each) - begin;
-}
-
 __global__ void __launch_bounds__(Config::kThreads, 1) all_reduce_direct_kernel(const __grid_constant__ Args a) {
   const Shared s = cta_setup(a);
   if (cta_enter(a, s)) {
@@ -44,7 +33,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) all_reduce_direct_kernel(
                  [&](uint32_t i) { return on_rank(a, s, (a.rank + 1 + i) % a.world, a.out) + at; },
                  a.world, len, grid_workers());
     });
-    cta_leave(a, s, [](uint32_t) { return true; }, [](uint32_t) { return true; });
+    cta_leave(a, s, Every{}, Every{});
   }
   cta_finish(a);
 }

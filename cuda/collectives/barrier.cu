@@ -1,5 +1,8 @@
 // barrier.cu — returns once every rank has entered the same barrier (and so finished all the
-// stream work it issued before it). One CTA, the direct protocol's entry handshake alone.
+// stream work it issued before it). One CTA: the direct protocol's entry handshake, then its exit.
+// The exit is what lets the next collective reuse the entry slots: without it a rank could finish
+// the barrier and write its next descriptor into a peer's slot before that peer had read the
+// barrier's.
 #include "collectives/protocol.cuh"
 
 namespace weft::coll {
@@ -12,7 +15,7 @@ struct Config {
 
 __global__ void __launch_bounds__(1024, 1) barrier_kernel(const __grid_constant__ Args a) {
   const Shared s = cta_setup(a);
-  cta_enter(a, s);
+  if (cta_enter(a, s)) cta_leave(a, s, Every{}, Every{});
   cta_finish(a);
 }
 

@@ -42,16 +42,6 @@ struct Config {
   static constexpr int kThreads = coll::kThreads;
 };
 
-__device__ __forceinline__ uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-
-// [begin, begin + len) elements of `n` for part `part` of `parts`, parts aligned to 16 bytes.
-__device__ __forceinline__ void split(uint64_t n, uint32_t elem, uint32_t part, uint32_t parts,
-                                      uint64_t& begin, uint64_t& len) {
-  const uint64_t align = 16 / elem;
-  const uint64_t each = ceil_div(ceil_div(n, parts), align) * align;
-  begin = min(n, uint64_t(part) * each);
-  len = min(n, begin + each) - begin;
-}
 
 // One thread: this CTA's slice, `bytes` at send-staging offset `src`, to the peer on node
 // `peer_node` at its receive-staging offset `dst`, then its signal [this node][this CTA]. Failures
@@ -106,10 +96,6 @@ __device__ inline bool exchange(const Args& a, const Shared& s, const InterNode&
   }
   return !__syncthreads_or(failed);
 }
-
-struct Every {
-  __device__ bool operator()(uint32_t) const { return true; }
-};
 
 __global__ void __launch_bounds__(Config::kThreads, 1) hier_all_gather_kernel(const __grid_constant__ HierArgs h) {
   const Args& a = h.local;

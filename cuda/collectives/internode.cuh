@@ -26,6 +26,7 @@
 
 #include "collectives/hierarchical.h"
 #include "collectives/move.cuh"
+#include "collectives/protocol.cuh"
 #include "primitives/fifo.cuh"
 #include "primitives/signal.cuh"
 
@@ -36,14 +37,7 @@ namespace weft::coll::inter {
 // system scope) rather than move.cuh's ld.global.cg: the same slot is reused every second op, and
 // a weak load may be served from a line an earlier op left in the GPU's caches.
 
-__device__ __forceinline__ uint4 ld_sys16(const char* p) {
-  uint4 v;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p)
-               : "memory");
-  return v;
-}
+__device__ __forceinline__ uint4 ld_sys16(const char* p) { return detail::ld_volatile16(p); }
 
 template <int kBytes>
 __device__ __forceinline__ uint32_t ld_sys(const char* p) {

@@ -30,6 +30,16 @@ __device__ __forceinline__ Workers grid_workers() {
 }
 __device__ __forceinline__ Workers cta_workers() { return {threadIdx.x, blockDim.x}; }
 
+// [begin, begin + len) elements of `n` for part `part` of `parts` (a rank's shard, a CTA's slice),
+// parts rounded up to 16 bytes so every part but the last moves whole vectors.
+__device__ __forceinline__ void split(uint64_t n, uint32_t elem, uint32_t part, uint32_t parts, uint64_t& begin,
+                                      uint64_t& len) {
+  const uint64_t align = 16 / elem;
+  const uint64_t each = ((n + parts - 1) / parts + align - 1) / align * align;
+  begin = min(n, uint64_t(part) * each);
+  len = min(n, begin + each) - begin;
+}
+
 namespace mem {
 
 __device__ __forceinline__ uint4 ld16(const char* p) {

@@ -36,6 +36,11 @@ struct Shared {
   int* failed;
 };
 
+// cta_leave's selector for "every peer" (signal them all, wait for them all).
+struct Every {
+  __device__ bool operator()(uint32_t) const { return true; }
+};
+
 // Dynamic shared memory every collective kernel is launched with.
 inline size_t shared_bytes(uint32_t world) { return size_t(world) * 16 + 16; }
 

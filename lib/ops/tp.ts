@@ -349,17 +349,23 @@ function pack(comm: Communicator, op: TpOp, shape: TpShape, args: AllGatherGemmA
   });
 }
 
-/** The configuration a plan for these arguments would run, without creating it. */
-export function tpChoice(comm: Communicator, op: TpOp, args: AllGatherGemmArgs | GemmScatterArgs): TpChoiceInfo {
-  const name = opName(op);
+/** Validates a call and asks the native cost model what a plan for it would run. */
+function choose(comm: Communicator, op: TpOp, args: AllGatherGemmArgs | GemmScatterArgs, name: string) {
   const internals = Communicator.internals(comm);
-  internals.guard(name);
   const shape = validateTp(op, comm.size, comm.device, { ...args, a: desc(args.a, comm)!, b: desc(args.b, comm)!, out: desc(args.out, comm)!,
     gatheredA: desc((args as AllGatherGemmArgs).gatheredA, comm) });
   const config = validateTpConfig(args.config, name, op, comm.maxCtas);
+  const params = pack(comm, op, shape, args, config);
   const buf = TpChoice.alloc();
-  check(native().weft_tp_choose(internals.handle, pack(comm, op, shape, args, config), buf), name);
-  return readChoice(buf);
+  check(native().weft_tp_choose(internals.handle, params, buf), name);
+  return { shape, params, choice: readChoice(buf) };
+}
+
+/** The configuration a plan for these arguments would run, without creating it. */
+export function tpChoice(comm: Communicator, op: TpOp, args: AllGatherGemmArgs | GemmScatterArgs): TpChoiceInfo {
+  const name = opName(op);
+  Communicator.internals(comm).guard(name);
+  return choose(comm, op, args, name).choice;
 }
 
 function createPlan(comm: Communicator, op: TpOp, args: AllGatherGemmArgs | GemmScatterArgs): TpPlan {
@@ -372,33 +378,21 @@ function createPlan(comm: Communicator, op: TpOp, args: AllGatherGemmArgs | Gemm
     if (!(t instanceof Tensor)) throw new ArgumentError(name, ["a", "b", "out", "gatheredA"][i]!, "must be a Tensor");
     t.guard(name);
   });
-  const shape = validateTp(op, comm.size, comm.device, { ...args, a: desc(args.a, comm)!, b: desc(args.b, comm)!, out: desc(args.out, comm)!,
-    gatheredA: desc(gatheredA, comm) });
-  const config = validateTpConfig(args.config, name, op, comm.maxCtas);
-  const params = pack(comm, op, shape, args, config);
-  const choiceBuf = TpChoice.alloc();
-  check(native().weft_tp_choose(internals.handle, params, choiceBuf), name);
-  const choice = readChoice(choiceBuf);
+  const { shape, params, choice } = choose(comm, op, args, name);
   const workspace = comm.empty([choice.workspaceBytes], "u8");
-  let sync: SymmetricTensor | undefined;
   let handle = 0;
   try {
     TpParams.write(params, { workspace: workspace.ptr, workspace_bytes: workspace.bytes });
     const out = new BigUint64Array(1);
     check(native().weft_tp_plan_create(internals.handle, params, out), name);
     handle = outPointer(out);
-    // The workspace was zeroed on the stream; a collective on the same stream orders that before any
-    // peer's first launch (each rank's collective starts only after its earlier stream work). A staged
-    // all-reduce of a few bytes rather than comm.barrier(): the barrier is an entry handshake with no
-    // exit, so a direct collective right behind it (the sequential all-gather) can overwrite its entry
-    // slot before a slower peer has read it; the staged path has slots of its own.
-    sync = comm.empty([16], "f32");
-    const ready = comm.prepare.allReduce(sync, sync, { algorithm: "staged" });
+    // The workspace was zeroed on the stream; a barrier on the same stream orders that before any
+    // peer's first launch (each rank enters it only after its earlier stream work).
+    const ready = comm.prepare.barrier();
     const setup = ready.promise(ready.launch());
-    return new TpPlan(comm, op, shape, choice, handle, [workspace, sync], tensors as Tensor[], setup);
+    return new TpPlan(comm, op, shape, choice, handle, [workspace], tensors as Tensor[], setup);
   } catch (e) {
     if (handle) native().weft_tp_plan_destroy(handle);
-    sync?.dispose();
     workspace.dispose();
     throw e;
   }
