@@ -25,8 +25,6 @@ namespace weft::fused {
 
 namespace {
 
-using Params = WeftTpParams;  // what the C ABI passes (weft.h); see ffi/src/tp
-
 // Tile order: this rank's tile rows, then the peers' tile rows chunk by chunk (chunk c of every peer
 // before chunk c + 1), each in grouped bands that never straddle a chunk.
 template <class Cfg>

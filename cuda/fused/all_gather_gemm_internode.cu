@@ -31,8 +31,6 @@ namespace weft::fused {
 
 namespace {
 
-using Params = WeftTpParams;  // what the C ABI passes (weft.h); see ffi/src/tp/internode.cpp
-
 // Tile order: this rank's tile rows; then the local peers' rows, chunk-major (chunk c of every
 // local peer before chunk c + 1); then the other nodes' rows, chunk-major, rail first (its rows
 // arrive straight from the proxy; the other rails' rows come forwarded by the local peers). Grouped

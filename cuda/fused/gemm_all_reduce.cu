@@ -15,8 +15,6 @@ namespace weft::fused {
 
 namespace {
 
-using Params = WeftTpParams;  // what the C ABI passes (weft.h); see ffi/src/tp
-
 template <int TileN, bool BNMajor>
 using Config = ScatterConfig<TileN, BNMajor, WEFT_TP_GEMM_ALL_REDUCE>;
 
@@ -32,12 +30,7 @@ bool gemm_all_reduce_supported(int tile_n) { return tile_n == 64 || tile_n == 12
 
 cudaError_t launch_gemm_all_reduce(const ScatterLaunch& l) {
   if (!l.state.all_reduce || (l.state.copy_engine && l.state.shard_tiles <= 0)) return cudaErrorInvalidValue;
-  switch (l.tile_n) {
-    case 256: return l.b_n_major ? launch<256, true>(l) : launch<256, false>(l);
-    case 128: return l.b_n_major ? launch<128, true>(l) : launch<128, false>(l);
-    case 64: return l.b_n_major ? launch<64, true>(l) : launch<64, false>(l);
-    default: return cudaErrorInvalidConfiguration;
-  }
+  return launch_tile_shape<256, 128, 64>(l, [&]<int TileN, bool BNMajor>() { return launch<TileN, BNMajor>(l); });
 }
 
 }  // namespace weft::fused

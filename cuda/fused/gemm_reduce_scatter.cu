@@ -14,8 +14,6 @@ namespace weft::fused {
 
 namespace {
 
-using Params = WeftTpParams;  // what the C ABI passes (weft.h); see ffi/src/tp
-
 template <int TileN, bool BNMajor>
 using Config = ScatterConfig<TileN, BNMajor, WEFT_TP_GEMM_REDUCE_SCATTER>;
 
@@ -31,11 +29,7 @@ bool gemm_reduce_scatter_supported(int tile_n) { return tile_n == 128 || tile_n 
 
 cudaError_t launch_gemm_reduce_scatter(const ScatterLaunch& l) {
   if (l.state.all_reduce || l.state.shard_tiles <= 0) return cudaErrorInvalidValue;
-  switch (l.tile_n) {
-    case 256: return l.b_n_major ? launch<256, true>(l) : launch<256, false>(l);
-    case 128: return l.b_n_major ? launch<128, true>(l) : launch<128, false>(l);
-    default: return cudaErrorInvalidConfiguration;
-  }
+  return launch_tile_shape<256, 128>(l, [&]<int TileN, bool BNMajor>() { return launch<TileN, BNMajor>(l); });
 }
 
 }  // namespace weft::fused

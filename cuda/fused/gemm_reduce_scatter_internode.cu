@@ -28,8 +28,6 @@ namespace weft::fused {
 
 namespace {
 
-using Params = WeftTpParams;  // what the C ABI passes (weft.h); see ffi/src/tp/internode.cpp
-
 // Tile order: owners by node, starting with the node after this one (this node last); inside a
 // node, this rail's owner first; each owner's shard in grouped bands.
 template <class Cfg>

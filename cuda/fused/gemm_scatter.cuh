@@ -66,12 +66,7 @@ class OwnerScheduler {
       const int32_t band = unit_ / per_band;
       const int32_t rows = min(group_, tiles_m_ - band * group_);
       const int32_t local = unit_ - band * per_band;
-      t.tile_m = band * group_ + local % rows;
-      t.tile_n = local / rows;
-      t.m0 = t.tile_m * Cfg::kTileM;
-      t.n0 = t.tile_n * Cfg::kTileN;
-      t.k_begin = 0;
-      t.k_blocks = -1;
+      gemm::set_whole_k_tile<Cfg>(t, band * group_ + local % rows, local / rows);
       unit_ += stride_;
       return true;
     }
@@ -96,20 +91,12 @@ class OwnerScheduler {
     const int32_t owner = (rank_ + phase) % world_;
     if (shard_tiles_ > 0) {
       // The owner's row shard in grouped bands (group_ divides shard_tiles_).
-      const int32_t per_band = group_ * tiles_n_;
-      const int32_t band = index / per_band;
-      const int32_t local = index - band * per_band;
-      t.tile_m = owner * shard_tiles_ + band * group_ + local % group_;
-      t.tile_n = local / group_;
+      const gemm::BandTile b = gemm::whole_band_tile(index, group_, tiles_n_);
+      gemm::set_whole_k_tile<Cfg>(t, owner * shard_tiles_ + b.row, b.col);
     } else {
       const int32_t linear = owner + index * world_;
-      t.tile_m = linear / tiles_n_;
-      t.tile_n = linear - t.tile_m * tiles_n_;
+      gemm::set_whole_k_tile<Cfg>(t, linear / tiles_n_, linear % tiles_n_);
     }
-    t.m0 = t.tile_m * Cfg::kTileM;
-    t.n0 = t.tile_n * Cfg::kTileN;
-    t.k_begin = 0;
-    t.k_blocks = -1;
     unit_ += stride_;
     return true;
   }

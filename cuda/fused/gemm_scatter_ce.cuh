@@ -65,16 +65,8 @@ class CeScheduler {
   __device__ bool next(gemm::TileCoord& t) {
     if (unit_ >= tiles_m_ * tiles_n_) return false;
     // group_ divides shard_tiles, so a band never straddles two owners.
-    const int32_t per_band = group_ * tiles_n_;
-    const int32_t band = unit_ / per_band;
-    const int32_t local = unit_ - band * per_band;
-    const int32_t v = band * group_ + local % group_;
-    t.tile_m = (v + first_) % tiles_m_;
-    t.tile_n = local / group_;
-    t.m0 = t.tile_m * Cfg::kTileM;
-    t.n0 = t.tile_n * Cfg::kTileN;
-    t.k_begin = 0;
-    t.k_blocks = -1;
+    const gemm::BandTile b = gemm::whole_band_tile(unit_, group_, tiles_n_);
+    gemm::set_whole_k_tile<Cfg>(t, (b.row + first_) % tiles_m_, b.col);
     unit_ += stride_;
     return true;
   }

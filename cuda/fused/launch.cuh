@@ -55,8 +55,7 @@ __global__ void __launch_bounds__(Gemm::kThreads, 1)
     mover_gemm_kernel(const __grid_constant__ gemm::KernelParams<State> p) {
   if (blockIdx.x < static_cast<uint32_t>(p.hooks.comm_ctas)) {
     Mover(p.hooks, p.completion);
-    __syncthreads();
-    cta::finish(p.completion);
+    cta::finish(p.completion);  // starts with the CTA barrier the mover's last stores need
     return;
   }
   gemm::engine_cta<Gemm, Hooks>(p);
