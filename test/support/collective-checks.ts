@@ -71,11 +71,11 @@ export function slice(t: Tensor, offset: number, count: number): Tensor {
   return Tensor.wrap(t.ptr + offset * DTYPES[t.dtype].bytes, [count], t.dtype, t.device);
 }
 
-function expectExact(what: string, d: Diff): void {
+export function expectExact(what: string, d: Diff): void {
   if (d.nonfinite !== 0 || d.sumsq !== 0) throw new Error(`${what}: expected an exact copy, got ${d.nonfinite} non-finite and rel error ${d.rel}`);
 }
 
-function expectClose(what: string, d: Diff, dtype: DType): number {
+export function expectClose(what: string, d: Diff, dtype: DType): number {
   if (d.nonfinite !== 0) throw new Error(`${what}: ${d.nonfinite} non-finite outputs (NaN poison left)`);
   if (!(d.rel <= TOL[dtype]!)) throw new Error(`${what}: relative error ${d.rel} > ${TOL[dtype]}`);
   return d.rel;
@@ -86,7 +86,7 @@ function each<T>(ctx: CheckContext, f: (c: Communicator) => Promise<T>): Promise
   return Promise.all(ctx.comms.map(f));
 }
 
-function random(shape: number, dtype: DType, s: number, device: number): Tensor {
+export function random(shape: number, dtype: DType, s: number, device: number): Tensor {
   return Tensor.empty([shape], dtype, { device }).fillRandom(s);
 }
 

@@ -1,5 +1,6 @@
 // gemm.ts (test support) — references and error norms for GEMM tests, computed on the device so
 // that multi-gigabyte outputs never travel through JS.
+import { DTYPES } from "../../lib/dtype.ts";
 import { check, native } from "../../lib/native.ts";
 import type { Stream } from "../../lib/stream.ts";
 import { Tensor } from "../../lib/tensor.ts";
@@ -39,7 +40,7 @@ function deviceErrorInto(x: Tensor, ref: Tensor, scratch: Tensor, index: number)
 }
 
 function dtypeCode(t: Tensor): number {
-  return t.dtype === "bf16" ? 0 : t.dtype === "f16" ? 1 : t.dtype === "f32" ? 2 : t.dtype === "i32" ? 3 : 4;
+  return DTYPES[t.dtype].code;
 }
 
 /** CPU fp64 reference for small problems: a [m, lda], b [n, ldb] (transB) or [k, ldb]. */

@@ -8,7 +8,7 @@ import { DTYPES, type DType } from "../../lib/dtype.ts";
 import { ArgumentError, UnsupportedError, WeftError } from "../../lib/errors.ts";
 import "../../lib/ops/tp.ts";
 import { Tensor } from "../../lib/tensor.ts";
-import { accumulate, diff, seed, slice, type Diff } from "./collective-checks.ts";
+import { accumulate, diff, expectClose, expectExact, random, seed, slice } from "./collective-checks.ts";
 import { referenceGemm } from "./gemm.ts";
 import type { NamedCheck } from "./report-channel.ts";
 
@@ -16,22 +16,7 @@ export interface InterNodeContext {
   comm: Communicator;
 }
 
-const TOL: Record<string, number> = { bf16: 1e-2, f16: 1e-3, f32: 1e-5 };
 const DTYPES_CHECKED: DType[] = ["bf16", "f32"];
-
-function random(n: number, dtype: DType, s: number, device: number): Tensor {
-  return Tensor.empty([n], dtype, { device }).fillRandom(s);
-}
-
-function expectExact(what: string, d: Diff): void {
-  if (d.nonfinite !== 0 || d.sumsq !== 0) throw new Error(`${what}: expected an exact copy, got ${d.nonfinite} non-finite and rel error ${d.rel}`);
-}
-
-function expectClose(what: string, d: Diff, dtype: DType): number {
-  if (d.nonfinite !== 0) throw new Error(`${what}: ${d.nonfinite} non-finite outputs (NaN poison left)`);
-  if (!(d.rel <= TOL[dtype]!)) throw new Error(`${what}: relative error ${d.rel} > ${TOL[dtype]}`);
-  return d.rel;
-}
 
 /** Element counts per rank: odd small ones, one that splits over many CTAs, and the staging limit. */
 export function sizes(c: Communicator, dtype: DType, allReduce = false): number[] {

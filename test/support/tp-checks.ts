@@ -11,6 +11,7 @@ import { DTYPES } from "../../lib/dtype.ts";
 import { check, native } from "../../lib/native.ts";
 import { tpChoice, type TpConfig, type TpOp, type TpPlan } from "../../lib/ops/tp.ts";
 import { Tensor } from "../../lib/tensor.ts";
+import { accumulate } from "./collective-checks.ts";
 import { deviceErrorAsync, readErrors, referenceGemm } from "./gemm.ts";
 import type { NamedCheck } from "./report-channel.ts";
 
@@ -41,10 +42,6 @@ function each<T>(ctx: TpContext, f: (c: Communicator, i: number) => Promise<T> |
 function rows(t: Tensor, row0: number, count: number): Tensor {
   const cols = t.shape[1]!;
   return Tensor.wrap(t.ptr + row0 * cols * DTYPES[t.dtype].bytes, [count, cols], t.dtype, t.device);
-}
-
-function accumulate(acc: Tensor, src: Tensor): void {
-  check(native().weft_accumulate(acc.ptr, src.ptr, 2, acc.numel, null), "accumulate");
 }
 
 /** NaN into a bf16 tensor: synchronous without a stream, else ordered on it. */
