@@ -35,6 +35,10 @@ void require_symmetric(const WeftComm& c, uint64_t ptr, uint64_t bytes, const ch
 
 void require_on_device(const WeftComm& c, uint64_t ptr, const char* what, const char* op) {
   WEFT_REQUIRE(ptr != 0, "%s: %s must not be NULL", op, what);
+  // Inside this rank's own arena it is on this device; skip the driver query (every collective
+  // call checks its tensors, and symmetric ones live here).
+  const uint64_t arena = reinterpret_cast<uint64_t>(c.arena);
+  if (ptr >= arena && ptr - arena < c.layout.total) return;
   const int dev = pointer_device(reinterpret_cast<const void*>(ptr));
   WEFT_REQUIRE(dev == c.device, "%s: %s (%#llx) is on device %d but this rank's communicator is on device %d",
                op, what, (unsigned long long)ptr, dev, c.device);

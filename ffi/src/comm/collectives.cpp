@@ -155,6 +155,30 @@ void destroy_launch_graph(WeftComm& c) {
 
 }  // namespace weft::comm
 
+namespace weft::comm {
+
+void set_collective_args(coll::Args& a, const WeftComm& c, const WeftCollectiveParams& p, uint32_t elem, uint64_t count) {
+  std::memset(&a, 0, sizeof a);
+  a.kind = uint32_t(p.kind);
+  a.dtype = uint32_t(p.dtype);
+  a.elem_bytes = elem;
+  a.world = c.world;
+  a.rank = c.rank;
+  a.count = count;
+  a.in = reinterpret_cast<const char*>(p.input);
+  a.out = reinterpret_cast<char*>(p.output);
+  a.peers = c.peer_table;
+  if (c.world <= coll::kInlinePeers)
+    for (uint32_t r = 0; r < c.world; ++r) a.peer_inline[r] = c.peer_base[r];
+  a.a2a = c.a2a;
+  a.layout = c.layout;
+  a.timeout_ns = c.timeout_ns;
+  a.completion = {reinterpret_cast<uint64_t*>(p.done), p.seq, reinterpret_cast<uint32_t*>(p.arrivals)};
+  a.algo = coll::kDirect;
+}
+
+}  // namespace weft::comm
+
 extern "C" {
 
 WEFT_API int weft_collective(WeftComm* comm, const WeftCollectiveParams* p) {
@@ -176,23 +200,7 @@ WEFT_API int weft_collective(WeftComm* comm, const WeftCollectiveParams* p) {
     const uint64_t W = c.world;
 
     coll::Args a;
-    std::memset(&a, 0, sizeof a);  // padding too: the launch graph compares Args bytewise
-    a.kind = uint32_t(p->kind);
-    a.dtype = uint32_t(p->dtype);
-    a.elem_bytes = elem;
-    a.world = c.world;
-    a.rank = c.rank;
-    a.count = p->count;
-    a.in = reinterpret_cast<const char*>(p->input);
-    a.out = reinterpret_cast<char*>(p->output);
-    a.peers = c.peer_table;
-    if (c.world <= coll::kInlinePeers)
-      for (uint32_t r = 0; r < c.world; ++r) a.peer_inline[r] = c.peer_base[r];
-    a.a2a = c.a2a;
-    a.layout = c.layout;
-    a.timeout_ns = c.timeout_ns;
-    a.completion = {reinterpret_cast<uint64_t*>(p->done), p->seq, reinterpret_cast<uint32_t*>(p->arrivals)};
-    a.algo = coll::kDirect;
+    comm::set_collective_args(a, c, *p, elem, p->count);
     a.flags = debug_flags();
 
     uint64_t payload = 0;

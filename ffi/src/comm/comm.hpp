@@ -65,6 +65,11 @@ namespace weft::comm {
 // Throws unless `comm` is a live, connected communicator (when `connected`).
 WeftComm& require(WeftComm* comm, bool connected);
 
+// Fills `a` with the kernel arguments of collective call `p` on this rank (elements of `elem` bytes,
+// `count` per rank), every byte of padding zeroed in place: the launch graph compares Args bytewise.
+// The caller sets what differs by path (epoch, CTAs, algorithm, debug flags).
+void set_collective_args(coll::Args& a, const WeftComm& c, const WeftCollectiveParams& p, uint32_t elem, uint64_t count);
+
 // weft_collective on a multi-node communicator (internode.cpp).
 void hierarchical_collective(WeftComm& c, const WeftCollectiveParams& p);
 

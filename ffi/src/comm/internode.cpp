@@ -68,22 +68,8 @@ void hierarchical_collective(WeftComm& c, const WeftCollectiveParams& p) {
 
   coll::HierArgs h{};
   coll::Args& a = h.local;
-  a.kind = uint32_t(p.kind);
-  a.dtype = uint32_t(p.dtype);
-  a.elem_bytes = elem;
-  a.world = c.world;
-  a.rank = c.rank;
-  a.count = count;
-  a.in = reinterpret_cast<const char*>(p.input);
-  a.out = p.kind == WEFT_BARRIER ? c.arena + c.layout.heap : reinterpret_cast<char*>(p.output);
-  a.peers = c.peer_table;
-  if (c.world <= coll::kInlinePeers)
-    for (uint32_t r = 0; r < c.world; ++r) a.peer_inline[r] = c.peer_base[r];
-  a.a2a = c.a2a;
-  a.layout = c.layout;
-  a.timeout_ns = c.timeout_ns;
-  a.completion = {reinterpret_cast<uint64_t*>(p.done), p.seq, reinterpret_cast<uint32_t*>(p.arrivals)};
-  a.algo = coll::kDirect;
+  set_collective_args(a, c, p, elem, count);
+  if (p.kind == WEFT_BARRIER) a.out = c.arena + c.layout.heap;
   h.inter = x;
   if (p.ctas > 0) {
     a.nctas = std::min<uint32_t>(uint32_t(p.ctas), std::min(c.max_ctas, coll::kMaxCtas));
