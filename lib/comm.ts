@@ -19,7 +19,7 @@ import { Completion, decodeReason, type FailureDescriber } from "./completion.ts
 import { LaunchPlan, writeSlot, writeU64 } from "./plan.ts";
 import { requireDevice } from "./device.ts";
 import { DTYPES, type DType } from "./dtype.ts";
-import { ArgumentError, DisposedError, errorFromStatus, PeerError, Status, TimeoutError, UnsupportedError, WeftError } from "./errors.ts";
+import { ArgumentError, checkInt, DisposedError, errorFromStatus, PeerError, Status, TimeoutError, UnsupportedError, WeftError } from "./errors.ts";
 import { HeapAllocator, requireSymmetric, SymmetricTensor, type SymmetricOwner } from "./heap.ts";
 import { InterNode, planNodes } from "./internode.ts";
 import { addressOf, check, native, outPointer } from "./native.ts";
@@ -134,10 +134,7 @@ function checkSpin(op: string, name: string, us: unknown): void {
 }
 
 function positiveInt(op: string, name: string, v: unknown, max = Number.MAX_SAFE_INTEGER): number {
-  if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > max) {
-    throw new ArgumentError(op, name, `must be an integer in [1, ${max}] (got ${JSON.stringify(v)})`);
-  }
-  return v;
+  return checkInt(op, name, v, 1, max);
 }
 
 export class Communicator implements AsyncDisposable, SymmetricOwner {

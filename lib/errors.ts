@@ -91,6 +91,14 @@ const byStatus = new Map<number, [keyof typeof Status, typeof WeftError]>([
 ]);
 
 /** Maps a native status and weft_last_error() text to the matching WeftError subclass. */
+/** v as an integer in [min, max], or an ArgumentError naming the argument and the range. */
+export function checkInt(op: string, name: string, v: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number {
+  if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) {
+    throw new ArgumentError(op, name, `must be an integer in [${min}, ${max}] (got ${JSON.stringify(v)})`);
+  }
+  return v;
+}
+
 export function errorFromStatus(status: number, op: string, nativeMessage: string): WeftError {
   const [code, Cls] = byStatus.get(status) ?? (["E_INTERNAL", WeftError] as const);
   const text = nativeMessage || `failed with status ${status} and no message`;

@@ -9,7 +9,7 @@
 // Set-up is collective: every rank makes the same calls in the same order.
 import { ProxyCommand, ProxyFifo, ProxyParams, ProxyStats as ProxyStatsStruct, TransportCounters, TransportParams } from "./abi.ts";
 import type { KeyValueStore } from "./bootstrap.ts";
-import { ArgumentError, DisposedError, errorFromStatus, TimeoutError, TransportError, type WeftError } from "./errors.ts";
+import { ArgumentError, checkInt, DisposedError, errorFromStatus, TimeoutError, TransportError, type WeftError } from "./errors.ts";
 import { addressOf, check, native, outPointer, readCString, viewNative } from "./native.ts";
 
 const leaks = new FinalizationRegistry<string>((what) => {
@@ -18,13 +18,6 @@ const leaks = new FinalizationRegistry<string>((what) => {
 
 /** The part of the bootstrap store the transport needs (Store and LocalStore provide it). */
 export type Exchange = Pick<KeyValueStore, "rank" | "worldSize" | "allGather" | "barrier">;
-
-function checkInt(op: string, name: string, v: unknown, min: number, max = Number.MAX_SAFE_INTEGER): number {
-  if (typeof v !== "number" || !Number.isInteger(v) || v < min || v > max) {
-    throw new ArgumentError(op, name, `must be an integer in [${min}, ${max}] (got ${v})`);
-  }
-  return v;
-}
 
 function concatBlobs(op: string, what: string, blobs: Uint8Array[]): { bytes: Uint8Array; stride: number } {
   const stride = blobs[0]?.length ?? 0;

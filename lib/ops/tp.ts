@@ -23,7 +23,7 @@ import { Communicator } from "../comm.ts";
 import { decodeReason, type Completion, type FailureDescriber } from "../completion.ts";
 import { LaunchPlan, writeSlot } from "../plan.ts";
 import type { DType } from "../dtype.ts";
-import { ArgumentError, DisposedError, TimeoutError, WeftError } from "../errors.ts";
+import { ArgumentError, checkInt, DisposedError, TimeoutError, WeftError } from "../errors.ts";
 import { SymmetricTensor } from "../heap.ts";
 import { check, native, outPointer } from "../native.ts";
 import { Tensor } from "../tensor.ts";
@@ -126,10 +126,7 @@ function matrix(t: TpTensorDesc | undefined, op: string, name: string): [number,
 }
 
 function positiveInt(op: string, name: string, v: unknown, max = 2 ** 31 - 1): number {
-  if (typeof v !== "number" || !Number.isInteger(v) || v < 1 || v > max) {
-    throw new ArgumentError(op, name, `must be an integer in [1, ${max}] (got ${JSON.stringify(v)})`);
-  }
-  return v;
+  return checkInt(op, name, v, 1, max);
 }
 
 /** Checks a config override; returns it with 0 / "auto" for every field left to the cost model. */
