@@ -76,7 +76,8 @@ function isPositiveInt(x: unknown): x is number {
   return typeof x === "number" && Number.isInteger(x) && x > 0;
 }
 
-function matrix(t: TensorDesc, op: string, argument: string): [number, number] {
+/** t's [rows, cols], or an ArgumentError unless t is a 2-D tensor. */
+export function matrix(t: TensorDesc | undefined, op: string, argument: string): [number, number] {
   if (t === null || typeof t !== "object" || !Array.isArray(t.shape)) {
     throw new ArgumentError(op, argument, "must be a Tensor");
   }

@@ -23,6 +23,7 @@ import { Communicator } from "../comm.ts";
 import { decodeReason, type Completion, type FailureDescriber } from "../completion.ts";
 import { LaunchPlan, writeSlot } from "../plan.ts";
 import type { DType } from "../dtype.ts";
+import { matrix, type TensorDesc } from "./gemm.ts";
 import { ArgumentError, checkInt, DisposedError, TimeoutError, WeftError } from "../errors.ts";
 import { SymmetricTensor } from "../heap.ts";
 import { check, native, outPointer } from "../native.ts";
@@ -92,10 +93,7 @@ export interface TpChoiceInfo {
 }
 
 /** A tensor as the validation sees it (a Tensor, or a plain description in CPU tests). */
-export interface TpTensorDesc {
-  readonly shape: readonly number[];
-  readonly dtype: DType;
-  readonly device: number;
+export interface TpTensorDesc extends TensorDesc {
   /** A symmetric tensor of this communicator. */
   readonly symmetric?: boolean;
 }
@@ -118,11 +116,10 @@ function opName(op: TpOp): string {
   return `Communicator.${op}`;
 }
 
-function matrix(t: TpTensorDesc | undefined, op: string, name: string): [number, number] {
-  if (t === null || typeof t !== "object" || !Array.isArray(t.shape)) throw new ArgumentError(op, name, "must be a Tensor");
-  if (t.shape.length !== 2) throw new ArgumentError(op, name, `must be 2-D (got shape [${t.shape.join(", ")}])`);
-  if (t.dtype !== "bf16") throw new ArgumentError(op, name, `must be bf16 (got ${t.dtype})`);
-  return [t.shape[0]!, t.shape[1]!];
+function bf16Matrix(t: TpTensorDesc | undefined, op: string, name: string): [number, number] {
+  const rc = matrix(t, op, name);
+  if (t!.dtype !== "bf16") throw new ArgumentError(op, name, `must be bf16 (got ${t!.dtype})`);
+  return rc;
 }
 
 function positiveInt(op: string, name: string, v: unknown, max = 2 ** 31 - 1): number {
@@ -162,9 +159,9 @@ export function validateTp(op: TpOp, world: number, device: number,
   if (args === null || typeof args !== "object") throw new ArgumentError(name, "args", "must be an object { a, b, out, ... }");
   const transB = args.transB ?? false;
   if (typeof transB !== "boolean") throw new ArgumentError(name, "transB", `must be a boolean (got ${JSON.stringify(transB)})`);
-  const [ar, ac] = matrix(args.a, name, "a");
-  const [b0, b1] = matrix(args.b, name, "b");
-  const [or, oc] = matrix(args.out, name, "out");
+  const [ar, ac] = bf16Matrix(args.a, name, "a");
+  const [b0, b1] = bf16Matrix(args.b, name, "b");
+  const [or, oc] = bf16Matrix(args.out, name, "out");
   for (const [arg, t] of [["a", args.a], ["b", args.b], ["out", args.out]] as const) {
     if (t.device !== device) throw new ArgumentError(name, arg, `is on device ${t.device} but this rank's communicator is on device ${device}`);
   }
@@ -185,7 +182,7 @@ export function validateTp(op: TpOp, world: number, device: number,
       throw new ArgumentError(name, "a", `has ${ar} rows but out has M = ${m} rows, so each of the ${world} ranks holds ceil(M / ${world}) = ${mShard}`);
     }
     if (args.gatheredA !== undefined) {
-      const [gr, gc] = matrix(args.gatheredA, name, "gatheredA");
+      const [gr, gc] = bf16Matrix(args.gatheredA, name, "gatheredA");
       if (args.gatheredA.device !== device) throw new ArgumentError(name, "gatheredA", `is on device ${args.gatheredA.device} but this rank is on device ${device}`);
       if (gr !== m || gc !== k) throw new ArgumentError(name, "gatheredA", `must be [${m}, ${k}] (got [${gr}, ${gc}])`);
     }
