@@ -60,8 +60,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using fabric::api;
 using fabric::error_text;
+using fabric::kApiVersion;
+using fabric::Provider;
+using fabric::rdm_rma_providers;
 
-constexpr uint32_t kApiVersion = FI_VERSION(1, 10);  // fi_mr_attr.iface (FI_HMEM) appeared in 1.10
 constexpr uint32_t kSignalSlots = 4096;              // 8-byte signal sources in flight at once
 constexpr uint64_t kMaxChunk = uint64_t{1} << 30;    // verbs caps one message at 2^31 - 1
 constexpr char kAddressMagic[8] = {'w', 'e', 'f', 't', 'a', 'd', 'r', '1'};
@@ -541,24 +543,9 @@ class FabricTransport final : public Transport {
     return true;
   }
 
-  std::string available_providers() const {
-    const auto& fi = api();
-    fi_info* hints = fi.dupinfo(nullptr);
-    hints->caps = FI_RMA;
-    hints->ep_attr->type = FI_EP_RDM;
-    hints->mode = ~0ULL;
-    hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
-                                  FI_MR_ENDPOINT | FI_MR_HMEM;
-    fi_info* info = nullptr;
-    std::set<std::string> names;
-    if (fi.getinfo(kApiVersion, nullptr, nullptr, 0, hints, &info) == 0) {
-      for (fi_info* i = info; i; i = i->next)
-        if (i->fabric_attr && i->fabric_attr->prov_name) names.insert(i->fabric_attr->prov_name);
-      fi.freeinfo(info);
-    }
-    fi.freeinfo(hints);
+  static std::string available_providers() {
     std::string out;
-    for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+    for (const Provider& p : rdm_rma_providers()) out += (out.empty() ? "" : ", ") + p.name;
     return out.empty() ? "none" : out;
   }
 

@@ -54,6 +54,29 @@ std::string version_string() {
   return std::to_string(FI_MAJOR(v)) + "." + std::to_string(FI_MINOR(v));
 }
 
+std::vector<Provider> rdm_rma_providers() {
+  const Api& fi = api();
+  fi_info* hints = fi.dupinfo(nullptr);  // fi_allocinfo is a macro over fi_dupinfo(NULL)
+  hints->caps = FI_RMA;
+  hints->ep_attr->type = FI_EP_RDM;
+  hints->mode = ~0ULL;
+  hints->domain_attr->mr_mode = FI_MR_LOCAL | FI_MR_VIRT_ADDR | FI_MR_ALLOCATED | FI_MR_PROV_KEY |
+                                FI_MR_ENDPOINT | FI_MR_HMEM;
+  fi_info* info = nullptr;
+  std::vector<Provider> out;
+  if (fi.getinfo(kApiVersion, nullptr, nullptr, 0, hints, &info) == 0) {
+    for (fi_info* i = info; i; i = i->next) {
+      const std::string name = i->fabric_attr && i->fabric_attr->prov_name ? i->fabric_attr->prov_name : "?";
+      bool seen = false;
+      for (const Provider& p : out) seen = seen || p.name == name;
+      if (!seen) out.push_back({name, (i->caps & FI_HMEM) != 0});
+    }
+    fi.freeinfo(info);
+  }
+  fi.freeinfo(hints);
+  return out;
+}
+
 std::string error_text(const char* what, long rc) {
   const char* text = loaded().failure.empty() ? loaded().api.strerror(static_cast<int>(-rc)) : "?";
   return format("%s failed: %s (%ld)", what, text ? text : "?", rc);

@@ -16,8 +16,11 @@
 #define WEFT_HAVE_FABRIC_HEADERS 1
 
 #include <string>
+#include <vector>
 
 namespace weft::fabric {
+
+constexpr uint32_t kApiVersion = FI_VERSION(1, 10);  // fi_mr_attr.iface (FI_HMEM) appeared in 1.10
 
 struct Api {
   uint32_t (*version)();
@@ -37,6 +40,14 @@ std::string version_string();
 
 // "fi_xxx failed: <fi_strerror> (-N)" for a negative libfabric return code.
 std::string error_text(const char* what, long rc);
+
+// The providers that offer what the proxy needs (reliable-datagram endpoints with RMA), each once,
+// in libfabric's order of preference, and whether they register GPU memory (FI_HMEM).
+struct Provider {
+  std::string name;
+  bool hmem;
+};
+std::vector<Provider> rdm_rma_providers();
 
 }  // namespace weft::fabric
 
