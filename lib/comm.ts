@@ -319,6 +319,15 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
         }
       }
       await store.barrier(`${keys}/ready`, storeTimeoutMs);
+      // Rank 0 hosts the TCP store on its own event loop, which the caller may block right after this
+      // returns (a synchronous wait, a module load that waits for the GPU to go idle while a kernel
+      // waits for a peer). A rank still waiting for the barrier's reply would then wait that long
+      // too: 3 s of skew at the first collective, measured (bench/NOTES-tp.md, run 14). So rank 0
+      // leaves only after every other rank has said it is out.
+      if (ident.rank !== 0) await store.set(`${keys}/left/${ident.rank}`, "");
+      else {
+        await store.wait(Array.from({ length: ident.worldSize - 1 }, (_, r) => `${keys}/left/${r + 1}`), storeTimeoutMs);
+      }
       return new Communicator({
         ident, device, handle, info, store, ownsStore, keys, completion, stream, timeoutMs, storeTimeoutMs, eagerSpinMicros,
         node: plan.node, nodes: plan.nodes, inter,

@@ -258,7 +258,9 @@ export class TpPlan extends LaunchPlan implements Disposable {
     this.#words = new Uint32Array(this.#launch.buffer);
     this.#internals = Communicator.internals(comm);
     this.completion = this.#internals.completion;
-    this.describe = describer(comm, opName(op));
+    // A launch that fails after the plan's setup sync failed is that failure's echo: report the cause.
+    const describe = describer(comm, opName(op));
+    this.describe = (reason, seq) => this.#setupFailure ?? describe(reason, seq);
     setup.catch((e: Error) => {
       this.#setupFailure = e;
     });
