@@ -17,8 +17,7 @@ import { Communicator } from "../lib/comm.ts";
 import { deviceCount } from "../lib/device.ts";
 import { check, native } from "../lib/native.ts";
 import { gemmSync } from "../lib/ops/gemm.ts";
-import "../lib/ops/tp.ts";
-import type { TpConfig, TpPlan } from "../lib/ops/tp.ts";
+import { TpPlan, type TpConfig } from "../lib/ops/tp.ts";
 import { Event, type Stream } from "../lib/stream.ts";
 import { Tensor } from "../lib/tensor.ts";
 
@@ -125,7 +124,7 @@ for (const { op, shape, tileN } of CASES) {
       const plans: TpPlan[] = comms.map((c, r) => keep(op === "gemmReduceScatter"
         ? c.gemmReduceScatter({ a: a[r]!, b: b[r]!, out: out[r]!, config })
         : c.gemmAllReduce({ a: a[r]!, b: b[r]!, out: out[r]!, config })));
-      return { out, plans, issue: () => plans.forEach((p) => p.launch()) };
+      return { out, plans, issue: () => TpPlan.launchAll(plans) };
     };
     const fused = make({ path: "fused", mover, ...(tileN ? { tileN } : {}) });
     const gOut = comms.map((c) => keep(Tensor.empty([M, N], "bf16", { device: c.device })));
@@ -145,6 +144,12 @@ for (const { op, shape, tileN } of CASES) {
     const row = { label, mover, variant, lagEnv: process.env.WEFT_TP_SCATTER_LAG ?? null, op, M, N, K, tileN: fused.plans[0]!.choice.tileN,
       fusedMs, gemmMs, ratio: fusedMs / gemmMs, loopMs: LOOP_MS, hostFusedMs, hostGemmMs, hostOnceFusedMs, rel };
     console.log(JSON.stringify(row));
+    // WEFT_TP_TRACE: the plan prints the stamps of its latest launch when disposed; make that one a
+    // launch in a back-to-back loop (steady state) rather than the check's launch from idle GPUs.
+    if (process.env.WEFT_TP_TRACE) {
+      for (let i = 0; i < 6; i++) fused.issue();
+      streams.forEach((s) => s.synchronize());
+    }
     if (process.env.OUT) appendFileSync(join(process.env.OUT, `stages-${label}.jsonl`), JSON.stringify(row) + "\n");
   } finally {
     for (const t of owned.reverse()) t.dispose();

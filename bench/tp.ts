@@ -28,8 +28,7 @@ import { Communicator } from "../lib/comm.ts";
 import { deviceCount, deviceInfo } from "../lib/device.ts";
 import { check, native } from "../lib/native.ts";
 import { gemmSync } from "../lib/ops/gemm.ts";
-import "../lib/ops/tp.ts";  // adds comm.allGatherGemm & co. to Communicator
-import type { TpConfig, TpOp, TpPlan } from "../lib/ops/tp.ts";
+import { TpPlan, type TpConfig, type TpOp } from "../lib/ops/tp.ts";  // also adds comm.allGatherGemm & co.
 import { Event, Stream } from "../lib/stream.ts";
 import { Tensor } from "../lib/tensor.ts";
 
@@ -197,7 +196,7 @@ function runShape(op: TpOp, torchOp: string, shape: [number, number, number]): R
     const make = (config: TpConfig): TpPlan[] => comms.map((c, r) => keep(
       op === "allGatherGemm" ? c.allGatherGemm(args(r, config)) : op === "gemmReduceScatter" ? c.gemmReduceScatter(args(r, config)) : c.gemmAllReduce(args(r, config))));
     const launchAll = (plans: TpPlan[]) => () => {
-      for (const p of plans) p.launch();
+      TpPlan.launchAll(plans);
     };
     const streams = comms.map((c) => c.stream);
 

@@ -4,7 +4,7 @@
 // as fused persistent kernels, checks them against an fp32 reference, and times them beside our
 // own unfused sequence (GEMM and collective one after the other).
 import {
-  Communicator, deviceCount, Event, formatInfo, runtimeInfo, Tensor, WeftError, type TpPlan,
+  Communicator, deviceCount, Event, formatInfo, runtimeInfo, Tensor, TpPlan, WeftError,
 } from "../lib/index.ts";
 import { check, native } from "../lib/native.ts";
 
@@ -31,10 +31,10 @@ function time(plans: TpPlan[]): number {
   const ev = plans.map((p) => [Event.create(p.comm.device), Event.create(p.comm.device)] as const);
   try {
     // Launch on every GPU, then wait: each rank's kernel waits for the others' data.
-    const warm = plans.map((p) => p.launch());
+    const warm = TpPlan.launchAll(plans);
     plans.forEach((p, i) => p.wait(warm[i]!));
     plans.forEach((p, i) => ev[i]![0].record(p.comm.stream));
-    for (let i = 0; i < 10; i++) plans.forEach((p) => p.launch());
+    for (let i = 0; i < 10; i++) TpPlan.launchAll(plans);
     plans.forEach((p, i) => ev[i]![1].record(p.comm.stream));
     ev.forEach(([, e]) => e.synchronize());
     return Math.max(...ev.map(([a, b]) => b.elapsedSince(a))) / 10;
@@ -55,7 +55,7 @@ async function allGatherGemm(comms: Communicator[]): Promise<boolean> {
     const out = comms.map((c) => keep(Tensor.empty([M, n], "bf16", { device: c.device }).fill(NaN)));
     const fused = comms.map((c, r) => keep(c.allGatherGemm({ a: a[r]!, b: b[r]!, out: out[r]!, config: { path: "fused" } })));
     const unfused = comms.map((c, r) => keep(c.allGatherGemm({ a: a[r]!, b: b[r]!, out: out[r]!, config: { path: "sequential" } })));
-    await Promise.all(fused.map((p) => p.run()));
+    await TpPlan.runAll(fused);
     let worst = 0;
     for (const c of comms) {
       // Every rank's rows of A, rebuilt from the same seeds, times this rank's columns of B.
@@ -87,7 +87,7 @@ async function gemmReduceScatter(comms: Communicator[]): Promise<boolean> {
     const out = comms.map((c) => keep(c.empty([shard, N], "bf16").fill(NaN)));
     const fused = comms.map((c, r) => keep(c.gemmReduceScatter({ a: a[r]!, b: b[r]!, out: out[r]!, config: { path: "fused" } })));
     const unfused = comms.map((c, r) => keep(c.gemmReduceScatter({ a: a[r]!, b: b[r]!, out: out[r]!, config: { path: "sequential" } })));
-    await Promise.all(fused.map((p) => p.run()));
+    await TpPlan.runAll(fused);
     let worst = 0;
     for (const c of comms) {
       // Σ over ranks q of (q's a, rows this rank owns) · (q's b), in fp32.

@@ -1,5 +1,5 @@
 // The README's API example, as a program: `bun examples/quickstart.ts` on a machine with 2+ GPUs.
-import { Communicator, Tensor, deviceCount, gemm, topology } from "../lib/index.ts";
+import { Communicator, Tensor, TpPlan, deviceCount, gemm, topology } from "../lib/index.ts";
 
 if (deviceCount() < 2) {
   console.log("quickstart: needs 2 or more GPUs; this machine has", deviceCount());
@@ -18,7 +18,7 @@ const tensors = comms.map((c) => ({
   out: Tensor.empty([M, N / W], "bf16", { device: c.device }),
 }));
 const plans = comms.map((c, r) => c.allGatherGemm(tensors[r]!)); // reusable plans
-await Promise.all(plans.map((p) => p.run())); // resolves when every GPU is done
+await TpPlan.runAll(plans);  // every GPU's kernel, then the copies; resolves when every GPU is done
 
 // Collectives on symmetric tensors (the same offset in every rank's heap).
 const x = comms.map((c) => c.empty([1 << 20], "f32").fill(c.rank + 1));

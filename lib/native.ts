@@ -72,6 +72,7 @@ export const symbols = {
   weft_tp_choose: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftTpParams* */, T.ptr /* WeftTpChoice* out */], returns: T.i32 },
   weft_tp_plan_create: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftTpParams* */, T.ptr /* WeftTpPlan** */], returns: T.i32 },
   weft_tp_plan_launch: { args: [T.ptr /* WeftTpPlan* */, T.ptr /* const WeftTpLaunch* */], returns: T.i32 },
+  weft_tp_plans_launch: { args: [T.ptr /* WeftTpPlan* const* */, T.ptr /* const WeftTpLaunch* */, T.i32], returns: T.i32 },
   weft_tp_plan_destroy: { args: [T.ptr /* WeftTpPlan* */], returns: T.i32 },
 
   // inter-node: command FIFO, proxy, transport (issue 6)

@@ -110,6 +110,7 @@ struct ScatterState {
   int32_t tile_n;       // columns per tile
   int32_t ld;           // n: row stride of out, staging and recv, in elements
   int32_t recv_by_tma;  // 1: the epilogue loads received partials by TMA into its staging boxes; 0: 4-byte loads
+  int32_t count_early;  // 1: a half-tile's chunk count goes out with the next tile's first k-block; 0: a tile later
   uint64_t* counts;     // [world][chunks] local: half-tiles stored per chunk of owner q's rows (atom.add)
   uint64_t* ready;      // [world][chunks] local: "chunk complete in staging / out", value ready_bit(epoch)
   // Progress words, written by the copy-engine streams (cuStreamWriteValue64) in the SENDER's memory:
@@ -117,7 +118,24 @@ struct ScatterState {
   // rows, kind 1: q's final rows in dest's out (all-reduce); value progress_tag(epoch) <<
   // kProgressShift | chunks landed so far (a stream copies its chunks in index order).
   const uint64_t* progress[kMaxRanks];
+  // WEFT_TP_TRACE (benchmarks only; nullptr: off): globaltimer stamps of one launch, TraceSlot layout.
+  uint64_t* trace;
 };
+
+// Where the copy-engine mover's stamps go (ns, globaltimer; 0: not reached). Chunk arrays hold
+// kTraceChunks entries (the planner makes at most 32 chunks per owner).
+enum TraceSlot : int {
+  kTraceStart = 0,           // CTA 0's producer starts its first tile
+  kTraceFinishFirst = 1,     // the first CTA to reach before_finish (its math is done)
+  kTraceFinishLast = 2,      // the last CTA to reach before_finish
+  kTraceOwnCopiesDone = 3,   // CTA 0 saw this rank's side stream finish (all-reduce: the broadcast)
+  kTracePeerFinalLanded = 4, // CTA 0 saw every peer's final rows land here (all-reduce)
+  kTraceReady = 8,           // [owner][kTraceChunks]: the kernel marked the chunk ready
+  kTraceLanded = 8 + 8 * 64, // [kTraceChunks]: a producer first saw every peer's partials of own chunk c
+  kTraceBroadcast = kTraceLanded + 64,  // [kTraceChunks]: CTA 0 saw peer 0's final rows of chunk c land
+  kTraceWords = kTraceBroadcast + 64,
+};
+constexpr int kTraceChunks = 64;
 
 // The side streams' work is a CUDA graph per launch class (epoch mod 4), so every value they wait for
 // or write is one of a few constants, never the epoch itself:

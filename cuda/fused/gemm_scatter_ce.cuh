@@ -81,7 +81,12 @@ struct CeScatterHooks : gemm::DefaultHooks {
   // of lower chunks need no poll.
   struct ProducerState {
     int32_t seen = 0;
+    bool started = false;
   };
+  // First writer wins (each stamp is written once per launch; the host zeroes the buffer before it).
+  static __device__ __forceinline__ void stamp(const State& s, int slot) {
+    if (s.trace) atomicCAS(reinterpret_cast<unsigned long long*>(s.trace + slot), 0ull, sys::globaltimer_ns());
+  }
   template <class Cfg>
   using Scheduler = CeScheduler<Cfg>;
   static constexpr bool kRouted = true;
@@ -127,6 +132,10 @@ struct CeScatterHooks : gemm::DefaultHooks {
   static __device__ __forceinline__ bool adds(const State& s) { return s.variant != kScatterNoComm; }
 
   static __device__ bool before_tile_loads(const State& s, ProducerState& ps, const gemm::TileCoord& t) {
+    if (!ps.started) {
+      ps.started = true;
+      if (blockIdx.x == 0) stamp(s, kTraceStart);
+    }
     if (s.world == 1 || owner(s, t) != s.rank || !adds(s)) return true;
     const int32_t need = ce_chunk(s, t, s.rank) + 1;
     bool ok = true;
@@ -139,6 +148,8 @@ struct CeScatterHooks : gemm::DefaultHooks {
         const int32_t d = int32_t(sys::signal_load(w) & kDoneMask);
         seen = d < seen ? d : seen;
       }
+      if (s.trace && ok)
+        for (int32_t c = ps.seen; c < seen && c < kTraceChunks; ++c) stamp(s, kTraceLanded + c);
       ps.seen = ok ? seen : 0;
     }
     // The tile's received partials, into L2 while the tile's math runs (the epilogue reads them).
@@ -210,6 +221,13 @@ struct CeScatterHooks : gemm::DefaultHooks {
     return owner(s, stored) != s.rank && owner(s, next) == s.rank;
   }
 
+  // Every chunk's count goes out as soon as its stores are complete, not a tile later: the side
+  // streams copy a chunk only once it is counted, and all-reduce's last chunks are the kernel's tail
+  // (NOTES-tp, version 3.2; WEFT_TP_CE_COUNT=late keeps the old timing). Nothing this CTA loads next waits for these counts.
+  static __device__ __forceinline__ bool settle_with_math(const State& s, const gemm::TileCoord&) {
+    return s.count_early != 0;
+  }
+
   // A half-tile's stores are complete and fenced (settle_pending): count it for its chunk; the last
   // half-tile of the chunk (its acq_rel add sees every other one's release) marks the chunk ready
   // for the side stream.
@@ -218,18 +236,34 @@ struct CeScatterHooks : gemm::DefaultHooks {
     const int32_t c = ce_chunk(s, t, o);
     const int64_t at = int64_t(o) * s.chunks + c;
     const uint64_t old = sys::signal_fetch_add(s.counts + at, 1);
-    if (old + 1 == s.epoch * halves(s, c)) sys::signal_store(s.ready + at, ready_bit(s.epoch));
+    if (old + 1 == s.epoch * halves(s, c)) {
+      sys::signal_store(s.ready + at, ready_bit(s.epoch));
+      if (o < 8 && c < kTraceChunks) stamp(s, kTraceReady + o * kTraceChunks + c);
+    }
   }
 
   static __device__ bool before_finish(const State& s) {
+    if (s.trace) {
+      stamp(s, kTraceFinishFirst);
+      atomicMax(reinterpret_cast<unsigned long long*>(s.trace + kTraceFinishLast), sys::globaltimer_ns());
+    }
     if (s.world == 1 || !waits(s)) return true;
     bool ok = true;
-    for (int32_t q = 0; q < s.world; ++q) {
-      if (q == s.rank) continue;
-      // This rank's side stream to q is done with staging (and with out's own rows).
-      ok = ok && wait_landed(s, word(s, s.rank, s.all_reduce ? 1 : 0, q), s.chunks);
-      if (s.all_reduce) ok = ok && wait_landed(s, word(s, q, 1, s.rank), s.chunks);
+    // This rank's side streams are done with staging (and with out's own rows)...
+    for (int32_t q = 0; q < s.world; ++q)
+      if (q != s.rank) ok = ok && wait_landed(s, word(s, s.rank, s.all_reduce ? 1 : 0, q), s.chunks);
+    if (blockIdx.x == 0) stamp(s, kTraceOwnCopiesDone);
+    if (!s.all_reduce) return ok;
+    if (s.trace && blockIdx.x == 0) {
+      // (the first peer's final rows chunk by chunk, as seen from here: a bounded wait each)
+      const int32_t q = s.rank == 0 ? 1 : 0;
+      for (int32_t c = 0; c < s.chunks && c < kTraceChunks; ++c)
+        if (wait_landed(s, word(s, q, 1, s.rank), c + 1)) stamp(s, kTraceBroadcast + c);
     }
+    // ...and every peer's final rows have landed here.
+    for (int32_t q = 0; q < s.world; ++q)
+      if (q != s.rank) ok = ok && wait_landed(s, word(s, q, 1, s.rank), s.chunks);
+    if (blockIdx.x == 0) stamp(s, kTracePeerFinalLanded);
     return ok;
   }
 };

@@ -81,6 +81,11 @@
 //       With kSignalsAfterStore: true publishes the signal owed for `stored` (the consumer's last
 //       half-tile) before the math of `next` instead of at next's epilogue. Needed where next's loads
 //       may wait for something that depends on that signal (a peer that waits for this rank's data).
+//   static __device__ bool settle_with_math(const State&, const TileCoord& stored);
+//       With kSignalsAfterStore: true publishes the signal owed for `stored` right after next's first
+//       k-block is issued (the store's completion overlaps that block's math) instead of a whole
+//       tile later. For signals a copy engine or a peer is waiting on to move data; next's first
+//       load must not depend on the signal (settle_before_math covers that case).
 //
 //   static __device__ bool before_finish(const State&);
 //       One thread of every CTA after all of the CTA's stores are complete and fenced (e.g. "tell
@@ -164,6 +169,10 @@ struct DefaultHooks {
   static __device__ __forceinline__ void after_tile_stored(const S&, const TileCoord&, int) {}
   template <class S>
   static __device__ __forceinline__ bool settle_before_math(const S&, const TileCoord&, const TileCoord&) {
+    return false;
+  }
+  template <class S>
+  static __device__ __forceinline__ bool settle_with_math(const S&, const TileCoord&) {
     return false;
   }
   template <class S>

@@ -89,19 +89,22 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
     bool hook_ok = true;
     TileCoord t;
     while (scheduler.next(t)) {
+      bool settle_early = false;
       if constexpr (Hooks::kSignalsAfterStore) {
-        // pending is tracked identically by every thread of the warpgroup: a uniform branch.
+        // pending is tracked identically by every thread of the warpgroup: uniform branches.
         if (pending.valid && Hooks::settle_before_math(p.hooks, pending.tile, t)) {
           settle_pending<Hooks>(p.hooks, pending, consumer, 1 + consumer);
         }
+        settle_early = pending.valid && Hooks::settle_with_math(p.hooks, pending.tile);
       }
       const int sources = Hooks::kAddsReceived ? Hooks::received_sources(p.hooks, t) : 0;
       const int32_t k_blocks = k_blocks_of(t, p.problem);
-      const auto prefetch = [&] {
+      const auto first_block = [&] {
         if (sources > 0 && wg::thread() == 0) prefetch_received<Cfg, Hooks>(p, s, t, consumer, staged);
+        if (settle_early) settle_pending<Hooks>(p.hooks, pending, consumer, 1 + consumer);
       };
-      accumulate_tile<Cfg>(acc, s, ring, k_blocks, consumer, ok, prefetch);
-      if (k_blocks == 0) prefetch();  // no k-block to overlap (k >= 1 everywhere today)
+      accumulate_tile<Cfg>(acc, s, ring, k_blocks, consumer, ok, first_block);
+      if (k_blocks == 0) first_block();  // no k-block to overlap (k >= 1 everywhere today)
       store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, sources, phases);
     }
     settle_pending<Hooks>(p.hooks, pending, consumer, 1 + consumer);

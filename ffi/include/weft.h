@@ -399,6 +399,10 @@ typedef struct WeftTpPlan WeftTpPlan;
 WEFT_API int weft_tp_choose(WeftComm* comm, const WeftTpParams* params, WeftTpChoice* out);
 WEFT_API int weft_tp_plan_create(WeftComm* comm, const WeftTpParams* params, WeftTpPlan** out_plan);
 WEFT_API int weft_tp_plan_launch(WeftTpPlan* plan, const WeftTpLaunch* launch);
+/* Several plans of this process (one per rank of a one-process communicator group) as one step:
+ * every plan's kernels first, then every plan's copy-engine work, so that no rank's kernel is queued
+ * behind another rank's host-side copy enqueue. Otherwise the same as weft_tp_plan_launch on each. */
+WEFT_API int weft_tp_plans_launch(WeftTpPlan* const* plans, const WeftTpLaunch* launches, int32_t count);
 /* Waits for the plan's work on its streams, then frees it (not the workspace, which the caller owns). */
 WEFT_API int weft_tp_plan_destroy(WeftTpPlan* plan);
 /* A failed launch's reason word: code in bits 0..31 (WEFT_TP_FAIL_*, or a collective's WEFT_E_*

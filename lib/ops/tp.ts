@@ -280,6 +280,45 @@ export class TpPlan extends LaunchPlan implements Disposable {
     return slot.seq;
   }
 
+  /** Launches several plans of this process together (one per rank of Communicator.local, say) and
+   * returns their sequence numbers: every plan's kernel is queued before any plan's copy-engine
+   * work, so no rank's kernel waits behind another rank's host-side copy enqueue. Launching them one
+   * by one is correct too, only their kernels start further apart. */
+  static launchAll(plans: readonly TpPlan[]): number[] {
+    const op = "TpPlan.launchAll";
+    if (!Array.isArray(plans) || plans.length === 0 || !plans.every((p) => p instanceof TpPlan)) {
+      throw new ArgumentError(op, "plans", "must be a non-empty array of TpPlans");
+    }
+    if (new Set(plans).size !== plans.length) throw new ArgumentError(op, "plans", "must not hold the same plan twice");
+    const handles = new BigUint64Array(plans.length);
+    const launches = new Uint8Array(TpLaunch.size * plans.length);
+    const seqs = plans.map((p, i) => {
+      const name = opName(p.op);
+      if (p.#disposed) throw new DisposedError(name, "TpPlan");
+      if (p.#setupFailure) throw p.#setupFailure;
+      p.#internals.guard(name);
+      for (const t of p.#tensors) t.guard(name);
+      const slot = p.completion.slot();
+      writeSlot(p.#words, LAUNCH, slot);
+      launches.set(p.#launch, i * TpLaunch.size);
+      handles[i] = BigInt(p.#handle);
+      return slot.seq;
+    });
+    check(native().weft_tp_plans_launch(handles, launches, plans.length), op);
+    return seqs;
+  }
+
+  /** launchAll(plans), then one Promise that resolves when every plan's launch is done. */
+  static runAll(plans: readonly TpPlan[]): Promise<void> {
+    let seqs: number[];
+    try {
+      seqs = TpPlan.launchAll(plans);
+    } catch (e) {
+      return Promise.reject(e);
+    }
+    return Promise.all(plans.map((p, i) => p.promise(seqs[i]!))).then(() => undefined);
+  }
+
   get label(): string {
     return opName(this.op);
   }

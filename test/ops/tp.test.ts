@@ -6,7 +6,7 @@ import { join } from "node:path";
 
 import { Communicator } from "../../lib/comm.ts";
 import { ArgumentError } from "../../lib/errors.ts";
-import { validateTp, validateTpConfig, type TpTensorDesc } from "../../lib/ops/tp.ts";
+import { TpPlan, validateTp, validateTpConfig, type TpTensorDesc } from "../../lib/ops/tp.ts";
 import { describeGpu } from "../support/gpu.ts";
 import { runCheckWorkers } from "../support/report-channel.ts";
 import { TP_CHECKS, type TpContext } from "../support/tp-checks.ts";
@@ -69,6 +69,14 @@ describe("tensor-parallel ops: validation (CPU)", () => {
     expect(validateTpConfig({ tileN: 64 }, "op", "gemmAllReduce", 132).tileN).toBe(64);
     expect(() => validateTpConfig({ groupM: 0 }, "op", "gemmAllReduce", 132)).toThrow(/groupM/);
     expect(() => validateTpConfig({ tile: 128 } as never, "op", "gemmAllReduce", 132)).toThrow(/'config.tile' is not a config field/);
+  });
+
+  test("TpPlan.launchAll takes a non-empty array of distinct plans", () => {
+    for (const bad of [[], undefined, [{}], "plans"]) {
+      expect(() => TpPlan.launchAll(bad as never)).toThrow(ArgumentError);
+      expect(() => TpPlan.launchAll(bad as never)).toThrow(/'plans' must be a non-empty array of TpPlans/);
+    }
+    expect(TpPlan.runAll([])).rejects.toThrow(/'plans'/);
   });
 });
 

@@ -43,11 +43,16 @@ struct Machine {
   double ce_chunk_bytes = 4 << 20;
   int64_t ce_max_chunks = 32;
   double ce_gemm_factor = 1.03;
-  // Where "auto" takes the copy-engine mover: reduce-scatter with at least this many rows per rank
-  // (measured faster than the CTA mover at all five M >= 4096 shapes, 1.06-1.30x of our GEMM against
-  // 1.12-1.36x, NOTES-tp run 8); all-reduce never (slower there: 1.23-1.87x against 1.22-1.54x).
-  int64_t ce_reduce_scatter_min_shard_rows = 2048;
-  bool ce_all_reduce = false;
+  // Where "auto" takes the copy-engine mover: at least this many rows per rank (reduce-scatter:
+  // faster than the CTA mover at all five M >= 4096 shapes, 1.06-1.30x of our GEMM against
+  // 1.12-1.36x, NOTES-tp run 8). All-reduce also needs its partials to land within the peer phase
+  // and its traffic (the CTA mover's bytes over NVLink) to be at least this share of the GEMM: with
+  // chunk counts published with the next tile's math (version 3.2) it measured 1.08-1.28x against
+  // the CTA mover's 1.15-1.36x where that holds, but 1.80x against 1.54x at (4096, 14336, 4096),
+  // where the copies outlast the peer phase, and 1.09x against 1.00x at (8192, 8192, 28672), where
+  // the traffic is 14% of a long GEMM that either mover hides (NOTES-tp runs 13, 14).
+  int64_t ce_min_shard_rows = 2048;
+  double ce_all_reduce_min_traffic = 0.25;
 };
 
 const Machine kMachine{};
@@ -253,7 +258,7 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       WEFT_REQUIRE(params.mover != WEFT_TP_MOVER_COPY_ENGINE || ce_ok,
                    "mover 'copyEngine' needs m to be a multiple of 128 x world size (row ownership); got m = %lld",
                    static_cast<long long>(p.m));
-      double ce_us = 0;
+      double ce_us = 0, ce_late_us = 0;
       if (ce_ok) {
         // Chunks of ~4 MiB (a 2-D copy each), at most 32 per owner (nodes of the side streams' graph).
         const int64_t tiles_n = ceil_div(p.n, c.tile_n);
@@ -267,11 +272,13 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
         const double sent_ce = out * (W - 1) / W;  // per phase (reduce-scatter; all-reduce twice)
         const double own_us = gemm / W;
         // The peers' partials must land during the own rows' math; the broadcast's last chunk lands after.
-        const double late = std::max(0.0, transfer_us(sent_ce, kMachine.copy_engine_gbs) - (gemm - own_us));
+        ce_late_us = std::max(0.0, transfer_us(sent_ce, kMachine.copy_engine_gbs) - (gemm - own_us));
         const double tail = all_reduce ? transfer_us(slab_bytes * slab, kMachine.copy_engine_gbs) : 0;
-        ce_us = gemm * kMachine.ce_gemm_factor + late + tail + kMachine.all_gather_sync_us;
+        ce_us = gemm * kMachine.ce_gemm_factor + ce_late_us + tail + kMachine.all_gather_sync_us;
       }
-      const bool ce_measured = all_reduce ? kMachine.ce_all_reduce : p.m_shard >= kMachine.ce_reduce_scatter_min_shard_rows;
+      const bool ce_measured =
+          p.m_shard >= kMachine.ce_min_shard_rows &&
+          (!all_reduce || (ce_late_us == 0 && transfer_us(sent, kMachine.nvlink_gbs) >= kMachine.ce_all_reduce_min_traffic * gemm));
       c.mover = params.mover == WEFT_TP_MOVER_COPY_ENGINE ? WEFT_TP_MOVER_COPY_ENGINE
                 : params.mover == WEFT_TP_MOVER_CTAS || !ce_ok || !ce_measured ? WEFT_TP_MOVER_CTAS
                                                                               : WEFT_TP_MOVER_COPY_ENGINE;

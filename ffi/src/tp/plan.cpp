@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -41,6 +42,7 @@ struct WeftTpPlan {
   // captured once (nullptr: enqueued call by call at every launch), and the capture's fork/join events.
   cudaGraphExec_t copies[4] = {};
   std::vector<cudaEvent_t> capture_events;
+  uint64_t* trace = nullptr;  // WEFT_TP_TRACE: the copy-engine mover's stamps of the latest launch
   // Completion words for the first kernel of a multi-step launch (publish.cu carries them over).
   uint64_t* scratch_host = nullptr;
   uint64_t* scratch_dev = nullptr;
@@ -175,6 +177,13 @@ int32_t ce_recv_by_tma() {
   return env && std::strcmp(env, "loads") == 0 ? 0 : 1;
 }
 
+// WEFT_TP_CE_COUNT=late publishes the copy-engine mover's chunk counts a tile after the stores (the
+// earlier design) instead of with the next tile's first k-block: for A/B in bench/tp-stages.ts only.
+int32_t ce_count_early() {
+  const char* env = std::getenv("WEFT_TP_CE_COUNT");
+  return env && std::strcmp(env, "late") == 0 ? 0 : 1;
+}
+
 void build_scatter(WeftTpPlan& plan) {
   const WeftComm& c = *plan.comm;
   const tp::Problem& p = plan.problem;
@@ -217,6 +226,11 @@ void build_scatter(WeftTpPlan& plan) {
   if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterNoComm) s.variant = fused::kScatterFull;
   s.copy_engine = 1;
   s.recv_by_tma = ce_recv_by_tma();
+  s.count_early = ce_count_early();
+  if (const char* env = std::getenv("WEFT_TP_TRACE"); env && *env && std::strcmp(env, "0") != 0) {
+    WEFT_CUDA(cudaMalloc(reinterpret_cast<void**>(&plan.trace), fused::kTraceWords * sizeof(uint64_t)));
+    s.trace = plan.trace;
+  }
   s.chunks = ch.chunks;
   s.slabs = ch.slabs;
   s.slab_tiles = ch.slab_tiles;
@@ -252,6 +266,29 @@ void copy_rows(const WeftTpPlan& plan, void* dst, int64_t dst_ld, const void* sr
                               cudaMemcpyDeviceToDevice, plan.stream));
 }
 
+// Copy-engine all-gather: every chunk of this rank's rows to every peer's landing slot, each chunk
+// followed by its flag, all enqueued at once (the host is never on the critical path). The side
+// streams start after everything before this launch on the plan's stream (a is ready, our previous
+// launch has finished: see all_gather_gemm.cu for why the slot is then free).
+void enqueue_all_gather_copies(WeftTpPlan& plan) {
+  const tp::Problem& p = plan.problem;
+  const fused::AgLaunch& l = plan.ag[plan.epoch & 1];
+  for (cudaStream_t s : plan.side) WEFT_CUDA(cudaStreamWaitEvent(s, plan.start, 0));
+  const auto write = driver::streamWriteValue64();
+  const uint64_t chunk_bytes = uint64_t(l.state.chunk_rows) * l.state.row_bytes;
+  for (int32_t chunk = 0; chunk < l.state.chunks; ++chunk) {
+    for (int j = 0; j + 1 < p.world; ++j) {
+      const int dest = (p.rank + 1 + j) % p.world;
+      char* dst = l.state.landing[dest] + uint64_t(p.rank) * p.m_shard * l.state.row_bytes + chunk * chunk_bytes;
+      const char* src = l.state.a + chunk * chunk_bytes;
+      WEFT_CUDA(cudaMemcpyAsync(dst, src, chunk_bytes, cudaMemcpyDeviceToDevice, plan.side[j]));
+      uint64_t* flag = l.state.flags[p.rank] + int64_t(dest) * l.state.chunks + chunk;
+      const CUresult r = write(plan.side[j], reinterpret_cast<CUdeviceptr>(flag), plan.epoch, 0);
+      WEFT_REQUIRE(r == CUDA_SUCCESS, "cuStreamWriteValue64 failed (CUresult %d)", int(r));
+    }
+  }
+}
+
 void launch_all_gather_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
   const tp::Problem& p = plan.problem;
   const int parity = int(plan.epoch & 1);
@@ -259,27 +296,9 @@ void launch_all_gather_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
   l.state.epoch = plan.epoch;
   const bool gathered = plan.params.gathered != 0;
   l.completion = gathered ? scratch_words(plan) : launch_words(launch);
-  if (!plan.side.empty()) {
-    // Copy-engine mover: every chunk of this rank's rows to every peer's landing slot, each chunk
-    // followed by its flag, all enqueued now (the host is never on the critical path). The side
-    // streams start after everything before this launch on the plan's stream (a is ready, our
-    // previous launch has finished: see all_gather_gemm.cu for why the slot is then free).
-    WEFT_CUDA(cudaEventRecord(plan.start, plan.stream));
-    for (cudaStream_t s : plan.side) WEFT_CUDA(cudaStreamWaitEvent(s, plan.start, 0));
-    const auto write = driver::streamWriteValue64();
-    const uint64_t chunk_bytes = uint64_t(l.state.chunk_rows) * l.state.row_bytes;
-    for (int32_t chunk = 0; chunk < l.state.chunks; ++chunk) {
-      for (int j = 0; j + 1 < p.world; ++j) {
-        const int dest = (p.rank + 1 + j) % p.world;
-        char* dst = l.state.landing[dest] + uint64_t(p.rank) * p.m_shard * l.state.row_bytes + chunk * chunk_bytes;
-        const char* src = l.state.a + chunk * chunk_bytes;
-        WEFT_CUDA(cudaMemcpyAsync(dst, src, chunk_bytes, cudaMemcpyDeviceToDevice, plan.side[j]));
-        uint64_t* flag = l.state.flags[p.rank] + int64_t(dest) * l.state.chunks + chunk;
-        const CUresult r = write(plan.side[j], reinterpret_cast<CUdeviceptr>(flag), plan.epoch, 0);
-        WEFT_REQUIRE(r == CUDA_SUCCESS, "cuStreamWriteValue64 failed (CUresult %d)", int(r));
-      }
-    }
-  }
+  // The copy-engine mover's side streams start behind this point (enqueue_all_gather_copies, after
+  // the kernel, so that several ranks' kernels of one process are all queued before any copies).
+  if (!plan.side.empty()) WEFT_CUDA(cudaEventRecord(plan.start, plan.stream));
   WEFT_CUDA(fused::launch_all_gather_gemm(l));
   if (gathered) {
     // gathered = [the peers' rows from the landing slot | this rank's rows from a], then completion.
@@ -432,14 +451,19 @@ void launch_scatter_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
     const uint64_t row0 = (plan.epoch & 1) * slot_rows;
     l.state.recv = reinterpret_cast<const uint16_t*>(plan.workspace + plan.choice.layout.recv.offset + row0 * uint64_t(p.n) * 2);
     l.state.recv_row0 = int32_t(row0);
+    if (plan.trace) WEFT_CUDA(cudaMemsetAsync(plan.trace, 0, fused::kTraceWords * sizeof(uint64_t), plan.stream));
     // The side streams start behind everything before this launch (the previous launch included).
     WEFT_CUDA(cudaEventRecord(plan.start, plan.stream));
   }
   if (l.state.all_reduce) WEFT_CUDA(fused::launch_gemm_all_reduce(l));
   else WEFT_CUDA(fused::launch_gemm_reduce_scatter(l));
-  // After the kernel: a side stream that shared a hardware queue with the plan's stream would
-  // otherwise hold the kernel back behind a wait that only the kernel can end.
-  if (!copy_engine || l.state.variant != fused::kScatterFull) return;  // stage-out variants move nothing
+}
+
+// After the kernel: a side stream that shared a hardware queue with the plan's stream would
+// otherwise hold the kernel back behind a wait that only the kernel can end.
+void launch_scatter_copies(WeftTpPlan& plan) {
+  const fused::ScatterLaunch& l = plan.scatter;
+  if (!l.state.copy_engine || l.state.variant != fused::kScatterFull) return;  // stage-out variants move nothing
   if (cudaGraphExec_t g = plan.copies[plan.epoch & 3]) {
     WEFT_CUDA(cudaStreamWaitEvent(plan.side[0], plan.start, 0));
     WEFT_CUDA(cudaGraphLaunch(g, plan.side[0]));
@@ -602,7 +626,67 @@ void launch_sequential(WeftTpPlan& plan, const WeftTpLaunch& launch) {
   }
 }
 
+// WEFT_TP_TRACE: the latest launch's stamps as one JSON line on stderr (us after the kernel's start;
+// -1: not reached), for bench/tp-stages.ts. The stream has been synchronized.
+void print_trace(const WeftTpPlan& plan) {
+  std::vector<uint64_t> t(fused::kTraceWords);
+  if (cudaMemcpy(t.data(), plan.trace, t.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return;
+  }
+  const tp::Problem& p = plan.problem;
+  const uint64_t t0 = t[fused::kTraceStart];
+  auto us = [&](uint64_t v) { return v && t0 ? (double(int64_t(v - t0)) / 1e3) : -1.0; };
+  std::string line = "{\"trace\":\"" + std::string(p.op == WEFT_TP_GEMM_ALL_REDUCE ? "gemmAllReduce" : "gemmReduceScatter") +
+                     "\",\"rank\":" + std::to_string(p.rank) + ",\"M\":" + std::to_string(p.m) + ",\"N\":" +
+                     std::to_string(p.n) + ",\"K\":" + std::to_string(p.k * p.world) + ",\"epoch\":" + std::to_string(plan.epoch) +
+                     ",\"startNs\":" + std::to_string(t0);
+  char buf[64];
+  auto field = [&](const char* name, double v) {
+    std::snprintf(buf, sizeof buf, ",\"%s\":%.1f", name, v);
+    line += buf;
+  };
+  field("finishFirst", us(t[fused::kTraceFinishFirst]));
+  field("finishLast", us(t[fused::kTraceFinishLast]));
+  field("ownCopiesDone", us(t[fused::kTraceOwnCopiesDone]));
+  field("peerFinalLanded", us(t[fused::kTracePeerFinalLanded]));
+  auto array = [&](const char* name, int base) {
+    line += std::string(",\"") + name + "\":[";
+    for (int c = 0; c < plan.choice.chunks && c < fused::kTraceChunks; ++c) {
+      std::snprintf(buf, sizeof buf, "%s%.1f", c ? "," : "", us(t[base + c]));
+      line += buf;
+    }
+    line += "]";
+  };
+  for (int o = 0; o < p.world && o < 8; ++o) array(o == p.rank ? "readyOwn" : "readyPeer", fused::kTraceReady + o * fused::kTraceChunks);
+  array("landed", fused::kTraceLanded);
+  array("broadcast", fused::kTraceBroadcast);
+  std::fprintf(stderr, "%s}\n", line.c_str());
+}
+
+// A launch is its kernels (and the sequential path's steps) on the plan's stream, then the copy-engine
+// mover's side-stream work. A launch that fails part-way leaves this rank out of step with its peers;
+// the error says so through the status, and the peers' waits for it are bounded.
+void launch_kernels(WeftTpPlan& plan, const WeftTpLaunch& launch) {
+  if (plan.inter) {
+    tp::internode_launch(*plan.inter, *plan.comm, launch);
+    return;
+  }
+  ++plan.epoch;
+  if (plan.choice.path == WEFT_TP_PATH_SEQUENTIAL) launch_sequential(plan, launch);
+  else if (plan.problem.op == WEFT_TP_ALL_GATHER_GEMM) launch_all_gather_fused(plan, launch);
+  else launch_scatter_fused(plan, launch);
+}
+
+void launch_copies(WeftTpPlan& plan) {
+  if (plan.inter || plan.choice.path == WEFT_TP_PATH_SEQUENTIAL || plan.side.empty()) return;
+  if (plan.problem.op == WEFT_TP_ALL_GATHER_GEMM) enqueue_all_gather_copies(plan);
+  else launch_scatter_copies(plan);
+}
+
 void release(WeftTpPlan& plan) {
+  if (plan.trace) (void)cudaFree(plan.trace);
+  plan.trace = nullptr;
   for (cudaGraphExec_t& g : plan.copies) {
     if (g) (void)cudaGraphExecDestroy(g);
     g = nullptr;
@@ -699,13 +783,46 @@ WEFT_API int weft_tp_plan_launch(WeftTpPlan* plan, const WeftTpLaunch* launch) {
     WEFT_REQUIRE(launch->done != 0 && launch->arrivals != 0, "launch->done and launch->arrivals are required");
     comm::require(plan->comm, true);
     DeviceGuard g(plan->comm->device);
-    if (plan->inter) return tp::internode_launch(*plan->inter, *plan->comm, *launch);
-    // A launch that fails part-way leaves this rank out of step with its peers; the error says so
-    // through the status, and the peers' waits for it are bounded.
-    ++plan->epoch;
-    if (plan->choice.path == WEFT_TP_PATH_SEQUENTIAL) launch_sequential(*plan, *launch);
-    else if (plan->problem.op == WEFT_TP_ALL_GATHER_GEMM) launch_all_gather_fused(*plan, *launch);
-    else launch_scatter_fused(*plan, *launch);
+    launch_kernels(*plan, *launch);
+    launch_copies(*plan);
+  });
+}
+
+WEFT_API int weft_tp_plans_launch(WeftTpPlan* const* plans, const WeftTpLaunch* launches, int32_t count) {
+  return guard([&] {
+    WEFT_REQUIRE(plans && launches && count > 0, "plans and launches must hold count > 0 entries");
+    for (int32_t i = 0; i < count; ++i) {
+      WEFT_REQUIRE(plans[i], "plans[%d] must not be NULL", i);
+      WEFT_REQUIRE(launches[i].size == sizeof(WeftTpLaunch) && launches[i].version == 1,
+                   "launches[%d] must be a WeftTpLaunch with size %zu and version 1", i, sizeof(WeftTpLaunch));
+      WEFT_REQUIRE(launches[i].done != 0 && launches[i].arrivals != 0, "launches[%d].done and .arrivals are required", i);
+      comm::require(plans[i]->comm, true);
+      for (int32_t j = 0; j < i; ++j) WEFT_REQUIRE(plans[j] != plans[i], "plans[%d] and plans[%d] are the same plan", j, i);
+    }
+    // Every kernel first, then every plan's copy-engine work: a rank's kernel is never queued behind
+    // another rank's host-side enqueue (NOTES-tp, version 3.2). Plans whose kernels were launched get
+    // their copies even if a later kernel launch fails (their kernels wait for them).
+    int32_t launched = 0;
+    try {
+      for (; launched < count; ++launched) {
+        DeviceGuard g(plans[launched]->comm->device);
+        launch_kernels(*plans[launched], launches[launched]);
+      }
+    } catch (...) {
+      for (int32_t i = 0; i < launched; ++i) {
+        try {
+          DeviceGuard g(plans[i]->comm->device);
+          launch_copies(*plans[i]);
+        } catch (...) {
+          // the first failure is the one to report
+        }
+      }
+      throw;
+    }
+    for (int32_t i = 0; i < count; ++i) {
+      DeviceGuard g(plans[i]->comm->device);
+      launch_copies(*plans[i]);
+    }
   });
 }
 
@@ -719,6 +836,7 @@ WEFT_API int weft_tp_plan_destroy(WeftTpPlan* plan) {
       const cudaError_t se = cudaStreamSynchronize(s);
       if (e == cudaSuccess) e = se;
     }
+    if (plan->trace && e == cudaSuccess) print_trace(*plan);
     release(*plan);
     WEFT_CUDA(e);
   });
