@@ -111,6 +111,12 @@ struct ScatterState {
   int32_t ld;           // n: row stride of out, staging and recv, in elements
   int32_t recv_by_tma;  // 1: the epilogue loads received partials by TMA into its staging boxes; 0: 4-byte loads
   int32_t count_early;  // 1: a half-tile's chunk count goes out with the next tile's first k-block; 0: a tile later
+  // All-reduce: this rank's own tiles from tile row direct_tile_m on (the bands that hold a tile of
+  // the kernel's final round; their last direct_chunks chunks) are stored into every peer's out by
+  // the SMs from the epilogue instead of being broadcast by the copy engines after the math; each
+  // CTA then raises done[q][rank * ctas + cta].
+  int32_t direct_tile_m;
+  int32_t direct_chunks;
   uint64_t* counts;     // [world][chunks] local: half-tiles stored per chunk of owner q's rows (atom.add)
   uint64_t* ready;      // [world][chunks] local: "chunk complete in staging / out", value ready_bit(epoch)
   // Progress words, written by the copy-engine streams (cuStreamWriteValue64) in the SENDER's memory:

@@ -13,7 +13,10 @@
 //                  peer's receive slot (its rows of my partial), then cuStreamWriteValue64 of my
 //                  progress word for that peer (tag << kProgressShift | chunks landed). All-reduce
 //                  then broadcasts: for each chunk of my own rows, wait for its ready bit, copy the
-//                  final rows into the peer's out, write my second progress word for that peer.
+//                  final rows into the peer's out, write my second progress word for that peer,
+//                  except for the last direct_chunks own chunks (the bands that hold a tile of the
+//                  kernel's final round): their tiles' epilogue stores them into every peer's out as
+//                  well (TMA), so the broadcast after the math is only what the copy engines had left.
 //   own tiles      the producer waits (bounded) until every peer's progress word covers the tile's
 //                  chunk, then prefetches the received partials of the tile into L2; each consumer
 //                  loads them box by box by TMA into its epilogue staging buffers (the first two
@@ -27,14 +30,17 @@
 //                  So every count depends only on peer tiles, which wait for nothing.
 //   finish         a CTA completes only after this rank's side streams are done (the last progress
 //                  word for every peer: staging and, for all-reduce, out are no longer read) and, for
-//                  all-reduce, every peer's final rows have landed here.
+//                  all-reduce, every peer's final rows have landed here (its broadcast's progress word,
+//                  and done[me][peer * ctas + cta] = epoch from the peer's CTA with this index after its
+//                  direct stores completed).
 //
 // Reuse across launches: receive slots alternate by epoch parity. Rank q writes my slot e % 2 during
 // launch e only after its launch e-1 finished (its side streams start behind the kernel's previous
 // launch), which waited for my partials of e-1, which my side streams sent only after my launch e-2
 // finished reading slot e % 2. A peer's final rows reach my out in launch e only after q's own
 // tiles of e got my partials of e, sent after my launch e started, so after every earlier read of
-// out on my stream. Staging is rewritten by launch e+1 only after launch e completed, which waited
+// out on my stream; the same holds for q's direct stores, which come from q's own tiles of e. The
+// done flags are epochs, so they need no reset. Staging is rewritten by launch e+1 only after launch e completed, which waited
 // for its side streams.
 #pragma once
 
@@ -92,6 +98,9 @@ struct CeScatterHooks : gemm::DefaultHooks {
   static constexpr bool kRouted = true;
   static constexpr bool kSignalsAfterStore = true;
   static constexpr bool kAddsReceived = true;
+  // The chunk counts are read by this GPU only: its copy engines' stream waits (ready) and this
+  // kernel's atomics (counts). The copy engines read staging and out through this GPU's L2.
+  static constexpr bool kDeviceScopeSignals = true;
 
   static __device__ __forceinline__ int32_t owner(const State& s, const gemm::TileCoord& t) {
     return t.tile_m / s.shard_tiles;
@@ -116,20 +125,28 @@ struct CeScatterHooks : gemm::DefaultHooks {
 
   // Destination 0: out (own tiles), 1: staging (peer tiles). Own tiles of an all-reduce signal too:
   // their chunks are what the broadcast copies wait for.
+  // Destination 2 + q: rank q's out (all-reduce's direct chunks, stored into every rank's out).
   static __device__ __forceinline__ gemm::Route route(const State& s, const gemm::TileCoord& t) {
-    if (owner(s, t) == s.rank) return gemm::Route{1u, s.all_reduce ? 0 : s.rank * s.m_shard, false, s.all_reduce != 0};
-    return gemm::Route{2u, 0, false, true};
+    if (owner(s, t) != s.rank) return gemm::Route{2u, 0, false, counts(s)};
+    if (!s.all_reduce) return gemm::Route{1u, s.rank * s.m_shard, false, false};
+    if (t.tile_m < s.direct_tile_m) return gemm::Route{1u, 0, false, counts(s)};
+    const uint32_t peers = ((1u << s.world) - 1u) & ~(1u << s.rank);
+    return gemm::Route{1u | (peers << 2), 0, false, true};
   }
   static __device__ __forceinline__ const CUtensorMap* out_map(const State& s, int dest) {
-    return dest == 0 ? &s.out[s.rank] : &s.staging;
+    return dest == 0 ? &s.out[s.rank] : dest == 1 ? &s.staging : &s.out[dest - 2];
   }
+  // Own chunks the copy engines broadcast (all-reduce): the rest go out from the epilogue.
+  static __device__ __forceinline__ int32_t broadcast_chunks(const State& s) { return s.chunks - s.direct_chunks; }
 
   // Stage-out variants (benchmarks only, wrong results; the host then enqueues no copies):
   // kScatterLocalOnly keeps every local step (staging, counts, prefetch, the epilogue's adds of
   // whatever the receive slot holds) but waits for nothing; kScatterNoComm also drops the prefetch and
-  // the adds (the GEMM in this mover's order with staging stores).
+  // the adds (the GEMM in this mover's order with staging stores); kScatterNoHandshake also drops the
+  // chunk counts (no store-completion waits, fences or atomics: the plain GEMM's epilogue).
   static __device__ __forceinline__ bool waits(const State& s) { return s.variant == kScatterFull; }
-  static __device__ __forceinline__ bool adds(const State& s) { return s.variant != kScatterNoComm; }
+  static __device__ __forceinline__ bool adds(const State& s) { return s.variant < kScatterNoComm; }
+  static __device__ __forceinline__ bool counts(const State& s) { return s.variant < kScatterNoHandshake; }
 
   static __device__ bool before_tile_loads(const State& s, ProducerState& ps, const gemm::TileCoord& t) {
     if (!ps.started) {
@@ -235,9 +252,9 @@ struct CeScatterHooks : gemm::DefaultHooks {
     const int32_t o = owner(s, t);
     const int32_t c = ce_chunk(s, t, o);
     const int64_t at = int64_t(o) * s.chunks + c;
-    const uint64_t old = sys::signal_fetch_add(s.counts + at, 1);
+    const uint64_t old = sys::device_signal_fetch_add(s.counts + at, 1);
     if (old + 1 == s.epoch * halves(s, c)) {
-      sys::signal_store(s.ready + at, ready_bit(s.epoch));
+      sys::device_signal_store(s.ready + at, ready_bit(s.epoch));
       if (o < 8 && c < kTraceChunks) stamp(s, kTraceReady + o * kTraceChunks + c);
     }
   }
@@ -249,20 +266,35 @@ struct CeScatterHooks : gemm::DefaultHooks {
     }
     if (s.world == 1 || !waits(s)) return true;
     bool ok = true;
-    // This rank's side streams are done with staging (and with out's own rows)...
+    const int64_t ctas = gridDim.x, cta = blockIdx.x;
+    if (s.all_reduce && s.direct_chunks > 0) {
+      // This CTA's direct stores into the peers' outs are complete and fenced (the engine's contract
+      // for this hook); the system fence orders them before the flag, as in ScatterHooks.
+      __threadfence_system();
+      for (int32_t q = 0; q < s.world; ++q)
+        if (q != s.rank) sys::signal_store(s.done[q] + s.rank * ctas + cta, s.epoch);
+    }
+    // This rank's side streams are done with staging and with out's own rows: the last word each one
+    // writes is the broadcast's (kind 1), or the partials' (kind 0) when nothing is broadcast.
+    const int32_t bcast = s.all_reduce ? broadcast_chunks(s) : 0;
     for (int32_t q = 0; q < s.world; ++q)
-      if (q != s.rank) ok = ok && wait_landed(s, word(s, s.rank, s.all_reduce ? 1 : 0, q), s.chunks);
+      if (q != s.rank) ok = ok && wait_landed(s, word(s, s.rank, bcast > 0 ? 1 : 0, q), bcast > 0 ? bcast : s.chunks);
     if (blockIdx.x == 0) stamp(s, kTraceOwnCopiesDone);
     if (!s.all_reduce) return ok;
     if (s.trace && blockIdx.x == 0) {
       // (the first peer's final rows chunk by chunk, as seen from here: a bounded wait each)
       const int32_t q = s.rank == 0 ? 1 : 0;
-      for (int32_t c = 0; c < s.chunks && c < kTraceChunks; ++c)
+      for (int32_t c = 0; c < bcast && c < kTraceChunks; ++c)
         if (wait_landed(s, word(s, q, 1, s.rank), c + 1)) stamp(s, kTraceBroadcast + c);
     }
-    // ...and every peer's final rows have landed here.
-    for (int32_t q = 0; q < s.world; ++q)
-      if (q != s.rank) ok = ok && wait_landed(s, word(s, q, 1, s.rank), s.chunks);
+    // Every peer's final rows have landed here: its copy engines' chunks, and the direct stores of
+    // its CTA with this index (so, over all CTAs, of every CTA).
+    for (int32_t q = 0; q < s.world; ++q) {
+      if (q == s.rank) continue;
+      if (bcast > 0) ok = ok && wait_landed(s, word(s, q, 1, s.rank), bcast);
+      if (s.direct_chunks > 0)
+        ok = ok && sys::wait_at_least(s.done[s.rank] + q * ctas + cta, s.epoch, budget(s)) == sys::WaitResult::kOk;
+    }
     if (blockIdx.x == 0) stamp(s, kTracePeerFinalLanded);
     return ok;
   }

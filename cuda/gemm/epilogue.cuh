@@ -163,8 +163,8 @@ struct PendingSignal {
 };
 
 // Publishes a pending signal: waits until the leader's earlier stores are complete, fences them for
-// system scope (the named barrier orders the other threads' plain tail stores, which they fenced
-// themselves), then calls after_tile_stored. Called by the whole consumer warpgroup.
+// system scope, or device scope with Hooks::kDeviceScopeSignals (the named barrier orders the other
+// threads' plain tail stores, which they fenced themselves), then calls after_tile_stored. Called by the whole consumer warpgroup.
 template <class Hooks>
 __device__ __forceinline__ void settle_pending(const typename Hooks::State& state, PendingSignal& pending,
                                                int consumer, uint32_t barrier_id) {
@@ -174,7 +174,8 @@ __device__ __forceinline__ void settle_pending(const typename Hooks::State& stat
     if (wg::thread() == 0) {
       cta::bulk_wait<0>();
       cta::fence_proxy_async_global();
-      __threadfence_system();
+      if constexpr (Hooks::kDeviceScopeSignals) __threadfence();
+      else __threadfence_system();
       Hooks::after_tile_stored(state, pending.tile, consumer);
     }
     pending.valid = false;

@@ -77,6 +77,11 @@
 //       to the start of the consumer's next epilogue (or the end of its tiles), so the wait for the
 //       stores to complete overlaps a whole tile of math instead of stalling the warpgroup.
 //
+//   static constexpr bool kDeviceScopeSignals;
+//       With kSignalsAfterStore: true when only this GPU reads the signals and the data they publish
+//       (its SMs, or its copy engines' stream waits): the stores are then fenced at device scope, not
+//       system scope, before after_tile_stored.
+//
 //   static __device__ bool settle_before_math(const State&, const TileCoord& stored, const TileCoord& next);
 //       With kSignalsAfterStore: true publishes the signal owed for `stored` (the consumer's last
 //       half-tile) before the math of `next` instead of at next's epilogue. Needed where next's loads
@@ -131,6 +136,7 @@ struct DefaultHooks {
   static constexpr EpilogueOp kEpilogue = EpilogueOp::kStore;
   static constexpr bool kRouted = false;
   static constexpr bool kSignalsAfterStore = false;
+  static constexpr bool kDeviceScopeSignals = false;
   static constexpr bool kAddsReceived = false;
 
   // Templates, so that a derived Hooks type with its own State, ProducerState and ConsumerState

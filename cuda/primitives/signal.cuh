@@ -32,6 +32,10 @@ __device__ __forceinline__ void signal_add(uint64_t* addr, uint64_t value);
 // Atomic add with acquire-release semantics at system scope; returns the old value. The caller that
 // sees the last increment of a group also sees everything the other incrementers released.
 __device__ __forceinline__ uint64_t signal_fetch_add(uint64_t* addr, uint64_t value);
+// The same two at device scope, for words only this GPU reads (its SMs, or its copy engines'
+// stream waits): no system-scope fence on the way.
+__device__ __forceinline__ void device_signal_store(uint64_t* addr, uint64_t value);
+__device__ __forceinline__ uint64_t device_signal_fetch_add(uint64_t* addr, uint64_t value);
 __device__ __forceinline__ uint64_t globaltimer_ns();
 __device__ inline WaitResult wait_at_least(const uint64_t* addr, uint64_t target, WaitBudget budget);
 // The general form: wait until done(value) holds, bounded the same way (for values that are not

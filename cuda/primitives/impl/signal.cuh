@@ -23,6 +23,16 @@ __device__ __forceinline__ uint64_t signal_fetch_add(uint64_t* addr, uint64_t va
   return old;
 }
 
+__device__ __forceinline__ void device_signal_store(uint64_t* addr, uint64_t value) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(addr), "l"(value) : "memory");
+}
+
+__device__ __forceinline__ uint64_t device_signal_fetch_add(uint64_t* addr, uint64_t value) {
+  uint64_t old;
+  asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(addr), "l"(value) : "memory");
+  return old;
+}
+
 __device__ __forceinline__ uint64_t globaltimer_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));

@@ -184,6 +184,26 @@ int32_t ce_count_early() {
   return env && std::strcmp(env, "late") == 0 ? 0 : 1;
 }
 
+// All-reduce with the copy-engine mover: the first of this rank's own bands that holds a tile of the
+// kernel's final round (CeScheduler's order: the own rows come last, band by band). Those bands are
+// ready only when the math ends; the SMs store them into the peers from the epilogue instead
+// (gemm_scatter_ce.cuh). Sets direct_tile_m and direct_chunks; WEFT_TP_CE_DIRECT=0 broadcasts
+// everything by copy engine (for A/B in bench/tp-stages.ts only).
+void set_direct_bands(const WeftTpPlan& plan, fused::ScatterState& s) {
+  const tp::Problem& p = plan.problem;
+  const tp::Choice& ch = plan.choice;
+  const int64_t tiles_n = (p.n + ch.tile_n - 1) / ch.tile_n;
+  const int64_t tiles_m = (p.m + gemm::kTileM - 1) / gemm::kTileM;
+  const int64_t own0 = int64_t(p.world - 1) * ch.shard_tiles * tiles_n;  // the first own unit
+  const int64_t final0 = std::max(own0, (tiles_m * tiles_n - 1) / ch.gemm_ctas * ch.gemm_ctas);
+  const int64_t band = (final0 - own0) / (int64_t(ch.group_m) * tiles_n);
+  const int64_t bands = ch.shard_tiles / ch.group_m;
+  const char* env = std::getenv("WEFT_TP_CE_DIRECT");
+  const bool off = p.op != WEFT_TP_GEMM_ALL_REDUCE || s.variant != fused::kScatterFull || (env && std::strcmp(env, "0") == 0);
+  s.direct_tile_m = off ? int32_t(tiles_m) : int32_t(int64_t(p.rank) * ch.shard_tiles + band * ch.group_m);
+  s.direct_chunks = off ? 0 : int32_t((bands - band) * ch.slabs);
+}
+
 void build_scatter(WeftTpPlan& plan) {
   const WeftComm& c = *plan.comm;
   const tp::Problem& p = plan.problem;
@@ -223,10 +243,12 @@ void build_scatter(WeftTpPlan& plan) {
   l.stream = plan.stream;
   if (ch.mover != WEFT_TP_MOVER_COPY_ENGINE) return;
   // This mover's stage-out variants: local only (1) and no comm (3); the others measure the full op.
-  if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterNoComm) s.variant = fused::kScatterFull;
+  if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterNoComm && s.variant != fused::kScatterNoHandshake)
+    s.variant = fused::kScatterFull;
   s.copy_engine = 1;
   s.recv_by_tma = ce_recv_by_tma();
   s.count_early = ce_count_early();
+  set_direct_bands(plan, s);
   if (const char* env = std::getenv("WEFT_TP_TRACE"); env && *env && std::strcmp(env, "0") != 0) {
     WEFT_CUDA(cudaMalloc(reinterpret_cast<void**>(&plan.trace), fused::kTraceWords * sizeof(uint64_t)));
     s.trace = plan.trace;
@@ -365,9 +387,10 @@ void enqueue_scatter_copies(WeftTpPlan& plan, uint64_t epoch) {
       advance(st, 0, dest, chunk + 1);
     }
     if (p.op == WEFT_TP_GEMM_ALL_REDUCE) {
+      // The last direct_chunks chunks go out from the kernel's epilogue instead.
       char* peer_out = on_rank(c, dest, out);
       const uint64_t mine = uint64_t(p.rank) * p.m_shard;
-      for (int32_t chunk = 0; chunk < ch.chunks; ++chunk) {
+      for (int32_t chunk = 0; chunk < ch.chunks - plan.scatter.state.direct_chunks; ++chunk) {
         chunk_copy(st, p.rank, chunk, peer_out, mine, out, mine);
         advance(st, 1, dest, chunk + 1);
       }
