@@ -1,7 +1,7 @@
 // tp-stages.ts — what limits fused GEMM + reduce-scatter / all-reduce: the fused kernel beside our
 // GEMM alone, in one process, under the stage-out variant and tile-order lag that the environment
 // selects at plan creation (ffi/src/tp: WEFT_TP_SCATTER_VARIANT, WEFT_TP_SCATTER_LAG). Run it once
-// per setting (bench/tp-stages.sh); bench/NOTES-tp.md compares the settings.
+// per setting (bench/tp-variants.sh); bench/NOTES-tp.md compares the settings.
 //
 //   WEFT_TP_SCATTER_VARIANT=2 bun bench/tp-stages.ts --label stores [--samples N] [--mover copyEngine] [--cases rs,ar] [--loop-ms 1]
 //
@@ -24,7 +24,8 @@ import { Tensor } from "../lib/tensor.ts";
 const args = process.argv.slice(2);
 const opt = (name: string, fallback: string) => (args.includes(name) ? args[args.indexOf(name) + 1]! : fallback);
 const label = opt("--label", "full");
-// --mover ctas|copyEngine: the fused path's mover (copyEngine ignores the stage-out variants).
+// --mover ctas|copyEngine: the fused path's mover (copyEngine takes variants 1, 3 and 4 only; with it,
+// 4 also drops the chunk counts, so the epilogue is the plain GEMM's).
 const mover = opt("--mover", "ctas") as "ctas" | "copyEngine";
 // --cases rs,ar,decode: which groups of cases to run.
 const groups = opt("--cases", "rs,ar,decode").split(",");
