@@ -270,14 +270,10 @@ export class TpPlan extends LaunchPlan implements Disposable {
   /** Launches on the communicator's stream and returns the launch's sequence number; no wait. */
   launch(): number {
     const op = opName(this.op);
-    if (this.#disposed) throw new DisposedError(op, "TpPlan");
-    if (this.#setupFailure) throw this.#setupFailure;
-    this.#internals.guard(op);
-    for (const t of this.#tensors) t.guard(op);
-    const slot = this.completion.slot();
-    writeSlot(this.#words, LAUNCH, slot);
+    this.#checkUsable(op);
+    const seq = this.#takeSlot();
     check(native().weft_tp_plan_launch(this.#handle, this.#launch), op);
-    return slot.seq;
+    return seq;
   }
 
   /** Launches several plans of this process together (one per rank of Communicator.local, say) and
@@ -290,22 +286,31 @@ export class TpPlan extends LaunchPlan implements Disposable {
       throw new ArgumentError(op, "plans", "must be a non-empty array of TpPlans");
     }
     if (new Set(plans).size !== plans.length) throw new ArgumentError(op, "plans", "must not hold the same plan twice");
+    for (const p of plans) p.#checkUsable(opName(p.op));  // before any plan takes a completion slot
     const handles = new BigUint64Array(plans.length);
     const launches = new Uint8Array(TpLaunch.size * plans.length);
     const seqs = plans.map((p, i) => {
-      const name = opName(p.op);
-      if (p.#disposed) throw new DisposedError(name, "TpPlan");
-      if (p.#setupFailure) throw p.#setupFailure;
-      p.#internals.guard(name);
-      for (const t of p.#tensors) t.guard(name);
-      const slot = p.completion.slot();
-      writeSlot(p.#words, LAUNCH, slot);
+      const seq = p.#takeSlot();
       launches.set(p.#launch, i * TpLaunch.size);
       handles[i] = BigInt(p.#handle);
-      return slot.seq;
+      return seq;
     });
     check(native().weft_tp_plans_launch(handles, launches, plans.length), op);
     return seqs;
+  }
+
+  #checkUsable(op: string): void {
+    if (this.#disposed) throw new DisposedError(op, "TpPlan");
+    if (this.#setupFailure) throw this.#setupFailure;
+    this.#internals.guard(op);
+    for (const t of this.#tensors) t.guard(op);
+  }
+
+  /** The next completion slot, written into this plan's launch struct; returns its sequence number. */
+  #takeSlot(): number {
+    const slot = this.completion.slot();
+    writeSlot(this.#words, LAUNCH, slot);
+    return slot.seq;
   }
 
   /** launchAll(plans), then one Promise that resolves when every plan's launch is done. */
