@@ -53,7 +53,7 @@ const CASES: { op: Op; shape: [number, number, number]; tileN?: 64 | 128 | 256 }
   ...(groups.includes("rs") ? LARGE.map((shape) => ({ op: "gemmReduceScatter" as Op, shape })) : []),
   ...(groups.includes("ar") ? LARGE.map((shape) => ({ op: "gemmAllReduce" as Op, shape })) : []),
   ...(groups.includes("decode") && mover === "ctas"
-    ? [{ op: "gemmAllReduce" as Op, shape: [16, 8192, 8192] as [number, number, number] }, { op: "gemmAllReduce" as Op, shape: [512, 8192, 8192] as [number, number, number] }]
+    ? ([16, 128, 512] as const).map((m) => ({ op: "gemmAllReduce" as Op, shape: [m, 8192, 8192] as [number, number, number] }))
     : []),
 ];
 
