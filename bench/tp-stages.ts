@@ -26,7 +26,7 @@ const opt = (name: string, fallback: string) => (args.includes(name) ? args[args
 const label = opt("--label", "full");
 // --mover ctas|copyEngine: the fused path's mover (copyEngine takes variants 1, 3 and 4 only; with it,
 // 4 also drops the chunk counts, so the epilogue is the plain GEMM's).
-const mover = opt("--mover", "ctas") as "ctas" | "copyEngine";
+const mover = opt("--mover", "ctas") as "ctas" | "copyEngine" | "exchange";
 // --cases rs,ar,decode: which groups of cases to run.
 const groups = opt("--cases", "rs,ar,decode").split(",");
 // --loop-ms T: each timed sample is a back-to-back loop of about T ms (the two ranks' host launch
@@ -52,7 +52,7 @@ const LARGE: [number, number, number][] = [
 const CASES: { op: Op; shape: [number, number, number]; tileN?: 64 | 128 | 256 }[] = [
   ...(groups.includes("rs") ? LARGE.map((shape) => ({ op: "gemmReduceScatter" as Op, shape })) : []),
   ...(groups.includes("ar") ? LARGE.map((shape) => ({ op: "gemmAllReduce" as Op, shape })) : []),
-  ...(groups.includes("decode") && mover === "ctas"
+  ...(groups.includes("decode") && mover !== "copyEngine"
     ? ([16, 128, 512] as const).map((m) => ({ op: "gemmAllReduce" as Op, shape: [m, 8192, 8192] as [number, number, number] }))
     : []),
 ];

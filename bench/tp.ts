@@ -210,11 +210,15 @@ function runShape(op: TpOp, torchOp: string, shape: [number, number, number]): R
         : op === "gemmReduceScatter" ? c.gemmReduceScatter({ ...args(r, other), out: outOther[r]! }) : c.gemmAllReduce({ ...args(r, other), out: outOther[r]! })));
       variants.push({ name: `ours ${other.path}`, issue: launchAll(plans), streams, output: outOther, samples: [] });
     }
-    // The fused path with the mover the cost model did not pick (reduce-scatter / all-reduce: the
-    // copy-engine mover needs M a multiple of 128 x W). "ours fused <mover>" in the tables.
+    // The fused path with a mover the cost model did not pick (reduce-scatter / all-reduce: the
+    // copy-engine mover needs M a multiple of 128 x W; all-reduce's exchange mover is the other one
+    // where it does not apply). "ours fused <mover>" in the tables.
     const fusedMover = choice.path === "fused" ? choice.mover : choice.fusedAvailable ? "ctas" : "none";
-    const otherMover = fusedMover === "ctas" ? "copyEngine" : fusedMover === "copyEngine" ? "ctas" : undefined;
-    if (otherMover && (ag || otherMover === "ctas" || M % (128 * W) === 0)) {
+    const otherMover = fusedMover === "exchange" || fusedMover === "copyEngine" ? "ctas"
+      : fusedMover !== "ctas" ? undefined
+      : ag || M % (128 * W) === 0 ? "copyEngine"
+      : op === "gemmAllReduce" ? "exchange" : undefined;
+    if (otherMover) {
       const outMover = comms.map((c) => keep(ag ? Tensor.empty([M, n], "bf16", { device: c.device }) : c.empty([outRows, n], "bf16")));
       const cfg: TpConfig = { path: "fused", mover: otherMover };
       const plans = comms.map((c, r) => keep(op === "allGatherGemm" ? c.allGatherGemm({ ...args(r, cfg), out: outMover[r]! })

@@ -124,6 +124,12 @@ struct ScatterState {
   // rows, kind 1: q's final rows in dest's out (all-reduce); value progress_tag(epoch) <<
   // kProgressShift | chunks landed so far (a stream copies its chunks in index order).
   const uint64_t* progress[kMaxRanks];
+  // Exchange mover (gemm_exchange.cuh; exchange = 1, all-reduce only): send[q] is rank q's receive
+  // region as mapped here, [2 * world * slot_rows, n]; recv_map and recv_row0 are this rank's; the
+  // flags are stored[q], [world][tiles_m * 2][tiles_n].
+  int32_t exchange;
+  int32_t slot_rows;
+  CUtensorMap send[kMaxRanks];
   // WEFT_TP_TRACE (benchmarks only; nullptr: off): globaltimer stamps of one launch, TraceSlot layout.
   uint64_t* trace;
 };

@@ -1,13 +1,17 @@
 // gemm_all_reduce.cu — out [m, n] on every rank = the sum over ranks of a_q · b_q, as one persistent
-// kernel (the owner scheme of gemm_scatter.cuh with every rank's out as a destination: the owner of
-// a tile stores its partial into every rank's out, the other ranks add theirs into every rank's
-// out). At large M that is the reduce-scatter scheme plus a broadcast of each owned tile, folded into
-// the same stores; at decode sizes (m = 16 .. 512) ownership goes by tile index, every rank computes
-// every tile once, and the reduction costs one store, one flag and one add per tile after the math.
+// kernel, by one of three movers:
+//   exchange     (decode sizes) every rank computes every tile and swaps partial tiles with its
+//                peers inside the epilogue (gemm_exchange.cuh);
+//   copyEngine   (row shards) reduce-scatter of the partials by the copy engines, then a broadcast
+//                of the final rows (gemm_scatter_ce.cuh);
+//   ctas         the owner scheme of gemm_scatter.cuh with every rank's out as a destination: the
+//                owner of a tile stores its partial into every rank's out, the other ranks add
+//                theirs into every rank's out (ownership by row shard, or by tile index at small M).
 //
 // Params: WeftTpParams (weft.h) is the argument pack the C ABI passes by pointer; ffi/src/tp turns
 // it into ScatterLaunch (fused.h) with all_reduce = 1; out must be symmetric.
 #include "fused/gemm_scatter.cuh"
+#include "fused/gemm_exchange.cuh"
 #include "fused/gemm_scatter_ce.cuh"
 #include "fused/launch.cuh"
 
@@ -20,6 +24,7 @@ using Config = ScatterConfig<TileN, BNMajor, WEFT_TP_GEMM_ALL_REDUCE>;
 
 template <int TileN, bool BNMajor>
 cudaError_t launch(const ScatterLaunch& l) {
+  if (l.state.exchange) return launch_exchange_config<Config<TileN, BNMajor>>(l);
   return l.state.copy_engine ? launch_scatter_ce_config<Config<TileN, BNMajor>>(l)
                              : launch_scatter_config<Config<TileN, BNMajor>>(l);
 }

@@ -120,6 +120,53 @@ __device__ __forceinline__ void prefetch_received(const KernelParams<typename Ho
   }
 }
 
+// Hooks::kExchanges: this consumer's half-tile, rounded, goes to every send destination box by box
+// (the two staging buffers alternating as in store_tile); once those stores are complete and fenced
+// the leader publishes them (after_tile_sent), waits for every other rank's (wait_exchanged) and
+// loads boxes 0 and 1 of source 0, as prefetch_received does for a tile whose partials came earlier.
+template <class Cfg, class Hooks>
+__device__ __forceinline__ bool exchange_tile(const float (&acc)[Cfg::kTileN / 2], const KernelParams<typename Hooks::State>& p,
+                                              const SharedStorage<Cfg>& s, const TileCoord& t, int consumer,
+                                              uint32_t& staged, uint32_t barrier_id) {
+  const bool leader = wg::thread() == 0;
+  const uint32_t dests = Hooks::send_dests(p.hooks, t);
+#pragma unroll
+  for (int box = 0; box < Cfg::kOutBoxes; ++box) {
+    const int32_t col0 = t.n0 + box * Cfg::kOutBoxCols;
+    if (col0 >= p.tail.tma_cols) break;
+    uint8_t* buf = s.out_box(consumer, staged & 1u);
+    if (leader) cta::bulk_wait_read<1>();
+    wg::sync(barrier_id);
+    stage_box<Cfg>(acc, buf, box);
+    cta::fence_proxy_async_shared();
+    wg::sync(barrier_id);
+    if (leader) {
+      for (uint32_t d = dests; d != 0; d &= d - 1) {
+        int32_t row = 0;
+        const CUtensorMap* map = Hooks::send_map(p.hooks, __ffs(d) - 1, t, consumer, row);
+        cta::store_2d(map, buf, col0, row);
+      }
+      cta::bulk_commit();
+    }
+    ++staged;
+  }
+  bool ok = true;
+  if (leader) {
+    cta::bulk_wait<0>();  // complete in every destination, and both buffers read
+    cta::fence_proxy_async_global();
+    __threadfence_system();
+    Hooks::after_tile_sent(p.hooks, t, consumer);
+    ok = Hooks::wait_exchanged(p.hooks, t, consumer);
+    cta::fence_proxy_async_global();  // the peers' writes, acquired above, before TMA reads them
+#pragma unroll
+    for (int box = 0; box < 2 && box < Cfg::kOutBoxes; ++box) {
+      if (t.n0 + box * Cfg::kOutBoxCols >= p.tail.tma_cols) break;
+      load_received<Cfg, Hooks>(p, s, t, consumer, box, (staged + box) & 1u, 0);
+    }
+  }
+  return ok;
+}
+
 // Columns [tail.tma_cols, n) of this consumer's 64 rows, straight from registers (only the last
 // tile column of C has any).
 template <class Cfg, class Hooks>
@@ -196,6 +243,10 @@ __device__ __forceinline__ void store_tile(float (&acc)[Cfg::kTileN / 2], const 
   const uint32_t barrier_id = 1 + consumer;
   const bool leader = wg::thread() == 0;
   settle_pending<Hooks>(p.hooks, pending, consumer, barrier_id);
+  if constexpr (Hooks::kExchanges) {
+    const bool ok = exchange_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, barrier_id);
+    if (leader) hook_ok = hook_ok && ok;
+  }
   const Route route = Hooks::route(p.hooks, t);
   // Only the leader issues stores, so only it needs to have waited; the others stage the first box
   // meanwhile and meet it at the first named barrier.

@@ -69,6 +69,19 @@
 //       have the output's box and swizzle, bf16). The first two boxes are loaded while the tile's
 //       first k-block is computed: their data must be acquired by before_tile_loads (the consumer
 //       sees it through the first `full` barrier). add_received is then not called for that tile.
+//   static constexpr bool kExchanges;
+//   static __device__ uint32_t send_dests(const State&, const TileCoord&);
+//   static __device__ const CUtensorMap* send_map(const State&, int dest, const TileCoord&, int consumer, int32_t& row);
+//   static __device__ void after_tile_sent(const State&, const TileCoord&, int consumer);
+//   static __device__ bool wait_exchanged(const State&, const TileCoord&, int consumer);
+//       With kExchanges (and kAddsReceived), a half-tile first goes out as it is: each box of the
+//       rounded accumulators is stored into send_map(d) for every bit d of send_dests() (rows from
+//       `row`), then, once those stores are complete and fenced for system scope, the leader calls
+//       after_tile_sent (publish "my partial of this half-tile has landed") and wait_exchanged (wait,
+//       bounded, until every other rank's partial has landed here). Only then are the received boxes
+//       loaded (received_box) and added, and the tile stored as routed. The received loads are not
+//       issued during the first k-block: the data is written by ranks computing the same tile.
+//
 //   static constexpr bool kSignalsAfterStore;
 //   static __device__ void after_tile_stored(const State&, const TileCoord&, int consumer);
 //       When kSignalsAfterStore (and, with routing, route().signal), called once per consumer
@@ -137,6 +150,7 @@ struct DefaultHooks {
   static constexpr bool kRouted = false;
   static constexpr bool kSignalsAfterStore = false;
   static constexpr bool kDeviceScopeSignals = false;
+  static constexpr bool kExchanges = false;
   static constexpr bool kAddsReceived = false;
 
   // Templates, so that a derived Hooks type with its own State, ProducerState and ConsumerState
@@ -173,6 +187,16 @@ struct DefaultHooks {
   }
   template <class S>
   static __device__ __forceinline__ void after_tile_stored(const S&, const TileCoord&, int) {}
+  template <class S>
+  static __device__ __forceinline__ uint32_t send_dests(const S&, const TileCoord&) { return 0; }
+  template <class S>
+  static __device__ __forceinline__ const CUtensorMap* send_map(const S&, int, const TileCoord&, int, int32_t&) {
+    return nullptr;
+  }
+  template <class S>
+  static __device__ __forceinline__ void after_tile_sent(const S&, const TileCoord&, int) {}
+  template <class S>
+  static __device__ __forceinline__ bool wait_exchanged(const S&, const TileCoord&, int) { return true; }
   template <class S>
   static __device__ __forceinline__ bool settle_before_math(const S&, const TileCoord&, const TileCoord&) {
     return false;

@@ -100,7 +100,8 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
       const int sources = Hooks::kAddsReceived ? Hooks::received_sources(p.hooks, t) : 0;
       const int32_t k_blocks = k_blocks_of(t, p.problem);
       const auto first_block = [&] {
-        if (sources > 0 && wg::thread() == 0) prefetch_received<Cfg, Hooks>(p, s, t, consumer, staged);
+        // (with kExchanges the received partials are written while this tile computes: exchange_tile)
+        if (!Hooks::kExchanges && sources > 0 && wg::thread() == 0) prefetch_received<Cfg, Hooks>(p, s, t, consumer, staged);
         if (settle_early) settle_pending<Hooks>(p.hooks, pending, consumer, 1 + consumer);
       };
       accumulate_tile<Cfg>(acc, s, ring, k_blocks, consumer, ok, first_block);

@@ -347,8 +347,16 @@ enum WeftTpPath { WEFT_TP_PATH_AUTO = 0, WEFT_TP_PATH_FUSED = 1, WEFT_TP_PATH_SE
  * a flag written with cuStreamWriteValue64 that the persistent GEMM polls; no SM is taken from the
  * GEMM). Reduce-scatter / all-reduce: CTAS = the GEMM's epilogue stores and adds into the peers'
  * outputs; COPY_ENGINE = the epilogue stages the peers' partials locally, side streams copy them to
- * their owners, the owner adds them in its epilogue (m a multiple of 128 x world size). */
-enum WeftTpMover { WEFT_TP_MOVER_AUTO = 0, WEFT_TP_MOVER_CTAS = 1, WEFT_TP_MOVER_COPY_ENGINE = 2, WEFT_TP_MOVER_NONE = 3 };
+ * their owners, the owner adds them in its epilogue (m a multiple of 128 x world size). All-reduce
+ * only: EXCHANGE = every rank's epilogue stores each partial tile into every peer and adds the
+ * peers' partials of the same tile (decode sizes). */
+enum WeftTpMover {
+  WEFT_TP_MOVER_AUTO = 0,
+  WEFT_TP_MOVER_CTAS = 1,
+  WEFT_TP_MOVER_COPY_ENGINE = 2,
+  WEFT_TP_MOVER_NONE = 3,
+  WEFT_TP_MOVER_EXCHANGE = 4
+};
 
 typedef struct WeftTpParams {
   uint32_t size;    /* sizeof(WeftTpParams) */

@@ -31,7 +31,7 @@ import { Tensor } from "../tensor.ts";
 
 export type TpOp = "allGatherGemm" | "gemmReduceScatter" | "gemmAllReduce";
 export type TpPath = "auto" | "fused" | "sequential";
-export type TpMover = "auto" | "ctas" | "copyEngine";
+export type TpMover = "auto" | "ctas" | "copyEngine" | "exchange";
 
 /** Overrides of the cost model's choices; every field is optional and validated. */
 export interface TpConfig {
@@ -43,8 +43,9 @@ export interface TpConfig {
    * A's rows with the copy engines, no SM taken; "ctas" uses some CTAs of the kernel (see commCtas).
    * gemmReduceScatter / gemmAllReduce: "ctas" (the GEMM's epilogue stores and adds into the peers'
    * outputs over NVLink) or "copyEngine" (the epilogue stores the peers' partials locally, the copy
-   * engines move them, the owner adds them in its epilogue; needs M a multiple of 128 x world size);
-   * "auto" picks by the cost model. */
+   * engines move them, the owner adds them in its epilogue; needs M a multiple of 128 x world size).
+   * gemmAllReduce also: "exchange" (every rank's epilogue stores each partial tile into every peer
+   * and adds theirs: decode sizes). "auto" picks by the cost model. */
   mover?: TpMover;
   /** All-gather with mover "ctas": how many CTAs move data (the rest run the GEMM). */
   commCtas?: number;
@@ -77,7 +78,7 @@ export interface GemmScatterArgs {
 /** What a plan runs (weft_tp_choose). */
 export interface TpChoiceInfo {
   path: "fused" | "sequential";
-  mover: "none" | "ctas" | "copyEngine";
+  mover: "none" | "ctas" | "copyEngine" | "exchange";
   commCtas: number;
   gemmCtas: number;
   /** 0 on the sequential path: the GEMM's own heuristic picks. */
@@ -108,8 +109,8 @@ export interface TpShape {
 
 const OPS: Record<TpOp, number> = { allGatherGemm: 0, gemmReduceScatter: 1, gemmAllReduce: 2 };
 const PATHS: Record<TpPath, number> = { auto: 0, fused: 1, sequential: 2 };
-const MOVERS: Record<TpMover, number> = { auto: 0, ctas: 1, copyEngine: 2 };
-const MOVER_NAMES = ["none", "ctas", "copyEngine", "none"] as const;
+const MOVERS: Record<TpMover, number> = { auto: 0, ctas: 1, copyEngine: 2, exchange: 4 };
+const MOVER_NAMES = ["none", "ctas", "copyEngine", "none", "exchange"] as const;
 const FLAG_B_NK = 1;
 
 function opName(op: TpOp): string {
@@ -138,7 +139,10 @@ export function validateTpConfig(config: TpConfig | undefined, op: string, tpOp:
   const path = c.path ?? "auto";
   if (!(path in PATHS)) throw new ArgumentError(op, "config.path", `must be 'auto', 'fused' or 'sequential' (got ${JSON.stringify(path)})`);
   const mover = c.mover ?? "auto";
-  if (!(mover in MOVERS)) throw new ArgumentError(op, "config.mover", `must be 'auto', 'ctas' or 'copyEngine' (got ${JSON.stringify(mover)})`);
+  if (!(mover in MOVERS)) {
+    throw new ArgumentError(op, "config.mover", `must be 'auto', 'ctas', 'copyEngine' or 'exchange' (got ${JSON.stringify(mover)})`);
+  }
+  if (mover === "exchange" && tpOp !== "gemmAllReduce") throw new ArgumentError(op, "config.mover", "'exchange' applies to gemmAllReduce only");
   const commCtas = c.commCtas === undefined ? 0 : positiveInt(op, "config.commCtas", c.commCtas, maxCtas - 1);
   if (commCtas > 0 && (tpOp !== "allGatherGemm" || mover === "copyEngine")) {
     throw new ArgumentError(op, "config.commCtas", "applies to allGatherGemm's CTA mover only (mover 'ctas')");

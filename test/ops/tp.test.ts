@@ -4,12 +4,13 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 
+import { LocalStore } from "../../lib/bootstrap.ts";
 import { Communicator } from "../../lib/comm.ts";
 import { ArgumentError } from "../../lib/errors.ts";
 import { TpPlan, validateTp, validateTpConfig, type TpTensorDesc } from "../../lib/ops/tp.ts";
 import { describeGpu } from "../support/gpu.ts";
 import { runCheckWorkers } from "../support/report-channel.ts";
-import { TP_CHECKS, type TpContext } from "../support/tp-checks.ts";
+import { checkProblem, TP_CHECKS, type TpContext } from "../support/tp-checks.ts";
 
 const GPU_TIMEOUT_MS = Number(process.env.WEFT_COMM_TIMEOUT_MS ?? 10_000);
 const LONG = 600_000;
@@ -67,6 +68,9 @@ describe("tensor-parallel ops: validation (CPU)", () => {
     expect(() => validateTpConfig({ commCtas: 132 }, "op", "allGatherGemm", 132)).toThrow(/'config.commCtas' must be an integer in \[1, 131\]/);
     expect(() => validateTpConfig({ tileN: 64 }, "op", "allGatherGemm", 132)).toThrow(/'config.tileN' must be one of 128, 256/);
     expect(validateTpConfig({ tileN: 64 }, "op", "gemmAllReduce", 132).tileN).toBe(64);
+    expect(validateTpConfig({ mover: "exchange" }, "op", "gemmAllReduce", 132).mover).toBe("exchange");
+    expect(() => validateTpConfig({ mover: "exchange" }, "op", "gemmReduceScatter", 132)).toThrow(/'exchange' applies to gemmAllReduce only/);
+    expect(() => validateTpConfig({ mover: "dma" as "ctas" }, "op", "gemmAllReduce", 132)).toThrow(/'auto', 'ctas', 'copyEngine' or 'exchange'/);
     expect(() => validateTpConfig({ groupM: 0 }, "op", "gemmAllReduce", 132)).toThrow(/groupM/);
     expect(() => validateTpConfig({ tile: 128 } as never, "op", "gemmAllReduce", 132)).toThrow(/'config.tile' is not a config field/);
   });
@@ -107,4 +111,24 @@ describeGpu("tensor-parallel ops, one process per GPU (2 bun processes, CUDA IPC
     const expected = process.env.CHECK_FILTER ? reported[0] : TP_CHECKS.length;
     expect(reported).toEqual([expected!, expected!]);
   }, LONG);
+});
+
+describeGpu("tensor-parallel ops, 2 and 4 ranks on one GPU (decode tiles, so every rank's kernel runs at once)", 1, () => {
+  // Several ranks share GPU 0; with M = 16 and N = 1000 each fused kernel takes 16 CTAs (64-column
+  // tiles), so all ranks' kernels are resident together and wait for each other. This is where world
+  // sizes above 2 run, with every all-reduce mover that applies and the sequential path.
+  for (const world of [2, 4]) {
+    test(`gemmAllReduce (16, 1000, ${512 * world}), world ${world}: every path against the fp32 reference`, async () => {
+      const stores = LocalStore.group(world, { timeoutMs: 60_000 });
+      const comms = await Promise.all(stores.map((store, rank) => Communicator.create(store,
+        { rank, worldSize: world, localRank: rank, localWorldSize: world, nodeId: "gpu0" }, 0, { heapBytes: 256 << 20, timeoutMs: GPU_TIMEOUT_MS })));
+      try {
+        const detail = await checkProblem({ comms, world }, { op: "gemmAllReduce", M: 16, N: 1000, K: 512 * world, transB: false, tag: 900 + world });
+        console.log(`  [one GPU, world ${world}] ${detail}`);
+        expect(detail).toContain("fused exchange");
+      } finally {
+        await Communicator.disposeAll(comms);
+      }
+    }, LONG);
+  }
 });

@@ -55,7 +55,7 @@ function fillF32(t: Tensor, value: number, stream: { handle: number }): void {
   check(native().weft_fill(t.ptr, t.numel, 4, bits, stream.handle), "fillF32");
 }
 
-interface Problem {
+export interface Problem {
   op: TpOp;
   M: number;
   N: number;
@@ -169,7 +169,7 @@ interface Variant {
 
 /** One problem on every rank: the sequential path, the fused path where it exists (all-gather: both
  * movers, one with gatheredA), each against the same reference. */
-async function checkProblem(ctx: TpContext, p: Problem): Promise<string> {
+export async function checkProblem(ctx: TpContext, p: Problem): Promise<string> {
   const W = ctx.world;
   const data = await each(ctx, (c) => prepare(c, p, W));
   const scratch = ctx.comms.map((c) => Tensor.empty([12], "f32", { device: c.device }));
@@ -187,6 +187,7 @@ async function checkProblem(ctx: TpContext, p: Problem): Promise<string> {
         variants.push({ name: "fused ctas", config: { path: "fused", mover: "ctas" }, gathered: false });
         // The copy-engine mover needs row ownership (M a multiple of 128 x W).
         if (p.M % (128 * W) === 0) variants.push({ name: "fused copy-engine", config: { path: "fused", mover: "copyEngine" }, gathered: false });
+        if (p.op === "gemmAllReduce") variants.push({ name: "fused exchange", config: { path: "fused", mover: "exchange" }, gathered: false });
       }
     }
     for (const v of variants) {
@@ -285,7 +286,8 @@ export const TP_CHECKS: TpCheck[] = [
         [{ path: "fused", mover: "copyEngine" }, { path: "fused", mover: "ctas" }], 200);
       const r2 = await backToBack(ctx, { op: "gemmReduceScatter", M: 1024, N: 2048, K: 4096, transB: false, tag: tags++ },
         [{ path: "fused", mover: "copyEngine" }, { path: "fused", mover: "ctas" }], 200);
-      const r3 = await backToBack(ctx, { op: "gemmAllReduce", M: 128, N: 8192, K: 8192, transB: true, tag: tags++ }, [{ path: "fused" }], 200);
+      const r3 = await backToBack(ctx, { op: "gemmAllReduce", M: 128, N: 8192, K: 8192, transB: true, tag: tags++ },
+        [{ path: "fused", mover: "exchange" }, { path: "fused", mover: "ctas" }], 200);
       const r4 = await backToBack(ctx, { op: "gemmAllReduce", M: 1024, N: 2048, K: 2048, transB: false, tag: tags++ }, [{}], 100);
       // Copy-engine mover: 200 runs alone (every launch reuses the previous one's receive slots and
       // staging by parity), with a tail in N (n not a multiple of the tile).
@@ -293,7 +295,10 @@ export const TP_CHECKS: TpCheck[] = [
         [{ path: "fused", mover: "copyEngine" }], 200);
       const r6 = await backToBack(ctx, { op: "gemmReduceScatter", M: 2048, N: 4096, K: 2048, transB: true, tag: tags++ },
         [{ path: "fused", mover: "copyEngine" }], 200);
-      return [r1, r2, r3, r4, r5, r6].join("; ");
+      // Exchange mover alone, partial tiles in both M (M < 128) and N (n not a multiple of the tile).
+      const r7 = await backToBack(ctx, { op: "gemmAllReduce", M: 16, N: 1000, K: 4096, transB: false, tag: tags++ },
+        [{ path: "fused", mover: "exchange" }], 200);
+      return [r1, r2, r3, r4, r5, r6, r7].join("; ");
     },
   },
 ];

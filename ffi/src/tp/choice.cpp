@@ -36,6 +36,10 @@ struct Machine {
   // flag, add, done flag). Predicted 8 us; measured 13 us (decode all-reduce at M = 16: fused
   // 49.2 us against our GEMM alone at 35.9 us, NOTES-tp run 2).
   double all_gather_sync_us = 4;
+  // The exchange mover after the math: one store of a tile into the peer, its flag, one local load
+  // (predicted, not yet measured).
+  double exchange_sync_us = 4;
+  int64_t exchange_max_tile_rows = 4;
   double scatter_sync_us = 13;
   // Copy-engine reduce-scatter / all-reduce: bytes per chunk (one 2-D copy, one flag), the most
   // chunks per owner (graph nodes, or ~3 driver calls each without the graph), and the GEMM's
@@ -176,8 +180,11 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
   Choice c{};
   WEFT_REQUIRE(params.path >= WEFT_TP_PATH_AUTO && params.path <= WEFT_TP_PATH_SEQUENTIAL,
                "path must be WEFT_TP_PATH_AUTO, _FUSED or _SEQUENTIAL (got %d)", params.path);
-  WEFT_REQUIRE(params.mover >= WEFT_TP_MOVER_AUTO && params.mover <= WEFT_TP_MOVER_COPY_ENGINE,
-               "mover must be WEFT_TP_MOVER_AUTO, _CTAS or _COPY_ENGINE (got %d)", params.mover);
+  WEFT_REQUIRE((params.mover >= WEFT_TP_MOVER_AUTO && params.mover <= WEFT_TP_MOVER_COPY_ENGINE) ||
+                   params.mover == WEFT_TP_MOVER_EXCHANGE,
+               "mover must be WEFT_TP_MOVER_AUTO, _CTAS, _COPY_ENGINE or _EXCHANGE (got %d)", params.mover);
+  WEFT_REQUIRE(params.mover != WEFT_TP_MOVER_EXCHANGE || p.op == WEFT_TP_GEMM_ALL_REDUCE,
+               "mover 'exchange' applies to gemmAllReduce only");
   WEFT_REQUIRE(params.comm_ctas >= 0 && params.comm_ctas < sms, "comm_ctas must be in [0, %d) (got %d)", sms,
                params.comm_ctas);
   WEFT_REQUIRE(params.comm_ctas == 0 || (p.op == WEFT_TP_ALL_GATHER_GEMM && params.mover != WEFT_TP_MOVER_COPY_ENGINE),
@@ -283,6 +290,38 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
                 : params.mover == WEFT_TP_MOVER_CTAS || !ce_ok || !ce_measured ? WEFT_TP_MOVER_CTAS
                                                                               : WEFT_TP_MOVER_COPY_ENGINE;
       c.fused_us = c.mover == WEFT_TP_MOVER_COPY_ENGINE ? ce_us : ctas_us;
+      // Exchange mover (all-reduce): the GEMM in its plain order, then each tile's partial stored
+      // into the peers and theirs added, tile by tile: only the last wave's traffic follows the math.
+      // "auto" takes it at decode sizes (at most exchange_max_tile_rows tile rows, one or two waves),
+      // where the owner scheme's four steps after the math cost 21 of 47.5 us at M = 128 and 37 of 93
+      // at M = 512 (NOTES-tp run 16) and the CTA mover's estimate above does not see them; the tile
+      // width is the one that minimises this estimate.
+      if (all_reduce) {
+        double best_us = 0;
+        int best_tile = 0;
+        for (int tile : {256, 128, 64}) {
+          if (params.tile_n && tile != params.tile_n) continue;
+          const int64_t tiles = tiles_m * ceil_div(p.n, tile);
+          const int ctas = int(std::min<int64_t>(tiles, sms));
+          const int64_t tile_waves = ceil_div(tiles, ctas);
+          if (params.mover != WEFT_TP_MOVER_EXCHANGE && tile_waves > 2) continue;  // auto: decode shapes only
+          const double us = gemm_us(p.m, p.n, p.k, tile, ctas) +
+                            transfer_us(double(W - 1) * out / double(tile_waves), kMachine.nvlink_gbs) + kMachine.exchange_sync_us;
+          if (best_tile == 0 || us < best_us) {
+            best_us = us;
+            best_tile = tile;
+          }
+        }
+        const bool take = params.mover == WEFT_TP_MOVER_EXCHANGE ||
+                          (params.mover == WEFT_TP_MOVER_AUTO && best_tile != 0 && tiles_m <= kMachine.exchange_max_tile_rows);
+        if (take) {
+          c.mover = WEFT_TP_MOVER_EXCHANGE;
+          c.tile_n = best_tile;
+          c.gemm_ctas = int(std::min<int64_t>(tiles_m * ceil_div(p.n, c.tile_n), sms));
+          c.group_m = params.group_m ? params.group_m : 4;
+          c.fused_us = best_us;
+        }
+      }
     }
   }
   c.path = params.path == WEFT_TP_PATH_FUSED ? WEFT_TP_PATH_FUSED
@@ -304,6 +343,10 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       const int64_t chunks = p.m_shard / c.chunk_rows;
       add(l, l.flags, uint64_t(W) * chunks * 8);
       add(l, l.landing, 2ull * W * p.m_shard * p.k * 2);
+    } else if (c.mover == WEFT_TP_MOVER_EXCHANGE) {
+      const int64_t tiles_m = ceil_div(p.m, gemm::kTileM);
+      add(l, l.stored, uint64_t(W) * tiles_m * 2 * ceil_div(p.n, c.tile_n) * 8);  // exchanged[W][half-tiles]
+      add(l, l.recv, 2ull * W * tiles_m * gemm::kTileM * p.n * 2);                // [2][W][slot_rows][n]
     } else if (c.mover == WEFT_TP_MOVER_COPY_ENGINE) {
       add(l, l.counts, uint64_t(W) * c.chunks * 8);
       add(l, l.ready, uint64_t(W) * c.chunks * 8);

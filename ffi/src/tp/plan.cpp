@@ -241,6 +241,19 @@ void build_scatter(WeftTpPlan& plan) {
   l.b_n_major = !p.b_nk;
   l.ctas = ch.gemm_ctas;
   l.stream = plan.stream;
+  if (ch.mover == WEFT_TP_MOVER_EXCHANGE) {
+    // Receive regions [2][world][slot_rows][n]: this rank's (where the peers' partials land) and
+    // every peer's (where this rank's go), the same offset of each rank's workspace.
+    s.variant = fused::kScatterFull;
+    s.exchange = 1;
+    s.slot_rows = s.tiles_m * gemm::kTileM;
+    const uint64_t rows = 2ull * p.world * uint64_t(s.slot_rows);
+    char* recv = plan.workspace + ch.layout.recv.offset;
+    encode_bf16(&s.recv_map, recv, p.n, rows, p.n, boxes.c, "receive region");
+    for (int q = 0; q < p.world; ++q)
+      encode_bf16(&s.send[q], on_rank(c, q, recv), p.n, rows, p.n, boxes.c, "receive region (on a peer)");
+    return;
+  }
   if (ch.mover != WEFT_TP_MOVER_COPY_ENGINE) return;
   // This mover's stage-out variants: local only (1) and no comm (3); the others measure the full op.
   if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterNoComm && s.variant != fused::kScatterNoHandshake)
@@ -468,6 +481,7 @@ void launch_scatter_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
   l.state.epoch = plan.epoch;
   l.completion = launch_words(launch);
   const bool copy_engine = l.state.copy_engine != 0;
+  if (l.state.exchange) l.state.recv_row0 = int32_t((plan.epoch & 1) * uint64_t(plan.problem.world) * l.state.slot_rows);
   if (copy_engine) {
     const tp::Problem& p = plan.problem;
     const uint64_t slot_rows = uint64_t(p.world) * p.m_shard;
