@@ -24,9 +24,9 @@ using Config = ScatterConfig<TileN, BNMajor, WEFT_TP_GEMM_ALL_REDUCE>;
 
 template <int TileN, bool BNMajor>
 cudaError_t launch(const ScatterLaunch& l) {
-  if (l.state.exchange) return launch_exchange_config<Config<TileN, BNMajor>>(l);
-  return l.state.copy_engine ? launch_scatter_ce_config<Config<TileN, BNMajor>>(l)
-                             : launch_scatter_config<Config<TileN, BNMajor>>(l);
+  using C = Config<TileN, BNMajor>;
+  if (l.state.exchange) return launch_scatter_kernel<C, ExchangeHooks>(l);
+  return l.state.copy_engine ? launch_scatter_kernel<C, CeScatterHooks>(l) : launch_scatter_kernel<C, ScatterHooks>(l);
 }
 
 }  // namespace

@@ -85,16 +85,4 @@ struct ExchangeHooks : gemm::DefaultHooks {
   }
 };
 
-template <class Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads, 1)
-    gemm_exchange_kernel(const __grid_constant__ gemm::KernelParams<ScatterState> p) {
-  gemm::engine_cta<typename Cfg::Gemm, ExchangeHooks>(p);
-}
-
-template <class Cfg>
-cudaError_t launch_exchange_config(const ScatterLaunch& l) {
-  return launch_persistent<typename Cfg::Gemm, gemm_exchange_kernel<Cfg>>(fused_params(l, l.a, l.state.out[l.state.rank]),
-                                                                         l.ctas, l.stream);
-}
-
 }  // namespace weft::fused

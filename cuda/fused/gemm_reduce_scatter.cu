@@ -19,8 +19,8 @@ using Config = ScatterConfig<TileN, BNMajor, WEFT_TP_GEMM_REDUCE_SCATTER>;
 
 template <int TileN, bool BNMajor>
 cudaError_t launch(const ScatterLaunch& l) {
-  return l.state.copy_engine ? launch_scatter_ce_config<Config<TileN, BNMajor>>(l)
-                             : launch_scatter_config<Config<TileN, BNMajor>>(l);
+  using C = Config<TileN, BNMajor>;
+  return l.state.copy_engine ? launch_scatter_kernel<C, CeScatterHooks>(l) : launch_scatter_kernel<C, ScatterHooks>(l);
 }
 
 }  // namespace

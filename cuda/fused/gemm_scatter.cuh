@@ -221,18 +221,19 @@ struct ScatterConfig {
   static constexpr int kOp = Op;
 };
 
-template <class Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads, 1)
-    gemm_scatter_kernel(const __grid_constant__ gemm::KernelParams<ScatterState> p) {
-  if (threadIdx.x == 0) ScatterHooks::on_kernel_start(p.hooks);
-  gemm::engine_cta<typename Cfg::Gemm, ScatterHooks>(p);
+// The kernel of every GEMM + reduce-scatter / all-reduce mover: the engine under Hooks (ScatterHooks
+// here, CeScatterHooks, ExchangeHooks), all over one ScatterState.
+template <class Cfg, class Hooks>
+__global__ void __launch_bounds__(Cfg::kThreads, 1) scatter_kernel(const __grid_constant__ gemm::KernelParams<ScatterState> p) {
+  if (threadIdx.x == 0) Hooks::on_kernel_start(p.hooks);
+  gemm::engine_cta<typename Cfg::Gemm, Hooks>(p);
 }
 
-template <class Cfg>
-cudaError_t launch_scatter_config(const ScatterLaunch& l) {
+template <class Cfg, class Hooks>
+cudaError_t launch_scatter_kernel(const ScatterLaunch& l) {
   // c: unused by the routed stores, but prefetched, so a valid map.
-  return launch_persistent<typename Cfg::Gemm, gemm_scatter_kernel<Cfg>>(fused_params(l, l.a, l.state.out[l.state.rank]),
-                                                                        l.ctas, l.stream);
+  return launch_persistent<typename Cfg::Gemm, scatter_kernel<Cfg, Hooks>>(fused_params(l, l.a, l.state.out[l.state.rank]),
+                                                                          l.ctas, l.stream);
 }
 
 }  // namespace weft::fused

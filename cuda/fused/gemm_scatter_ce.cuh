@@ -300,17 +300,4 @@ struct CeScatterHooks : gemm::DefaultHooks {
   }
 };
 
-template <class Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads, 1)
-    gemm_scatter_ce_kernel(const __grid_constant__ gemm::KernelParams<ScatterState> p) {
-  gemm::engine_cta<typename Cfg::Gemm, CeScatterHooks>(p);
-}
-
-template <class Cfg>
-cudaError_t launch_scatter_ce_config(const ScatterLaunch& l) {
-  // c: unused by the routed stores, but prefetched, so a valid map.
-  return launch_persistent<typename Cfg::Gemm, gemm_scatter_ce_kernel<Cfg>>(
-      fused_params(l, l.a, l.state.out[l.state.rank]), l.ctas, l.stream);
-}
-
 }  // namespace weft::fused

@@ -120,6 +120,20 @@ __device__ __forceinline__ void prefetch_received(const KernelParams<typename Ho
   }
 }
 
+// Stages box `box` of the accumulators into `buf` for the leader's TMA store: first waits, unless
+// the caller knows the buffer is free, until the store issued two boxes ago has read it.
+template <class Cfg>
+__device__ __forceinline__ void stage_for_store(const float (&acc)[Cfg::kTileN / 2], uint8_t* buf, int box,
+                                                uint32_t barrier_id, bool buffer_free) {
+  if (!buffer_free) {
+    if (wg::thread() == 0) cta::bulk_wait_read<1>();
+    wg::sync(barrier_id);
+  }
+  stage_box<Cfg>(acc, buf, box);
+  cta::fence_proxy_async_shared();
+  wg::sync(barrier_id);
+}
+
 // Hooks::kExchanges: this consumer's half-tile, rounded, goes to every send destination box by box
 // (the two staging buffers alternating as in store_tile); once those stores are complete and fenced
 // the leader publishes them (after_tile_sent), waits for every other rank's (wait_exchanged) and
@@ -135,11 +149,7 @@ __device__ __forceinline__ bool exchange_tile(const float (&acc)[Cfg::kTileN / 2
     const int32_t col0 = t.n0 + box * Cfg::kOutBoxCols;
     if (col0 >= p.tail.tma_cols) break;
     uint8_t* buf = s.out_box(consumer, staged & 1u);
-    if (leader) cta::bulk_wait_read<1>();
-    wg::sync(barrier_id);
-    stage_box<Cfg>(acc, buf, box);
-    cta::fence_proxy_async_shared();
-    wg::sync(barrier_id);
+    stage_for_store<Cfg>(acc, buf, box, barrier_id, false);
     if (leader) {
       for (uint32_t d = dests; d != 0; d &= d - 1) {
         int32_t row = 0;
@@ -284,13 +294,7 @@ __device__ __forceinline__ void store_tile(float (&acc)[Cfg::kTileN / 2], const 
         // prefetch_received), so staging may overwrite it at once.
       }
     }
-    if (!received) {
-      if (leader) cta::bulk_wait_read<1>();
-      wg::sync(barrier_id);
-    }
-    stage_box<Cfg>(acc, buf, box);
-    cta::fence_proxy_async_shared();
-    wg::sync(barrier_id);
+    stage_for_store<Cfg>(acc, buf, box, barrier_id, received);
     if (leader) {
       if constexpr (Hooks::kRouted) {
         // One staged box feeds every destination (the same bulk group: wait_read covers them all).
