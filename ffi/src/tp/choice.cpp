@@ -36,9 +36,10 @@ struct Machine {
   // flag, add, done flag). Predicted 8 us; measured 13 us (decode all-reduce at M = 16: fused
   // 49.2 us against our GEMM alone at 35.9 us, NOTES-tp run 2).
   double all_gather_sync_us = 4;
-  // The exchange mover after the math: one store of a tile into the peer, its flag, one local load
-  // (predicted, not yet measured).
-  double exchange_sync_us = 4;
+  // The exchange mover after the math, besides the traffic: the tile's store into the peer, its
+  // flag, the peer's flag, one local load and the add (predicted 4 us; measured 9 us: decode
+  // all-reduce at M = 128, 40.8 us against our GEMM's 25.5 and 6.4 us of traffic, NOTES-tp run 17).
+  double exchange_sync_us = 9;
   int64_t exchange_max_tile_rows = 4;
   double scatter_sync_us = 13;
   // Copy-engine reduce-scatter / all-reduce: bytes per chunk (one 2-D copy, one flag), the most
