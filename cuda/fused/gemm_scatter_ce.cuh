@@ -125,16 +125,17 @@ struct CeScatterHooks : gemm::DefaultHooks {
 
   // Destination 0: out (own tiles), 1: staging (peer tiles). Own tiles of an all-reduce signal too:
   // their chunks are what the broadcast copies wait for.
-  // Destination 2 + q: rank q's out (all-reduce's direct chunks, stored into every rank's out).
+  // Destination q < kMaxRanks: rank q's out (this rank's, and every peer's for all-reduce's direct
+  // bands); destination kStagingDest: the local staging buffer.
+  static constexpr int kStagingDest = kMaxRanks;
   static __device__ __forceinline__ gemm::Route route(const State& s, const gemm::TileCoord& t) {
-    if (owner(s, t) != s.rank) return gemm::Route{2u, 0, false, counts(s)};
-    if (!s.all_reduce) return gemm::Route{1u, s.rank * s.m_shard, false, false};
-    if (t.tile_m < s.direct_tile_m) return gemm::Route{1u, 0, false, counts(s)};
-    const uint32_t peers = ((1u << s.world) - 1u) & ~(1u << s.rank);
-    return gemm::Route{1u | (peers << 2), 0, false, true};
+    if (owner(s, t) != s.rank) return gemm::Route{1u << kStagingDest, 0, false, counts(s)};
+    if (!s.all_reduce) return gemm::Route{1u << s.rank, s.rank * s.m_shard, false, false};
+    const uint32_t dests = t.tile_m < s.direct_tile_m ? 1u << s.rank : (1u << s.world) - 1u;
+    return gemm::Route{dests, 0, false, counts(s)};
   }
   static __device__ __forceinline__ const CUtensorMap* out_map(const State& s, int dest) {
-    return dest == 0 ? &s.out[s.rank] : dest == 1 ? &s.staging : &s.out[dest - 2];
+    return dest == kStagingDest ? &s.staging : &s.out[dest];
   }
   // Own chunks the copy engines broadcast (all-reduce): the rest go out from the epilogue.
   static __device__ __forceinline__ int32_t broadcast_chunks(const State& s) { return s.chunks - s.direct_chunks; }
