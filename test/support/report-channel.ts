@@ -2,6 +2,7 @@
 // one JSON object per line on stdout (report), the parent spawns it and reads those objects in
 // order (spawnWorker, nextReport), skipping any other output. Used by the bootstrap, transport,
 // comm and TP tests and by bench/proxy.ts. No bun:test import: workers load this too.
+import { Store } from "../../lib/bootstrap.ts";
 
 /** Worker side: one result line. */
 export function report(x: unknown): void {
@@ -12,6 +13,19 @@ export function report(x: unknown): void {
 export function describeError(e: unknown): { error: string; code?: string; message: string } {
   const err = e as Error & { code?: string };
   return { error: err.name, code: err.code, message: err.message };
+}
+
+/** Worker side: joins the TCP store of the parent test (rank 0 hosts it on a free port and reports
+ * {"port": n}); a failed connect is reported as {rank, connect: true, error...} and ends the worker. */
+export async function connectWorkerStore(rank: number, worldSize: number, timeoutMs: number): Promise<Store> {
+  try {
+    const store = await Store.connect({ rank, worldSize, addr: "127.0.0.1", port: Number(process.env.MASTER_PORT ?? 0), timeoutMs });
+    if (rank === 0) report({ port: store.port });
+    return store;
+  } catch (e) {
+    report({ rank, connect: true, ...describeError(e) });
+    process.exit(0);
+  }
 }
 
 /** Parent side: the JSON objects a child prints one per line. */

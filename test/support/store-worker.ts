@@ -1,22 +1,14 @@
 // A rank of a multi-process bootstrap test (test/bootstrap.test.ts). Rank 0 hosts the store on a
 // free port and prints {"port": n}; every rank then runs SCENARIO and prints one JSON result line.
 //   RANK, WORLD_SIZE, MASTER_PORT (0 on rank 0), SCENARIO, TIMEOUT_MS
-import { Store } from "../../lib/bootstrap.ts";
-import { describeError, report } from "./report-channel.ts";
+import { connectWorkerStore, describeError, report } from "./report-channel.ts";
 
 const rank = Number(process.env.RANK);
 const worldSize = Number(process.env.WORLD_SIZE);
 const scenario = process.env.SCENARIO ?? "basic";
 const timeoutMs = Number(process.env.TIMEOUT_MS ?? 20000);
 
-let store: Store;
-try {
-  store = await Store.connect({ rank, worldSize, addr: "127.0.0.1", port: Number(process.env.MASTER_PORT ?? 0), timeoutMs });
-} catch (e) {
-  report({ rank, connect: true, ...describeError(e) });
-  process.exit(0);
-}
-if (rank === 0) report({ port: store.port });
+const store = await connectWorkerStore(rank, worldSize, timeoutMs);
 
 try {
   switch (scenario) {

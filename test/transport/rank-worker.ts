@@ -4,9 +4,8 @@
 //
 //   RANK, WORLD_SIZE, MASTER_PORT (0 on rank 0), SCENARIO, SEED, TIMEOUT_MS, WRITES
 // The parent sets WEFT_FABRIC_PROVIDER=tcp;ofi_rxm and FI_TCP_IFACE=lo (loopback).
-import { Store } from "../../lib/bootstrap.ts";
 import { HostBuffer, Proxy, Region, Transport, transportCounters, type Command } from "../../lib/transport.ts";
-import { describeError, report } from "../support/report-channel.ts";
+import { connectWorkerStore, describeError, report } from "../support/report-channel.ts";
 
 const rank = Number(process.env.RANK);
 const worldSize = Number(process.env.WORLD_SIZE);
@@ -40,14 +39,7 @@ function fillSource(out: Uint8Array, owner: number): void {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-let store: Store;
-try {
-  store = await Store.connect({ rank, worldSize, addr: "127.0.0.1", port: Number(process.env.MASTER_PORT ?? 0), timeoutMs });
-} catch (e) {
-  report({ rank, connect: true, ...describeError(e) });
-  process.exit(0);
-}
-if (rank === 0) report({ port: store.port });
+const store = await connectWorkerStore(rank, worldSize, timeoutMs);
 
 const threadsNow = () => {
   try {
