@@ -60,11 +60,12 @@ interface Measured {
 }
 
 const label = (s: Shape) => `${s.m}x${s.n}x${s.k}`;
-// --only may also name shapes outside the list (b [N,K]; a "t" suffix, 16x8192x4096t, for b [K,N]).
-for (const name of only ?? []) {
-  const [m, n, k] = name.replace(/t$/, "").split("x").map(Number);
-  if (!shapes.some((s) => label(s) === name.replace(/t$/, "") && s.transB === !name.endsWith("t")) && [m, n, k].every((v) => Number.isInteger(v) && v! > 0)) {
-    shapes.push({ m: m!, n: n!, k: k!, transB: !name.endsWith("t") });
+// --only names shapes as MxNxK (b [N,K]) or MxNxKt (b [K,N]), in the list above or not.
+const name = (s: Shape) => `${label(s)}${s.transB ? "" : "t"}`;
+for (const wanted of only ?? []) {
+  const [m, n, k] = wanted.replace(/t$/, "").split("x").map(Number);
+  if (!shapes.some((s) => name(s) === wanted) && [m, n, k].every((v) => Number.isInteger(v) && v! > 0)) {
+    shapes.push({ m: m!, n: n!, k: k!, transB: !wanted.endsWith("t") });
   }
 }
 const layout = (s: Shape) => (s.transB ? "b [N,K]" : "b [K,N]");
@@ -81,7 +82,7 @@ console.log(`device 0: ${dev.name}, ${dev.smCount} SMs; cuBLASLt: ${cublas.avail
 
 const rows: { shape: Shape; flopFloorMs: number; byteFloorMs: number; results: Measured[]; ratio: number | null }[] = [];
 for (const shape of shapes) {
-  if (only && !only.some((name) => name.replace(/t$/, "") === label(shape) && shape.transB === !name.endsWith("t"))) continue;
+  if (only && !only.includes(name(shape))) continue;
   const { m, n, k, transB } = shape;
   using a = Tensor.empty([m, k], "bf16").fillRandom(1);
   using b = Tensor.empty(transB ? [n, k] : [k, n], "bf16").fillRandom(2);

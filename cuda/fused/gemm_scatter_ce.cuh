@@ -40,8 +40,8 @@
 // finished reading slot e % 2. A peer's final rows reach my out in launch e only after q's own
 // tiles of e got my partials of e, sent after my launch e started, so after every earlier read of
 // out on my stream; the same holds for q's direct stores, which come from q's own tiles of e. The
-// done flags are epochs, so they need no reset. Staging is rewritten by launch e+1 only after launch e completed, which waited
-// for its side streams.
+// done flags are epochs, so they need no reset. Staging is rewritten by launch e+1 only after
+// launch e completed, which waited for its side streams.
 #pragma once
 
 #include "fused/fused.h"
@@ -123,10 +123,9 @@ struct CeScatterHooks : gemm::DefaultHooks {
   }
   static __device__ __forceinline__ sys::WaitBudget budget(const State& s) { return sys::WaitBudget{s.timeout_ns, nullptr}; }
 
-  // Destination 0: out (own tiles), 1: staging (peer tiles). Own tiles of an all-reduce signal too:
-  // their chunks are what the broadcast copies wait for.
   // Destination q < kMaxRanks: rank q's out (this rank's, and every peer's for all-reduce's direct
-  // bands); destination kStagingDest: the local staging buffer.
+  // bands); destination kStagingDest: the local staging buffer (peer tiles). Own tiles of an
+  // all-reduce signal too: their chunks are what the broadcast copies wait for.
   static constexpr int kStagingDest = kMaxRanks;
   static __device__ __forceinline__ gemm::Route route(const State& s, const gemm::TileCoord& t) {
     if (owner(s, t) != s.rank) return gemm::Route{1u << kStagingDest, 0, false, counts(s)};
@@ -241,7 +240,8 @@ struct CeScatterHooks : gemm::DefaultHooks {
 
   // Every chunk's count goes out as soon as its stores are complete, not a tile later: the side
   // streams copy a chunk only once it is counted, and all-reduce's last chunks are the kernel's tail
-  // (NOTES-tp, version 3.2; WEFT_TP_CE_COUNT=late keeps the old timing). Nothing this CTA loads next waits for these counts.
+  // (NOTES-tp, version 3.2; WEFT_TP_CE_COUNT=late keeps the old timing). Nothing this CTA loads
+  // next waits for these counts.
   static __device__ __forceinline__ bool settle_with_math(const State& s, const gemm::TileCoord&) {
     return s.count_early != 0;
   }

@@ -221,7 +221,8 @@ struct PendingSignal {
 
 // Publishes a pending signal: waits until the leader's earlier stores are complete, fences them for
 // system scope, or device scope with Hooks::kDeviceScopeSignals (the named barrier orders the other
-// threads' plain tail stores, which they fenced themselves), then calls after_tile_stored. Called by the whole consumer warpgroup.
+// threads' plain tail stores, which they fenced themselves), then calls after_tile_stored. Called
+// by the whole consumer warpgroup.
 template <class Hooks>
 __device__ __forceinline__ void settle_pending(const typename Hooks::State& state, PendingSignal& pending,
                                                int consumer, uint32_t barrier_id) {

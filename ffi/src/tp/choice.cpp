@@ -299,7 +299,7 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       // width is the one that minimises this estimate.
       if (all_reduce) {
         double best_us = 0;
-        int best_tile = 0;
+        int best_tile = 0, best_ctas = 0;
         for (int tile : {256, 128, 64}) {
           if (params.tile_n && tile != params.tile_n) continue;
           const int64_t tiles = tiles_m * ceil_div(p.n, tile);
@@ -311,6 +311,7 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
           if (best_tile == 0 || us < best_us) {
             best_us = us;
             best_tile = tile;
+            best_ctas = ctas;
           }
         }
         const bool take = params.mover == WEFT_TP_MOVER_EXCHANGE ||
@@ -318,7 +319,7 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
         if (take) {
           c.mover = WEFT_TP_MOVER_EXCHANGE;
           c.tile_n = best_tile;
-          c.gemm_ctas = int(std::min<int64_t>(tiles_m * ceil_div(p.n, c.tile_n), sms));
+          c.gemm_ctas = best_ctas;
           c.group_m = params.group_m ? params.group_m : 4;
           c.fused_us = best_us;
         }

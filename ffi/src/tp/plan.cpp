@@ -813,28 +813,20 @@ WEFT_API int weft_tp_plan_create(WeftComm* comm, const WeftTpParams* params, Wef
 }
 
 WEFT_API int weft_tp_plan_launch(WeftTpPlan* plan, const WeftTpLaunch* launch) {
-  return guard([&] {
-    WEFT_REQUIRE(plan, "plan must not be NULL");
-    WEFT_REQUIRE(launch && launch->size == sizeof(WeftTpLaunch) && launch->version == 1,
-                 "launch must be a WeftTpLaunch with size %zu and version 1", sizeof(WeftTpLaunch));
-    WEFT_REQUIRE(launch->done != 0 && launch->arrivals != 0, "launch->done and launch->arrivals are required");
-    comm::require(plan->comm, true);
-    DeviceGuard g(plan->comm->device);
-    launch_kernels(*plan, *launch);
-    launch_copies(*plan);
-  });
+  return weft_tp_plans_launch(&plan, launch, 1);
 }
 
 WEFT_API int weft_tp_plans_launch(WeftTpPlan* const* plans, const WeftTpLaunch* launches, int32_t count) {
   return guard([&] {
-    WEFT_REQUIRE(plans && launches && count > 0, "plans and launches must hold count > 0 entries");
+    WEFT_REQUIRE(plans && count > 0, "plans must hold count > 0 entries");
+    WEFT_REQUIRE(launches, "launch must not be NULL");
     for (int32_t i = 0; i < count; ++i) {
-      WEFT_REQUIRE(plans[i], "plans[%d] must not be NULL", i);
+      WEFT_REQUIRE(plans[i], "plan %d must not be NULL", i);
       WEFT_REQUIRE(launches[i].size == sizeof(WeftTpLaunch) && launches[i].version == 1,
-                   "launches[%d] must be a WeftTpLaunch with size %zu and version 1", i, sizeof(WeftTpLaunch));
-      WEFT_REQUIRE(launches[i].done != 0 && launches[i].arrivals != 0, "launches[%d].done and .arrivals are required", i);
+                   "launch %d must be a WeftTpLaunch with size %zu and version 1", i, sizeof(WeftTpLaunch));
+      WEFT_REQUIRE(launches[i].done != 0 && launches[i].arrivals != 0, "launch %d: done and arrivals are required", i);
       comm::require(plans[i]->comm, true);
-      for (int32_t j = 0; j < i; ++j) WEFT_REQUIRE(plans[j] != plans[i], "plans[%d] and plans[%d] are the same plan", j, i);
+      for (int32_t j = 0; j < i; ++j) WEFT_REQUIRE(plans[j] != plans[i], "plans %d and %d are the same plan", j, i);
     }
     // Every kernel first, then every plan's copy-engine work: a rank's kernel is never queued behind
     // another rank's host-side enqueue (NOTES-tp, version 3.2). Plans whose kernels were launched get
