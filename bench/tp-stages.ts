@@ -46,14 +46,19 @@ const events = devices.map((d) => [Event.create(d), Event.create(d)] as const);
 const streams = comms.map((c) => c.stream);
 
 type Op = "gemmReduceScatter" | "gemmAllReduce";
+// TP_STAGES_DECODE_TILE=64|128: the decode cases' tile width (default: the cost model's).
+const decodeTile = process.env.TP_STAGES_DECODE_TILE ? (Number(process.env.TP_STAGES_DECODE_TILE) as 64 | 128) : undefined;
 const LARGE: [number, number, number][] = [
   [4096, 8192, 8192], [8192, 8192, 8192], [16384, 8192, 8192], [8192, 28672, 8192], [4096, 14336, 4096],
 ];
+// TP_STAGES_SHAPES=4096x14336x4096,...: only these of the large shapes.
+const shapesEnv = process.env.TP_STAGES_SHAPES?.split(",");
+const large = LARGE.filter((s) => !shapesEnv || shapesEnv.includes(s.join("x")));
 const CASES: { op: Op; shape: [number, number, number]; tileN?: 64 | 128 | 256 }[] = [
-  ...(groups.includes("rs") ? LARGE.map((shape) => ({ op: "gemmReduceScatter" as Op, shape })) : []),
-  ...(groups.includes("ar") ? LARGE.map((shape) => ({ op: "gemmAllReduce" as Op, shape })) : []),
+  ...(groups.includes("rs") ? large.map((shape) => ({ op: "gemmReduceScatter" as Op, shape })) : []),
+  ...(groups.includes("ar") ? large.map((shape) => ({ op: "gemmAllReduce" as Op, shape })) : []),
   ...(groups.includes("decode") && mover !== "copyEngine"
-    ? ([16, 128, 512] as const).map((m) => ({ op: "gemmAllReduce" as Op, shape: [m, 8192, 8192] as [number, number, number] }))
+    ? ([16, 128, 512] as const).map((m) => ({ op: "gemmAllReduce" as Op, shape: [m, 8192, 8192] as [number, number, number], tileN: decodeTile }))
     : []),
 ];
 

@@ -1,7 +1,7 @@
 // tp.ts — the fused tensor-parallel ops against their baselines, all in this process over the same
 // two GPUs, in the same run (DESIGN.md "Benchmarks"):
 //
-//   bun bench/tp.ts [--only ag,rs,ar] [--samples N] [--min-m M] [--name tp]      (needs >= 2 GPUs; TORCH_TP_JSON=path adds torch)
+//   bun bench/tp.ts [--only ag,rs,ar] [--samples N] [--min-m M] [--max-m M] [--name tp]      (needs >= 2 GPUs; TORCH_TP_JSON=path adds torch)
 //
 // Per op and shape (M, N, K), W = 2, bf16, b [K, n] / [k, N] (torch's layout):
 //   ours          comm.allGatherGemm / gemmReduceScatter / gemmAllReduce, the path the cost model picks
@@ -38,6 +38,8 @@ const SAMPLES = Number(args.includes("--samples") ? args[args.indexOf("--samples
 const ROUNDS = 4;
 // --min-m M: only shapes with at least M rows (decode sizes only when M <= 16).
 const MIN_M = Number(args.includes("--min-m") ? args[args.indexOf("--min-m") + 1] : 0);
+// --max-m M: only shapes with at most M rows (--only ar --max-m 512: the decode sizes).
+const MAX_M = Number(args.includes("--max-m") ? args[args.indexOf("--max-m") + 1] : Infinity);
 // --name NAME: write bench/results/NAME.{json,md} (default tp), so a partial run keeps the full tables.
 const NAME = args.includes("--name") ? args[args.indexOf("--name") + 1]! : "tp";
 
@@ -357,7 +359,7 @@ function emit(final: boolean): void {
 const rows: Row[] = [];
 for (const o of OPS) {
   if (!only.includes(o.key)) continue;
-  for (const shape of (o.op === "gemmAllReduce" ? [...SHAPES, ...DECODE] : SHAPES).filter(([m]) => m >= MIN_M)) {
+  for (const shape of (o.op === "gemmAllReduce" ? [...SHAPES, ...DECODE] : SHAPES).filter(([m]) => m >= MIN_M && m <= MAX_M)) {
     rows.push(runShape(o.op, o.torch, shape));
     emit(false);
   }

@@ -126,9 +126,11 @@ struct ScatterState {
   const uint64_t* progress[kMaxRanks];
   // Exchange mover (gemm_exchange.cuh; exchange = 1, all-reduce only): send[q] is rank q's receive
   // region as mapped here, [2 * world * slot_rows, n]; recv_map and recv_row0 are this rank's; the
-  // flags are stored[q], [world][tiles_m * 2][tiles_n].
+  // flags are stored[q], [world][tiles_m * 2][tiles_n]. Boxes of send and recv_map are box_rows
+  // high: 64, or m when m < 64, so that a decode tile sends only its rows.
   int32_t exchange;
   int32_t slot_rows;
+  int32_t box_rows;
   CUtensorMap send[kMaxRanks];
   // WEFT_TP_TRACE (benchmarks only; nullptr: off): globaltimer stamps of one launch, TraceSlot layout.
   uint64_t* trace;
@@ -166,9 +168,10 @@ __host__ __device__ constexpr int64_t progress_index(uint64_t epoch, int kind, i
 }
 
 struct ScatterLaunch {
-  CUtensorMap a, b;
+  CUtensorMap a, b;  // a: [m, k], its box gemm::a_box_rows(tile, m) high
   ScatterState state;
   int32_t m, n, k;
+  int32_t a_box_rows;
   int32_t tile_n;
   bool b_n_major;
   int32_t ctas;

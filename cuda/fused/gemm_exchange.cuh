@@ -1,6 +1,6 @@
 // gemm_exchange.cuh — GEMM + all-reduce at decode sizes (the "exchange" mover): every rank computes
 // every tile of its partial product, in the plain GEMM's order, and each consumer's half-tile is
-// finished inside its own epilogue (gemm::exchange_tile):
+// finished inside its own epilogue (gemm::send_tile, gemm::receive_tile):
 //
 //   send       the half-tile, rounded to bf16, is stored by TMA into every peer's receive region at
 //              this rank's slot (rank r writes rows [r * slot_rows, (r + 1) * slot_rows) of the
@@ -10,18 +10,26 @@
 //              accumulators and stores the sum into its own out (one rounding of the sum, but every
 //              partial was rounded once on the way: the same as the copy-engine mover's).
 //
-// The peer computing the same tile does the same at about the same time, so with one wave of tiles
-// (decode: M = 16 .. 512) the exchange costs one NVLink store of a tile, one flag and one local load
-// after the math, and nothing waits on a whole-kernel handshake: each rank writes only its own out.
+// The peer computing the same tile does the same at about the same time. Only a CTA's last tile is
+// received at once; its earlier ones are deferred (gemm::ExchangeStep): sent with the own partial
+// also stored into this rank's own slot, and received after the last tile, from the slots alone. So
+// with two or more waves of tiles (M = 512) the exchange of one wave overlaps the next wave's math,
+// and only the last wave's traffic, one flag and one local load follow the math; nothing waits on a
+// whole-kernel handshake: each rank writes only its own out.
 //
 // Reuse across launches: receive slots alternate by epoch parity. Rank q writes my slot e % 2 in
 // launch e only after its launch e - 1 finished, which waited for my partials of e - 1, sent by my
-// launch e - 1 after my launch e - 2 (the last reader of slot e % 2) had finished. Flags are epochs.
+// launch e - 1 after my launch e - 2 (the last reader of slot e % 2, own slot included) had finished.
+// Flags are epochs.
+//
+// Stage-out variants (benchmarks only, WEFT_TP_SCATTER_VARIANT): kScatterLocalOnly sends deferred
+// tiles to the own slot only (flags still go out; wrong sums), kScatterPlainOrder exchanges every
+// tile at once (no deferral: the order before deferral, for A/B).
 //
 // Layout (ffi/src/tp/choice.cpp): recv [2][world][slot_rows][n] bf16 (slot_rows = m rounded up to
 // whole 128-row tiles, so that a tile's boxes never reach into the next rank's slot; rows past m
-// hold the zero rows of A's out-of-bounds fill and are never stored to out); stored (the flags)
-// [world][tiles_m * 2][tiles_n].
+// hold whatever the rows of A's stage past m computed and are never stored to out); stored (the
+// flags) [world][tiles_m * 2][tiles_n].
 #pragma once
 
 #include "fused/fused.h"
@@ -36,6 +44,8 @@ struct ExchangeHooks : gemm::DefaultHooks {
   static constexpr bool kRouted = true;
   static constexpr bool kAddsReceived = true;
   static constexpr bool kExchanges = true;
+  // A deferred tile's flags go out as a pending signal (after_tile_stored, below).
+  static constexpr bool kSignalsAfterStore = true;
 
   static __device__ __forceinline__ int64_t half_tiles(const State& s) { return int64_t(s.tiles_m) * 2 * s.tiles_n; }
   static __device__ __forceinline__ int64_t half_tile(const State& s, const gemm::TileCoord& t, int consumer) {
@@ -52,19 +62,26 @@ struct ExchangeHooks : gemm::DefaultHooks {
   }
   static __device__ __forceinline__ const CUtensorMap* out_map(const State& s, int) { return &s.out[s.rank]; }
 
-  // Send destination q: rank q's receive region as mapped here.
-  static __device__ __forceinline__ uint32_t send_dests(const State& s, const gemm::TileCoord&) {
-    return ((1u << s.world) - 1u) & ~(1u << s.rank);
+  // Send destination q: rank q's receive region as mapped here; q = this rank (keep_own) is the own
+  // slot of the own region, which holds a deferred tile's own partial until it is finished.
+  static __device__ __forceinline__ uint32_t send_dests(const State& s, const gemm::TileCoord&, bool keep_own) {
+    if (keep_own && s.variant == kScatterLocalOnly) return 1u << s.rank;
+    return ((1u << s.world) - 1u) & ~(keep_own ? 0u : 1u << s.rank);
   }
+  static __device__ __forceinline__ bool defers(const State& s) { return s.variant != kScatterPlainOrder; }
+
   static __device__ __forceinline__ const CUtensorMap* send_map(const State& s, int q, const gemm::TileCoord& t,
                                                                 int consumer, int32_t& row) {
     row = slot_row(s, s.rank, t, consumer);
     return &s.send[q];
   }
-  // The stores above are complete and fenced for system scope (exchange_tile): publish them.
+  // The stores above are complete and fenced for system scope (send_tile): publish them.
   static __device__ __forceinline__ void after_tile_sent(const State& s, const gemm::TileCoord& t, int consumer) {
     for (int32_t q = 0; q < s.world; ++q)
       if (q != s.rank) sys::signal_store(s.stored[q] + s.rank * half_tiles(s) + half_tile(s, t, consumer), s.epoch);
+  }
+  static __device__ __forceinline__ void after_tile_stored(const State& s, const gemm::TileCoord& t, int consumer) {
+    after_tile_sent(s, t, consumer);
   }
   static __device__ __forceinline__ bool wait_exchanged(const State& s, const gemm::TileCoord& t, int consumer) {
     bool ok = true;
@@ -76,13 +93,16 @@ struct ExchangeHooks : gemm::DefaultHooks {
     return ok;
   }
 
-  // Source j is the j-th rank other than this one; its partial sits in its slot of my region.
+  // Source j < world - 1 is the j-th rank other than this one; its partial sits in its slot of my
+  // region. Source world - 1 (deferred tiles only) is this rank's own partial, in its own slot.
   static __device__ __forceinline__ int received_sources(const State& s, const gemm::TileCoord&) { return s.world - 1; }
   static __device__ __forceinline__ const CUtensorMap* received_box(const State& s, const gemm::TileCoord& t,
                                                                     int consumer, int source, int32_t& row) {
-    row = slot_row(s, source < s.rank ? source : source + 1, t, consumer);
+    const int32_t q = source == s.world - 1 ? s.rank : source < s.rank ? source : source + 1;
+    row = slot_row(s, q, t, consumer);
     return &s.recv_map;
   }
+  static __device__ __forceinline__ int32_t received_box_rows(const State& s) { return s.box_rows; }
 };
 
 }  // namespace weft::fused

@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) scatter_kernel(const __grid_
 template <class Cfg, class Hooks>
 cudaError_t launch_scatter_kernel(const ScatterLaunch& l) {
   // c: unused by the routed stores, but prefetched, so a valid map.
-  return launch_persistent<typename Cfg::Gemm, scatter_kernel<Cfg, Hooks>>(fused_params(l, l.a, l.state.out[l.state.rank]),
+  return launch_persistent<typename Cfg::Gemm, scatter_kernel<Cfg, Hooks>>(fused_params(l, l.a, l.state.out[l.state.rank], l.a_box_rows),
                                                                           l.ctas, l.stream);
 }
 

@@ -22,13 +22,14 @@ using FusedGemm = gemm::Config<TileN, 1, 1, BNMajor, false>;
 // A launch struct's kernel parameters: `a` and `c` as the GEMM reads and writes them (a landing
 // buffer, a staging slot, ...), the rest as every fused launch struct carries it. Fused outputs fill
 // whole 16-byte chunks (the planner requires n % 8 == 0), so there is no tail staging.
+// a_box_rows: Problem::a_box_rows (0: a whole tile, what every map but a short plain A uses).
 template <class Launch>
-auto fused_params(const Launch& l, const CUtensorMap& a, const CUtensorMap& c) {
+auto fused_params(const Launch& l, const CUtensorMap& a, const CUtensorMap& c, int32_t a_box_rows = 0) {
   gemm::KernelParams<std::remove_cvref_t<decltype(l.state)>> p{};
   p.a = a;
   p.b = l.b;
   p.c = c;
-  p.problem = gemm::Problem{l.m, l.n, l.k, l.state.group_m};
+  p.problem = gemm::Problem{l.m, l.n, l.k, l.state.group_m, a_box_rows};
   p.tail = gemm::OutputTail{nullptr, l.n, l.n};
   p.completion = Completion{l.completion.done, l.completion.seq, l.completion.arrivals};
   p.hooks = l.state;

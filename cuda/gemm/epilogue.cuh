@@ -100,7 +100,7 @@ __device__ __forceinline__ void load_received(const KernelParams<typename Hooks:
   int32_t row = 0;
   const CUtensorMap* map = Hooks::received_box(p.hooks, t, consumer, source, row);
   uint64_t* bar = s.received(consumer, buffer);
-  cta::mbarrier_arrive_expect_tx(bar, Cfg::kOutBoxBytes);
+  cta::mbarrier_arrive_expect_tx(bar, uint32_t(Hooks::received_box_rows(p.hooks)) * 128u);
   cta::load_2d(s.out_box(consumer, buffer), map, bar, t.n0 + box * Cfg::kOutBoxCols, row);
 }
 
@@ -134,16 +134,24 @@ __device__ __forceinline__ void stage_for_store(const float (&acc)[Cfg::kTileN /
   wg::sync(barrier_id);
 }
 
-// Hooks::kExchanges: this consumer's half-tile, rounded, goes to every send destination box by box
-// (the two staging buffers alternating as in store_tile); once those stores are complete and fenced
-// the leader publishes them (after_tile_sent), waits for every other rank's (wait_exchanged) and
-// loads boxes 0 and 1 of source 0, as prefetch_received does for a tile whose partials came earlier.
+// Hooks::kExchanges. A CTA's half-tiles take one of three steps (ExchangeStep): its last tile is
+// exchanged at once (send, then receive); every earlier one is sent with the own partial kept in
+// this rank's own slot, and finished after the last (receive into zero accumulators, the own partial
+// being one more source). So a tile's exchange overlaps the CTA's later tiles' math instead of
+// blocking it, and only the last wave's traffic follows the math.
+enum class ExchangeStep { kNow, kDefer, kFinishDeferred };
+
+// This consumer's half-tile, rounded, goes to every send destination box by box (the two staging
+// buffers alternating as in store_tile). kNow: once those stores are complete and fenced the leader
+// publishes them (after_tile_sent). kDefer: the own slot is a destination too, and the publication
+// is left to the caller (a pending signal: the stores complete behind the next tile's math).
 template <class Cfg, class Hooks>
-__device__ __forceinline__ bool exchange_tile(const float (&acc)[Cfg::kTileN / 2], const KernelParams<typename Hooks::State>& p,
-                                              const SharedStorage<Cfg>& s, const TileCoord& t, int consumer,
-                                              uint32_t& staged, uint32_t barrier_id) {
+__device__ __forceinline__ void send_tile(const float (&acc)[Cfg::kTileN / 2], const KernelParams<typename Hooks::State>& p,
+                                          const SharedStorage<Cfg>& s, const TileCoord& t, int consumer, uint32_t& staged,
+                                          uint32_t barrier_id, ExchangeStep step) {
+  const bool keep_own = step == ExchangeStep::kDefer;
   const bool leader = wg::thread() == 0;
-  const uint32_t dests = Hooks::send_dests(p.hooks, t);
+  const uint32_t dests = Hooks::send_dests(p.hooks, t, keep_own);
 #pragma unroll
   for (int box = 0; box < Cfg::kOutBoxes; ++box) {
     const int32_t col0 = t.n0 + box * Cfg::kOutBoxCols;
@@ -160,19 +168,27 @@ __device__ __forceinline__ bool exchange_tile(const float (&acc)[Cfg::kTileN / 2
     }
     ++staged;
   }
-  bool ok = true;
-  if (leader) {
+  if (leader && !keep_own) {
     cta::bulk_wait<0>();  // complete in every destination, and both buffers read
     cta::fence_proxy_async_global();
     __threadfence_system();
     Hooks::after_tile_sent(p.hooks, t, consumer);
-    ok = Hooks::wait_exchanged(p.hooks, t, consumer);
-    cta::fence_proxy_async_global();  // the peers' writes, acquired above, before TMA reads them
+  }
+}
+
+// The leader waits (bounded) until every other rank's partial of the half-tile has landed here
+// (wait_exchanged), then loads boxes 0 and 1 of source 0, as prefetch_received does for a tile whose
+// partials came earlier. `staged` is where the tile's first box will be staged.
+template <class Cfg, class Hooks>
+__device__ __forceinline__ bool receive_tile(const KernelParams<typename Hooks::State>& p, const SharedStorage<Cfg>& s,
+                                             const TileCoord& t, int consumer, uint32_t staged) {
+  const bool ok = Hooks::wait_exchanged(p.hooks, t, consumer);
+  cta::bulk_wait_read<0>();         // earlier stores have read both buffers
+  cta::fence_proxy_async_global();  // the peers' writes, acquired above, before TMA reads them
 #pragma unroll
-    for (int box = 0; box < 2 && box < Cfg::kOutBoxes; ++box) {
-      if (t.n0 + box * Cfg::kOutBoxCols >= p.tail.tma_cols) break;
-      load_received<Cfg, Hooks>(p, s, t, consumer, box, (staged + box) & 1u, 0);
-    }
+  for (int box = 0; box < 2 && box < Cfg::kOutBoxes; ++box) {
+    if (t.n0 + box * Cfg::kOutBoxCols >= p.tail.tma_cols) break;
+    load_received<Cfg, Hooks>(p, s, t, consumer, box, (staged + box) & 1u, 0);
   }
   return ok;
 }
@@ -244,19 +260,28 @@ __device__ __forceinline__ void settle_pending(const typename Hooks::State& stat
 // turns false when before_tile_stores reports a wait that ran out.
 // `sources` is Hooks::received_sources for t (0 without kAddsReceived); prefetch_received has run
 // for the tile when it is > 0.
+// `step` matters with Hooks::kExchanges only; with kFinishDeferred acc holds zeros.
 template <class Cfg, class Hooks>
 __device__ __forceinline__ void store_tile(float (&acc)[Cfg::kTileN / 2], const KernelParams<typename Hooks::State>& p,
                                            const SharedStorage<Cfg>& s, const TileCoord& t, int consumer, uint32_t& staged,
                                            typename Hooks::ConsumerState& hook_state, PendingSignal& pending,
-                                           bool& hook_ok, int sources, ReceivedPhases& phases) {
+                                           bool& hook_ok, int sources, ReceivedPhases& phases,
+                                           ExchangeStep step = ExchangeStep::kNow) {
   const int32_t row0 = t.m0 + consumer * Cfg::kConsumerRows;
   if (row0 >= p.problem.m) return;  // uniform over the warpgroup
   const uint32_t barrier_id = 1 + consumer;
   const bool leader = wg::thread() == 0;
   settle_pending<Hooks>(p.hooks, pending, consumer, barrier_id);
   if constexpr (Hooks::kExchanges) {
-    const bool ok = exchange_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, barrier_id);
-    if (leader) hook_ok = hook_ok && ok;
+    static_assert(Hooks::kSignalsAfterStore, "a deferred tile is published as a pending signal");
+    if (step != ExchangeStep::kFinishDeferred) send_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, barrier_id, step);
+    if (step == ExchangeStep::kDefer) {
+      pending.tile = t;  // published by settle_pending at the next epilogue (after_tile_stored)
+      pending.valid = true;
+      return;
+    }
+    if (step == ExchangeStep::kFinishDeferred) ++sources;  // the own partial, kept in the own slot
+    if (leader) hook_ok = receive_tile<Cfg, Hooks>(p, s, t, consumer, staged) && hook_ok;
   }
   const Route route = Hooks::route(p.hooks, t);
   // Only the leader issues stores, so only it needs to have waited; the others stage the first box

@@ -34,7 +34,13 @@ struct Boxes {
   uint32_t b[2];
   uint32_t c[2];
 };
-Boxes box_dims(const TileConfig& t, bool b_n_major, bool out_f32);
+// a_rows: A's row count. A shorter than one tile is loaded in boxes of exactly its rows (see
+// Problem::a_box_rows in params.cuh); the launch passes a_box_rows(t, a_rows) with such a map.
+Boxes box_dims(const TileConfig& t, bool b_n_major, bool out_f32, int64_t a_rows = kTileM);
+inline int32_t a_box_rows(const TileConfig& t, int64_t a_rows) {
+  if (t.cluster_n == 2) return kTileM / 2;
+  return a_rows > 0 && a_rows < kTileM ? int32_t(a_rows) : kTileM;
+}
 
 // Pipeline depth the kernel uses for this shape (a function of shared memory per stage).
 int pipeline_stages(const TileConfig& t, bool out_f32);
@@ -53,6 +59,7 @@ struct PlainLaunch {
   int32_t c_tma_cols;
   int32_t m, n, k;
   int32_t group_m;  // tile-order band height in cluster tiles (> 0)
+  int32_t a_box_rows;  // a_box_rows(tile, m): the height of a's box
   bool b_n_major;
   bool out_f32;
   TileConfig tile;

@@ -69,18 +69,28 @@
 //       have the output's box and swizzle, bf16). The first two boxes are loaded while the tile's
 //       first k-block is computed: their data must be acquired by before_tile_loads (the consumer
 //       sees it through the first `full` barrier). add_received is then not called for that tile.
+//   static __device__ int32_t received_box_rows(const State&);
+//       The height of received_box()'s boxes: 64 (a half-tile), or fewer when the rows past them
+//       are never stored (their staging rows keep stale data, added only to those rows).
 //   static constexpr bool kExchanges;
-//   static __device__ uint32_t send_dests(const State&, const TileCoord&);
+//   static __device__ uint32_t send_dests(const State&, const TileCoord&, bool keep_own);
 //   static __device__ const CUtensorMap* send_map(const State&, int dest, const TileCoord&, int consumer, int32_t& row);
 //   static __device__ void after_tile_sent(const State&, const TileCoord&, int consumer);
 //   static __device__ bool wait_exchanged(const State&, const TileCoord&, int consumer);
+//   static __device__ bool defers(const State&);
 //       With kExchanges (and kAddsReceived), a half-tile first goes out as it is: each box of the
 //       rounded accumulators is stored into send_map(d) for every bit d of send_dests() (rows from
 //       `row`), then, once those stores are complete and fenced for system scope, the leader calls
-//       after_tile_sent (publish "my partial of this half-tile has landed") and wait_exchanged (wait,
-//       bounded, until every other rank's partial has landed here). Only then are the received boxes
-//       loaded (received_box) and added, and the tile stored as routed. The received loads are not
-//       issued during the first k-block: the data is written by ranks computing the same tile.
+//       after_tile_sent (publish "my partial of this half-tile has landed"). For the CTA's last tile
+//       it then calls wait_exchanged (wait, bounded, until every other rank's partial has landed
+//       here); only then are the received boxes loaded (received_box) and added, and the tile stored
+//       as routed. The received loads are not issued during the first k-block: the data is written
+//       by ranks computing the same tile. Every earlier tile is deferred (ExchangeStep in
+//       epilogue.cuh): sent with keep_own (send_dests includes a destination holding this rank's
+//       own partial) and published as a pending signal (so kExchanges needs kSignalsAfterStore,
+//       and after_tile_stored publishes what after_tile_sent does), and after the last tile waited
+//       for and finished from zero accumulators with received_sources() + 1 sources, the last one,
+//       received_sources(), being that own partial. defers() false exchanges every tile at once.
 //
 //   static constexpr bool kSignalsAfterStore;
 //   static __device__ void after_tile_stored(const State&, const TileCoord&, int consumer);
@@ -186,9 +196,11 @@ struct DefaultHooks {
     return nullptr;
   }
   template <class S>
+  static __device__ __forceinline__ int32_t received_box_rows(const S&) { return kTileM / 2; }
+  template <class S>
   static __device__ __forceinline__ void after_tile_stored(const S&, const TileCoord&, int) {}
   template <class S>
-  static __device__ __forceinline__ uint32_t send_dests(const S&, const TileCoord&) { return 0; }
+  static __device__ __forceinline__ uint32_t send_dests(const S&, const TileCoord&, bool) { return 0; }
   template <class S>
   static __device__ __forceinline__ const CUtensorMap* send_map(const S&, int, const TileCoord&, int, int32_t&) {
     return nullptr;
@@ -197,6 +209,8 @@ struct DefaultHooks {
   static __device__ __forceinline__ void after_tile_sent(const S&, const TileCoord&, int) {}
   template <class S>
   static __device__ __forceinline__ bool wait_exchanged(const S&, const TileCoord&, int) { return true; }
+  template <class S>
+  static __device__ __forceinline__ bool defers(const S&) { return true; }
   template <class S>
   static __device__ __forceinline__ bool settle_before_math(const S&, const TileCoord&, const TileCoord&) {
     return false;

@@ -37,6 +37,14 @@ __device__ __forceinline__ void finish_cta(const KernelParams<typename Hooks::St
   cta::finish(p.completion);
 }
 
+// Whether the tile a scheduler handed out last is its CTA's last (a copy looks one tile ahead).
+template <class Scheduler>
+__device__ __forceinline__ bool is_last_tile(const Scheduler& scheduler) {
+  Scheduler ahead = scheduler;
+  TileCoord next;
+  return !ahead.next(next);
+}
+
 template <class Cfg, class Hooks>
 __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::State>& p) {
   extern __shared__ uint8_t smem_raw[];
@@ -100,13 +108,27 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
       const int sources = Hooks::kAddsReceived ? Hooks::received_sources(p.hooks, t) : 0;
       const int32_t k_blocks = k_blocks_of(t, p.problem);
       const auto first_block = [&] {
-        // (with kExchanges the received partials are written while this tile computes: exchange_tile)
+        // (with kExchanges the received partials are written while this tile computes: receive_tile)
         if (!Hooks::kExchanges && sources > 0 && wg::thread() == 0) prefetch_received<Cfg, Hooks>(p, s, t, consumer, staged);
         if (settle_early) settle_pending<Hooks>(p.hooks, pending, consumer, 1 + consumer);
       };
-      accumulate_tile<Cfg>(acc, s, ring, k_blocks, consumer, ok, first_block);
+      const bool rows_past_m = t.m0 + consumer * Cfg::kConsumerRows >= p.problem.m;
+      accumulate_tile<Cfg>(acc, s, ring, k_blocks, consumer, ok, first_block, rows_past_m);
       if (k_blocks == 0) first_block();  // no k-block to overlap (k >= 1 everywhere today)
-      store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, sources, phases);
+      const ExchangeStep step =
+          Hooks::kExchanges && Hooks::defers(p.hooks) && !is_last_tile(scheduler) ? ExchangeStep::kDefer : ExchangeStep::kNow;
+      store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, sources, phases, step);
+    }
+    if constexpr (Hooks::kExchanges) {
+      // The deferred half-tiles (all but the last), in the same order: their peers sent them about
+      // when this CTA did, a tile of math ago.
+      typename Hooks::template Scheduler<Cfg> again(p.problem, p.hooks, rank);
+      while (Hooks::defers(p.hooks) && again.next(t) && !is_last_tile(again)) {
+#pragma unroll
+        for (int i = 0; i < Cfg::kTileN / 2; ++i) acc[i] = 0.0f;
+        store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok,
+                               Hooks::received_sources(p.hooks, t), phases, ExchangeStep::kFinishDeferred);
+      }
     }
     settle_pending<Hooks>(p.hooks, pending, consumer, 1 + consumer);
     if (wg::thread() == 0) {

@@ -33,6 +33,10 @@ __device__ __forceinline__ bool produce(const KernelParams<typename Hooks::State
   typename Hooks::ProducerState hook_state{};
   RingPosition<Cfg::kStages> ring;
   bool ok = true;
+  // A short A (Problem::a_box_rows) lands fewer bytes; with a shared A each CTA loads half a tile.
+  const uint32_t stage_bytes =
+      Cfg::kShareA || p.problem.a_box_rows <= 0 ? uint32_t(Cfg::kStageBytes)
+                                                 : uint32_t(Cfg::kBBytes + p.problem.a_box_rows * Cfg::kTileK * 2);
   TileCoord t;
   while (scheduler.next(t)) {
     // After a failed wait, stop waiting (hook_ok short-circuits): the kernel drains fast and reports.
@@ -48,7 +52,7 @@ __device__ __forceinline__ bool produce(const KernelParams<typename Hooks::State
       ok = ok && cta::mbarrier_wait(s.empty(ring.stage), ring.parity ^ 1u);
       uint64_t* full = s.full(ring.stage);
       // Every CTA's barrier expects the whole stage: its own loads plus what the peer multicasts.
-      cta::mbarrier_arrive_expect_tx(full, Cfg::kStageBytes);
+      cta::mbarrier_arrive_expect_tx(full, stage_bytes);
       const int32_t k0 = kb * Cfg::kTileK;
       uint8_t* a = s.a(ring.stage);
       uint8_t* b = s.b(ring.stage);
@@ -107,10 +111,24 @@ struct NothingOnFirstBlock {
 // barrier wait runs out (and then no further waits are made). on_first_block() runs once the first
 // k-block has arrived and its wgmmas are issued (so it overlaps them): whatever the producer acquired
 // before that block's loads is visible to it.
+// A consumer whose 64 rows all lie past M (decode: M <= 64) skips the math: it only waits for each
+// slot and releases it, since the producer and the other consumer still share the ring with it. Its
+// accumulators stay zero and its epilogue stores nothing.
+template <class Cfg, class OnFirstBlock>
+__device__ __forceinline__ void pass_tile(const SharedStorage<Cfg>& s, RingPosition<Cfg::kStages>& ring,
+                                          int32_t k_blocks, bool& ok, const OnFirstBlock& on_first_block) {
+  for (int32_t kb = 0; kb < k_blocks; ++kb) {
+    ok = ok && cta::mbarrier_wait(s.full(ring.stage), ring.parity);
+    if (kb == 0) on_first_block();
+    release_slot<Cfg>(s, ring.stage);
+    ring.advance();
+  }
+}
+
 template <class Cfg, class OnFirstBlock = NothingOnFirstBlock>
 __device__ __forceinline__ void accumulate_tile(float (&acc)[Cfg::kTileN / 2], const SharedStorage<Cfg>& s,
                                 RingPosition<Cfg::kStages>& ring, int32_t k_blocks, int consumer, bool& ok,
-                                const OnFirstBlock& on_first_block = OnFirstBlock{}) {
+                                const OnFirstBlock& on_first_block = OnFirstBlock{}, bool rows_past_m = false) {
   // B descriptors: K-major rows of 128 B (SBO = 8 rows); N-major 8 KiB boxes of 64 N (LBO) x 64 K,
   // 8 K rows per 1024 B (SBO).
   constexpr uint32_t kBLbo = Cfg::kBNMajor ? Cfg::kBBoxBytes : 0;
@@ -120,6 +138,10 @@ __device__ __forceinline__ void accumulate_tile(float (&acc)[Cfg::kTileN / 2], c
   // the wgmma pipeline (C7514).
 #pragma unroll
   for (int i = 0; i < Cfg::kTileN / 2; ++i) acc[i] = 0.0f;
+  if (rows_past_m) {  // uniform over the warpgroup
+    pass_tile<Cfg>(s, ring, k_blocks, ok, on_first_block);
+    return;
+  }
   for (int32_t kb = 0; kb < k_blocks; ++kb) {
     ok = ok && cta::mbarrier_wait(s.full(ring.stage), ring.parity);
     const uint64_t a_desc = wg::smem_desc_sw128(s.a(ring.stage) + consumer * Cfg::kConsumerRows * 128, 0, 1024);

@@ -13,6 +13,11 @@ namespace weft::gemm {
 struct Problem {
   int32_t m, n, k;
   int32_t group_m;  // tile-order band height, in cluster tiles along M
+  // Rows of A one stage's load brings (A's box height; box_dims): 0 means a whole tile (kTileM).
+  // Fewer when all of A is shorter than a tile (decode), so that no load crosses A's last row: a
+  // box that does is zero-filled past it but loads markedly slower. The rows of the stage past it
+  // keep stale data; they only feed output rows >= m, which are never stored.
+  int32_t a_box_rows;
 };
 
 // TMA stores write whole 16-byte chunks, so a row whose length is not a multiple of 16 bytes would
@@ -26,7 +31,7 @@ struct OutputTail {
 
 template <class HookState>
 struct KernelParams {
-  CUtensorMap a;  // [M, K] bf16, box {64, 128 or 64}
+  CUtensorMap a;  // [M, K] bf16, box {64, 128, 64 or M < 128}
   CUtensorMap b;  // [N, K] (box {64, TileN or TileN/2}) or [K, N] (box {64, 64}) bf16
   CUtensorMap c;  // [M, N] bf16 (box {64, 64}) or fp32 (box {32, 64}); may be peer memory
   Problem problem;

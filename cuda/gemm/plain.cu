@@ -13,10 +13,10 @@ bool tile_config_supported(const TileConfig& t) {
   }
 }
 
-Boxes box_dims(const TileConfig& t, bool b_n_major, bool out_f32) {
+Boxes box_dims(const TileConfig& t, bool b_n_major, bool out_f32, int64_t a_rows) {
   Boxes b{};
   b.a[0] = kTileK;
-  b.a[1] = t.cluster_n == 2 ? kTileM / 2 : kTileM;
+  b.a[1] = uint32_t(a_box_rows(t, a_rows));
   if (b_n_major) {
     b.b[0] = 64;  // N
     b.b[1] = kTileK;

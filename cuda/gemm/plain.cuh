@@ -14,7 +14,7 @@ cudaError_t launch_plain_config(const PlainLaunch& l, int* ctas) {
   p.a = l.a;
   p.b = l.b;
   p.c = l.c;
-  p.problem = Problem{l.m, l.n, l.k, l.group_m};
+  p.problem = Problem{l.m, l.n, l.k, l.group_m, l.a_box_rows};
   p.tail = OutputTail{l.c_ptr, l.ldc, l.c_tma_cols};
   p.completion = Completion{l.completion.done, l.completion.seq, l.completion.arrivals};
   if (ctas) return grid_ctas<Cfg, DefaultHooks>(p.problem, l.max_ctas, ctas);

@@ -147,9 +147,10 @@ export function validateTpConfig(config: TpConfig | undefined, op: string, tpOp:
   if (commCtas > 0 && (tpOp !== "allGatherGemm" || mover === "copyEngine")) {
     throw new ArgumentError(op, "config.commCtas", "applies to allGatherGemm's CTA mover only (mover 'ctas')");
   }
-  const allowed = tpOp === "gemmAllReduce" ? [64, 128, 256] : [128, 256];
+  const allowed = mover === "exchange" ? [64, 128] : tpOp === "gemmAllReduce" ? [64, 128, 256] : [128, 256];
   if (c.tileN !== undefined && !allowed.includes(c.tileN)) {
-    throw new ArgumentError(op, "config.tileN", `must be one of ${allowed.join(", ")} for ${tpOp} (got ${JSON.stringify(c.tileN)})`);
+    const what = mover === "exchange" ? "mover 'exchange'" : tpOp;
+    throw new ArgumentError(op, "config.tileN", `must be one of ${allowed.join(", ")} for ${what} (got ${JSON.stringify(c.tileN)})`);
   }
   const groupM = c.groupM === undefined ? 0 : positiveInt(op, "config.groupM", c.groupM);
   return { path, mover, commCtas, tileN: (c.tileN ?? 0) as 64 | 128 | 256, groupM };

@@ -21,7 +21,7 @@ WEFT_API int weft_gemm(const WeftGemmParams* params) {
     const WeftGemmParams& p = *params;
     DeviceGuard g(v.device);
     const gemm_abi::Choice c = gemm_abi::choose(p, v);
-    const gemm::Boxes boxes = gemm::box_dims(c.tile, v.b_nk == false, v.out_f32);
+    const gemm::Boxes boxes = gemm::box_dims(c.tile, v.b_nk == false, v.out_f32, p.m);
 
     gemm::PlainLaunch l{};
     encode_2d(&l.a, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, p.a, p.k, p.m, p.lda, boxes.a, "a");
@@ -47,6 +47,7 @@ WEFT_API int weft_gemm(const WeftGemmParams* params) {
     l.n = static_cast<int32_t>(p.n);
     l.k = static_cast<int32_t>(p.k);
     l.group_m = c.group_m;
+    l.a_box_rows = gemm::a_box_rows(c.tile, p.m);
     l.b_n_major = !v.b_nk;
     l.out_f32 = v.out_f32;
     l.tile = c.tile;

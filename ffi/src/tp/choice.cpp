@@ -186,6 +186,8 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
                "mover must be WEFT_TP_MOVER_AUTO, _CTAS, _COPY_ENGINE or _EXCHANGE (got %d)", params.mover);
   WEFT_REQUIRE(params.mover != WEFT_TP_MOVER_EXCHANGE || p.op == WEFT_TP_GEMM_ALL_REDUCE,
                "mover 'exchange' applies to gemmAllReduce only");
+  WEFT_REQUIRE(params.mover != WEFT_TP_MOVER_EXCHANGE || params.tile_n != 256,
+               "mover 'exchange' takes tile_n 64 or 128 (got 256)");
   WEFT_REQUIRE(params.comm_ctas >= 0 && params.comm_ctas < sms, "comm_ctas must be in [0, %d) (got %d)", sms,
                params.comm_ctas);
   WEFT_REQUIRE(params.comm_ctas == 0 || (p.op == WEFT_TP_ALL_GATHER_GEMM && params.mover != WEFT_TP_MOVER_COPY_ENGINE),
@@ -292,22 +294,24 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
                                                                               : WEFT_TP_MOVER_COPY_ENGINE;
       c.fused_us = c.mover == WEFT_TP_MOVER_COPY_ENGINE ? ce_us : ctas_us;
       // Exchange mover (all-reduce): the GEMM in its plain order, then each tile's partial stored
-      // into the peers and theirs added, tile by tile: only the last wave's traffic follows the math.
-      // "auto" takes it at decode sizes (at most exchange_max_tile_rows tile rows, one or two waves),
-      // where the owner scheme's four steps after the math cost 21 of 47.5 us at M = 128 and 37 of 93
-      // at M = 512 (NOTES-tp run 16) and the CTA mover's estimate above does not see them; the tile
-      // width is the one that minimises this estimate.
+      // into the peers and theirs added, tile by tile. "auto" takes it at decode sizes (at most
+      // exchange_max_tile_rows tile rows, one or two waves), where the owner scheme's four steps
+      // after the math cost 21 of 47.5 us at M = 128 and 37 of 93 at M = 512 (NOTES-tp run 16) and
+      // the CTA mover's estimate above does not see them; the tile width is the one that minimises
+      // this estimate. All of the traffic counts, not only the last wave's: with two waves the
+      // first wave's exchange, deferred behind the second wave's math, still measured as if it
+      // followed the math (M = 512: 89.7 us against our GEMM's 55.0; NOTES-tp version 5).
       if (all_reduce) {
         double best_us = 0;
         int best_tile = 0, best_ctas = 0;
-        for (int tile : {256, 128, 64}) {
+        for (int tile : {128, 64}) {  // 256: the deferred tiles' second pass would spill (cuda/fused/gemm_all_reduce.cu)
           if (params.tile_n && tile != params.tile_n) continue;
           const int64_t tiles = tiles_m * ceil_div(p.n, tile);
           const int ctas = int(std::min<int64_t>(tiles, sms));
           const int64_t tile_waves = ceil_div(tiles, ctas);
           if (params.mover != WEFT_TP_MOVER_EXCHANGE && tile_waves > 2) continue;  // auto: decode shapes only
           const double us = gemm_us(p.m, p.n, p.k, tile, ctas) +
-                            transfer_us(double(W - 1) * out / double(tile_waves), kMachine.nvlink_gbs) + kMachine.exchange_sync_us;
+                            transfer_us(double(W - 1) * out, kMachine.nvlink_gbs) + kMachine.exchange_sync_us;
           if (best_tile == 0 || us < best_us) {
             best_us = us;
             best_tile = tile;

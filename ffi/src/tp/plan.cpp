@@ -210,9 +210,10 @@ void build_scatter(WeftTpPlan& plan) {
   const tp::Choice& ch = plan.choice;
   const WeftTpParams& pa = plan.params;
   const bool all_reduce = p.op == WEFT_TP_GEMM_ALL_REDUCE;
-  const gemm::Boxes boxes = gemm::box_dims(tile_of(ch.tile_n), !p.b_nk, false);
+  const gemm::Boxes boxes = gemm::box_dims(tile_of(ch.tile_n), !p.b_nk, false, p.m);
   fused::ScatterLaunch& l = plan.scatter;
   encode_bf16(&l.a, reinterpret_cast<void*>(pa.a), p.k, p.m, p.k, boxes.a, "a");
+  l.a_box_rows = gemm::a_box_rows(tile_of(ch.tile_n), p.m);
   if (p.b_nk) encode_bf16(&l.b, reinterpret_cast<void*>(pa.b), p.k, p.n, p.k, boxes.b, "b");
   else encode_bf16(&l.b, reinterpret_cast<void*>(pa.b), p.n, p.k, p.n, boxes.b, "b");
   fused::ScatterState& s = l.state;
@@ -244,14 +245,18 @@ void build_scatter(WeftTpPlan& plan) {
   if (ch.mover == WEFT_TP_MOVER_EXCHANGE) {
     // Receive regions [2][world][slot_rows][n]: this rank's (where the peers' partials land) and
     // every peer's (where this rank's go), the same offset of each rank's workspace.
-    s.variant = fused::kScatterFull;
+    // Its stage-out variants (gemm_exchange.cuh): local only (1) and every tile at once (5).
+    if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterPlainOrder) s.variant = fused::kScatterFull;
     s.exchange = 1;
     s.slot_rows = s.tiles_m * gemm::kTileM;
+    // A decode tile (m < 64) moves only its m rows: boxes m high (gemm_exchange.cuh).
+    s.box_rows = int32_t(std::min<int64_t>(p.m, gemm::kTileM / 2));
+    const uint32_t box[2] = {boxes.c[0], uint32_t(s.box_rows)};
     const uint64_t rows = 2ull * p.world * uint64_t(s.slot_rows);
     char* recv = plan.workspace + ch.layout.recv.offset;
-    encode_bf16(&s.recv_map, recv, p.n, rows, p.n, boxes.c, "receive region");
+    encode_bf16(&s.recv_map, recv, p.n, rows, p.n, box, "receive region");
     for (int q = 0; q < p.world; ++q)
-      encode_bf16(&s.send[q], on_rank(c, q, recv), p.n, rows, p.n, boxes.c, "receive region (on a peer)");
+      encode_bf16(&s.send[q], on_rank(c, q, recv), p.n, rows, p.n, box, "receive region (on a peer)");
     return;
   }
   if (ch.mover != WEFT_TP_MOVER_COPY_ENGINE) return;
