@@ -41,7 +41,7 @@ if (deviceCount() < 2) {
 }
 const devices = [0, 1];
 const W = devices.length;
-const comms = await Communicator.local({ devices, heapBytes: 4 * 2 ** 30 });
+const comms = await Communicator.local({ devices, heapBytes: 16 * 2 ** 30 });  // room for TP_STAGES_ALSO plans
 const events = devices.map((d) => [Event.create(d), Event.create(d)] as const);
 const streams = comms.map((c) => c.stream);
 
@@ -51,8 +51,8 @@ const decodeTile = process.env.TP_STAGES_DECODE_TILE ? (Number(process.env.TP_ST
 const LARGE: [number, number, number][] = [
   [4096, 8192, 8192], [8192, 8192, 8192], [16384, 8192, 8192], [8192, 28672, 8192], [4096, 14336, 4096],
 ];
-// TP_STAGES_SHAPES=4096x14336x4096,...: only these of the large shapes.
-const shapesEnv = process.env.TP_STAGES_SHAPES?.split(",");
+// TP_STAGES_SHAPES=4096x14336x4096+...: only these of the large shapes.
+const shapesEnv = process.env.TP_STAGES_SHAPES?.split(/[+,]/);
 const large = LARGE.filter((s) => !shapesEnv || shapesEnv.includes(s.join("x")));
 const CASES: { op: Op; shape: [number, number, number]; tileN?: 64 | 128 | 256 }[] = [
   ...(groups.includes("rs") ? large.map((shape) => ({ op: "gemmReduceScatter" as Op, shape })) : []),
@@ -132,10 +132,29 @@ for (const { op, shape, tileN } of CASES) {
         : c.gemmAllReduce({ a: a[r]!, b: b[r]!, out: out[r]!, config })));
       return { out, plans, issue: () => TpPlan.launchAll(plans) };
     };
-    const fused = make({ path: "fused", mover, ...(tileN ? { tileN } : {}) });
+    // TP_STAGES_GROUP_M: the fused kernel's band height (default: the planner's).
+    const groupM = process.env.TP_STAGES_GROUP_M ? Number(process.env.TP_STAGES_GROUP_M) : undefined;
+    const fused = make({ path: "fused", mover, ...(tileN ? { tileN } : {}), ...(groupM ? { groupM } : {}) });
     const gOut = comms.map((c) => keep(Tensor.empty([M, N], "bf16", { device: c.device })));
     const gemm = () => comms.forEach((c, r) => gemmSync(a[r]!, b[r]!, gOut[r]!, { stream: c.stream }));
-    const [fusedMs, gemmMs] = timeAll([fused.issue, gemm]) as [number, number];
+    // TP_STAGES_ALSO=g8+t128+t128g16: the same fused op with these band heights (gG) and tile
+    // widths (tT) too, timed interleaved with it in this process (one JSON line each, label
+    // "<label>-<config>").
+    const also = (process.env.TP_STAGES_ALSO ?? "").split(/[+,]/).filter(Boolean).map((name) => {
+      const t = /t(\d+)/.exec(name), g = /g(\d+)/.exec(name);
+      const config: TpConfig = { path: "fused", mover, tileN: (t ? Number(t[1]) : tileN) as 64 | 128 | 256 | undefined,
+        ...(g ? { groupM: Number(g[1]) } : {}) };
+      return { name, plan: make(config) };
+    });
+    const times = timeAll([fused.issue, gemm, ...also.map((x) => x.plan.issue)]);
+    const fusedMs = times[0]!, gemmMs = times[1]!;
+    for (const [i, x] of also.entries()) {
+      const ms = times[2 + i]!;
+      const c = x.plan.plans[0]!.choice;
+      const extra = { label: `${label}-${x.name}`, op, M, N, K, tileN: c.tileN, groupM: c.groupM, fusedMs: ms, gemmMs, ratio: ms / gemmMs };
+      console.log(JSON.stringify(extra));
+      if (process.env.OUT) appendFileSync(join(process.env.OUT, `stages-${label}.jsonl`), JSON.stringify(extra) + "\n");
+    }
     const hostFusedMs = hostMs(fused.issue), hostGemmMs = hostMs(gemm), hostOnceFusedMs = hostOnceMs(fused.issue);
     let rel: number | undefined;
     if (variant === 0) {
@@ -147,7 +166,7 @@ for (const { op, shape, tileN } of CASES) {
       streams.forEach((s) => s.synchronize());
       rel = Math.max(...comms.map((_, r) => relError(fused.out[r]!, seq.out[r]!, r)));
     }
-    const row = { label, mover, variant, lagEnv: process.env.WEFT_TP_SCATTER_LAG ?? null, op, M, N, K, tileN: fused.plans[0]!.choice.tileN,
+    const row = { label, mover, variant, lagEnv: process.env.WEFT_TP_SCATTER_LAG ?? null, op, M, N, K, tileN: fused.plans[0]!.choice.tileN, groupM: fused.plans[0]!.choice.groupM,
       fusedMs, gemmMs, ratio: fusedMs / gemmMs, loopMs: LOOP_MS, hostFusedMs, hostGemmMs, hostOnceFusedMs, rel };
     console.log(JSON.stringify(row));
     // WEFT_TP_TRACE: the plan prints the stamps of its latest launch when disposed; make that one a
