@@ -137,14 +137,22 @@ for (const { op, shape, tileN } of CASES) {
     const fused = make({ path: "fused", mover, ...(tileN ? { tileN } : {}), ...(groupM ? { groupM } : {}) });
     const gOut = comms.map((c) => keep(Tensor.empty([M, N], "bf16", { device: c.device })));
     const gemm = () => comms.forEach((c, r) => gemmSync(a[r]!, b[r]!, gOut[r]!, { stream: c.stream }));
-    // TP_STAGES_ALSO=g8+t128+t128g16: the same fused op with these band heights (gG) and tile
-    // widths (tT) too, timed interleaved with it in this process (one JSON line each, label
+    // TP_STAGES_ALSO=g8+t128+t128g16+v3: the same fused op with these band heights (gG), tile
+    // widths (tT) or stage-out variants (vN) too, timed interleaved with it in this process (one JSON line each, label
     // "<label>-<config>").
+    // vN: created under WEFT_TP_SCATTER_VARIANT=N (the planner reads it at plan creation).
     const also = (process.env.TP_STAGES_ALSO ?? "").split(/[+,]/).filter(Boolean).map((name) => {
-      const t = /t(\d+)/.exec(name), g = /g(\d+)/.exec(name);
+      const t = /t(\d+)/.exec(name), g = /g(\d+)/.exec(name), v = /v(\d+)/.exec(name);
       const config: TpConfig = { path: "fused", mover, tileN: (t ? Number(t[1]) : tileN) as 64 | 128 | 256 | undefined,
         ...(g ? { groupM: Number(g[1]) } : {}) };
-      return { name, plan: make(config) };
+      const saved = process.env.WEFT_TP_SCATTER_VARIANT;
+      if (v) process.env.WEFT_TP_SCATTER_VARIANT = v[1]!;
+      try {
+        return { name, plan: make(config) };
+      } finally {
+        if (saved === undefined) delete process.env.WEFT_TP_SCATTER_VARIANT;
+        else process.env.WEFT_TP_SCATTER_VARIANT = saved;
+      }
     });
     const times = timeAll([fused.issue, gemm, ...also.map((x) => x.plan.issue)]);
     const fusedMs = times[0]!, gemmMs = times[1]!;
