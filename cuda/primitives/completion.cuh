@@ -6,9 +6,12 @@
 //     publish (`seq`, the op's sequence number, which only grows), plus two 32-bit words of device
 //     memory that start at 0 (`arrivals[0]`: CTAs finished, `arrivals[1]`: failed flag).
 //   - cta::finish() is called by every CTA of the grid exactly once, at its very end, by all of its
-//     threads. The last CTA to arrive writes `seq` to `done` with st.release.sys after a
-//     __threadfence_system(), so every global store the grid made is visible to the host before it
-//     sees `seq`. That CTA also returns the counter to 0, so no reset is needed between launches.
+//     threads. Each CTA arrives with a GPU-scope acquire-release add; the last to arrive writes `seq`
+//     to `done` with st.release.sys, so every store the grid made (to any memory: the chain of
+//     arrivals carries them to the last CTA, and its system-scope release is cumulative) is visible
+//     to the host before it sees `seq`. Stores made through the async proxy (TMA) must be complete
+//     and fenced into the generic proxy before the call. That CTA also returns the counter to 0, so
+//     no reset is needed between launches.
 //   - A CTA that cannot go on (a wait timed out, peers disagree) calls cta::fail(code, stage), then
 //     still calls cta::finish(). The reason goes to `done[1]` (code in the low 32 bits, stage above)
 //     and the last CTA publishes `seq | kFailedBit` instead of `seq`. The host checks the bit.
