@@ -75,10 +75,11 @@ struct ExchangeHooks : gemm::DefaultHooks {
     row = slot_row(s, s.rank, t, consumer);
     return &s.send[q];
   }
-  // The stores above are complete and fenced for system scope (send_tile): publish them.
+  // The stores above are complete and fenced for system scope (send_tile, settle_pending: a
+  // __threadfence_system right before), so relaxed flag stores complete the release.
   static __device__ __forceinline__ void after_tile_sent(const State& s, const gemm::TileCoord& t, int consumer) {
     for (int32_t q = 0; q < s.world; ++q)
-      if (q != s.rank) sys::signal_store(s.stored[q] + s.rank * half_tiles(s) + half_tile(s, t, consumer), s.epoch);
+      if (q != s.rank) sys::signal_store_fenced(s.stored[q] + s.rank * half_tiles(s) + half_tile(s, t, consumer), s.epoch);
   }
   static __device__ __forceinline__ void after_tile_stored(const State& s, const gemm::TileCoord& t, int consumer) {
     after_tile_sent(s, t, consumer);

@@ -238,7 +238,8 @@ struct RowSignalGate {
   __device__ bool wait(const TileCoord& t) const;
 };
 
-// Publish `epoch` (st.release.sys) for one stored 64-row half-tile, into
+// Publish `epoch` for one stored 64-row half-tile (a relaxed system-scope store: only from
+// after_tile_stored, which the engine calls right after a system fence), into
 // flags[(m0 / 64 + consumer) * tiles_n + tile_n]: one flag per 64 rows x TileN columns of C. The
 // flags may be a peer's (the owner of a tile tells every peer it has stored it).
 struct HalfTileFlagPublisher {

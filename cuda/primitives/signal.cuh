@@ -28,6 +28,10 @@ constexpr uint64_t kDefaultTimeoutNs = 10ull * 1000 * 1000 * 1000;  // 10 s
 
 __device__ __forceinline__ uint64_t signal_load(const uint64_t* addr);
 __device__ __forceinline__ void signal_store(uint64_t* addr, uint64_t value);
+// signal_store for a caller that has just fenced at system scope (__threadfence_system) with its
+// data complete: the fence and this relaxed store form a release pattern, so no second system fence
+// (each costs ~1-2 us on Hopper: bench/repro/finish-cost.cu).
+__device__ __forceinline__ void signal_store_fenced(uint64_t* addr, uint64_t value);
 __device__ __forceinline__ void signal_add(uint64_t* addr, uint64_t value);
 // Atomic add with acquire-release semantics at system scope; returns the old value. The caller that
 // sees the last increment of a group also sees everything the other incrementers released.

@@ -13,9 +13,9 @@ __device__ inline uint64_t* HalfTileFlagPublisher::flag(const TileCoord& t, int 
 }
 
 __device__ inline void HalfTileFlagPublisher::publish(const TileCoord& t, int consumer) const {
-  // The caller's data is complete and fenced (after_tile_stored's guarantee); the release store
-  // orders it before the flag for any reader that acquires the flag.
-  sys::signal_store(flag(t, consumer), epoch);
+  // The caller's data is complete and fenced for system scope (after_tile_stored's guarantee:
+  // settle_pending's __threadfence_system), so that fence and this store are the release.
+  sys::signal_store_fenced(flag(t, consumer), epoch);
 }
 
 }  // namespace weft::gemm

@@ -13,6 +13,10 @@ __device__ __forceinline__ void signal_store(uint64_t* addr, uint64_t value) {
   asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(addr), "l"(value) : "memory");
 }
 
+__device__ __forceinline__ void signal_store_fenced(uint64_t* addr, uint64_t value) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(addr), "l"(value) : "memory");
+}
+
 __device__ __forceinline__ void signal_add(uint64_t* addr, uint64_t value) {
   asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(addr), "l"(value) : "memory");
 }
