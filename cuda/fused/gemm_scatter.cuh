@@ -9,8 +9,8 @@
 //                     destinations with cp.reduce.async.bulk (.add, bf16), straight from the epilogue.
 //   which signal      after the owner's stores of a 64-row half-tile are complete (bulk_wait) and
 //   orders them       fenced, it publishes stored[half-tile] = epoch into every peer's memory
-//                     (HalfTileFlagPublisher: a system fence, then the flag); a rank adds into that half-tile only
-//                     after acquiring the flag. Adds commute, so adders need no order among themselves.
+//                     (HalfTileFlagPublisher: a system fence, then the flag); a rank adds into
+//                     that half-tile only after acquiring the flag. Adds commute, so adders need no order among themselves.
 //   completion        a rank's output is final when every peer has finished adding: each CTA tells
 //                     every peer "done" (done[rank][cta]) after its stores are complete and waits for
 //                     the same CTA index of every peer before it publishes completion.
