@@ -200,10 +200,10 @@ struct ScatterHooks : gemm::DefaultHooks {
     const int64_t ctas = gridDim.x;
     const int64_t c = blockIdx.x;
     // Every add and store of this CTA is complete and fenced (the consumers' bulk_wait + fences,
-    // then the CTA barrier): the release makes them visible with the flag.
+    // then the CTA barrier): the system fence and the flags are the release.
     __threadfence_system();
     for (int32_t q = 0; q < s.world; ++q)
-      if (q != s.rank) sys::signal_store(s.done[q] + s.rank * ctas + c, s.epoch);
+      if (q != s.rank) sys::signal_store_fenced(s.done[q] + s.rank * ctas + c, s.epoch);
     for (int32_t q = 0; q < s.world; ++q) {
       if (q == s.rank) continue;
       if (sys::wait_at_least(s.done[s.rank] + q * ctas + c, s.epoch, budget(s)) != sys::WaitResult::kOk) return false;

@@ -273,7 +273,7 @@ struct CeScatterHooks : gemm::DefaultHooks {
       // for this hook); the system fence orders them before the flag, as in ScatterHooks.
       __threadfence_system();
       for (int32_t q = 0; q < s.world; ++q)
-        if (q != s.rank) sys::signal_store(s.done[q] + s.rank * ctas + cta, s.epoch);
+        if (q != s.rank) sys::signal_store_fenced(s.done[q] + s.rank * ctas + cta, s.epoch);
     }
     // This rank's side streams are done with staging and with out's own rows: the last word each one
     // writes is the broadcast's (kind 1), or the partials' (kind 0) when nothing is broadcast.
