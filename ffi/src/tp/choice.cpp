@@ -37,9 +37,10 @@ struct Machine {
   // 49.2 us against our GEMM alone at 35.9 us, NOTES-tp run 2).
   double all_gather_sync_us = 4;
   // The exchange mover after the math, besides the traffic: the tile's store into the peer, its
-  // flag, the peer's flag, one local load and the add (predicted 4 us; measured 9 us: decode
-  // all-reduce at M = 128, 40.8 us against our GEMM's 25.5 and 6.4 us of traffic, NOTES-tp run 17).
-  double exchange_sync_us = 9;
+  // flag, the peer's flag, one local load, the add and the kernel's completion (predicted 4 us;
+  // measured 9 us in NOTES-tp run 17, 6.5 us since one system fence per flag and per grid: decode
+  // all-reduce at M = 128, 38.4 us against our GEMM's 25.5 and 6.4 us of traffic, run 22).
+  double exchange_sync_us = 6.5;
   int64_t exchange_max_tile_rows = 4;
   double scatter_sync_us = 13;
   // Copy-engine reduce-scatter / all-reduce: bytes per chunk (one 2-D copy, one flag), the most
