@@ -10,7 +10,8 @@
 //   which signal      after the owner's stores of a 64-row half-tile are complete (bulk_wait) and
 //   orders them       fenced, it publishes stored[half-tile] = epoch into every peer's memory
 //                     (HalfTileFlagPublisher: a system fence, then the flag); a rank adds into
-//                     that half-tile only after acquiring the flag. Adds commute, so adders need no order among themselves.
+//                     that half-tile only after acquiring the flag. Adds commute, so adders need
+//                     no order among themselves.
 //   completion        a rank's output is final when every peer has finished adding: each CTA tells
 //                     every peer "done" (done[rank][cta]) after its stores are complete and waits for
 //                     the same CTA index of every peer before it publishes completion.
@@ -232,8 +233,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1) scatter_kernel(const __grid_
 template <class Cfg, class Hooks>
 cudaError_t launch_scatter_kernel(const ScatterLaunch& l) {
   // c: unused by the routed stores, but prefetched, so a valid map.
-  return launch_persistent<typename Cfg::Gemm, scatter_kernel<Cfg, Hooks>>(fused_params(l, l.a, l.state.out[l.state.rank], l.a_box_rows),
-                                                                          l.ctas, l.stream);
+  const auto params = fused_params(l, l.a, l.state.out[l.state.rank], l.a_box_rows);
+  return launch_persistent<typename Cfg::Gemm, scatter_kernel<Cfg, Hooks>>(params, l.ctas, l.stream);
 }
 
 }  // namespace weft::fused
