@@ -62,12 +62,8 @@ class GroupedScheduler {
     const int32_t local = unit_ - band * per_band;
     const int32_t um = first_m + local % rows;
     const int32_t un = local / rows;
-    t.tile_m = um * Cfg::kClusterM + (Cfg::kClusterM == 2 ? rank_ : 0);
-    t.tile_n = un * Cfg::kClusterN + (Cfg::kClusterN == 2 ? rank_ : 0);
-    t.m0 = t.tile_m * Cfg::kTileM;
-    t.n0 = t.tile_n * Cfg::kTileN;
-    t.k_begin = 0;
-    t.k_blocks = -1;  // all of K
+    set_whole_k_tile<Cfg>(t, um * Cfg::kClusterM + (Cfg::kClusterM == 2 ? rank_ : 0),
+                          un * Cfg::kClusterN + (Cfg::kClusterN == 2 ? rank_ : 0));
     unit_ += stride_;
     return true;
   }
