@@ -177,19 +177,13 @@ __device__ __forceinline__ void send_tile(const float (&acc)[Cfg::kTileN / 2], c
 }
 
 // The leader waits (bounded) until every other rank's partial of the half-tile has landed here
-// (wait_exchanged), then loads boxes 0 and 1 of source 0, as prefetch_received does for a tile whose
-// partials came earlier. `staged` is where the tile's first box will be staged.
+// (wait_exchanged), then loads boxes 0 and 1 of source 0 exactly as prefetch_received does for a
+// tile whose partials came earlier. `staged` is where the tile's first box will be staged.
 template <class Cfg, class Hooks>
 __device__ __forceinline__ bool receive_tile(const KernelParams<typename Hooks::State>& p, const SharedStorage<Cfg>& s,
                                              const TileCoord& t, int consumer, uint32_t staged) {
   const bool ok = Hooks::wait_exchanged(p.hooks, t, consumer);
-  cta::bulk_wait_read<0>();         // earlier stores have read both buffers
-  cta::fence_proxy_async_global();  // the peers' writes, acquired above, before TMA reads them
-#pragma unroll
-  for (int box = 0; box < 2 && box < Cfg::kOutBoxes; ++box) {
-    if (t.n0 + box * Cfg::kOutBoxCols >= p.tail.tma_cols) break;
-    load_received<Cfg, Hooks>(p, s, t, consumer, box, (staged + box) & 1u, 0);
-  }
+  prefetch_received<Cfg, Hooks>(p, s, t, consumer, staged);
   return ok;
 }
 
