@@ -65,13 +65,14 @@ bool all_gather_gemm_supported(int tile_n);
 // ---- GEMM + reduce-scatter / all-reduce (gemm_reduce_scatter.cu, gemm_all_reduce.cu) --------------
 
 // Variants that leave one stage of GEMM + reduce-scatter / all-reduce out, to find what limits it
-// (bench/NOTES-tp.md). Only kScatterFull computes the right result; the others keep the tile order,
-// the flag waits and the final handshake:
+// (bench/NOTES-tp.md). Only kScatterFull and kScatterLastFirst (another order) compute the right
+// result; the others keep the tile order, the flag waits and the final handshake:
 //   kScatterLocalOnly      every store and add goes to this rank's own out (no NVLink data traffic)
 //   kScatterRemoteStores   the peers' adds become plain stores (NVLink write rate vs reduce rate)
 //   kScatterNoComm         plain local stores, no flag waits (the GEMM in the fused tile order)
 //   kScatterNoHandshake    kScatterNoComm without the final done-flag exchange (the ranks decouple)
 //   kScatterPlainOrder     kScatterNoHandshake in the plain GEMM's grouped tile order
+//   kScatterLastFirst      exchange mover only: the last tile received before the deferred ones
 enum ScatterVariant : int32_t {
   kScatterFull = 0,
   kScatterLocalOnly = 1,
@@ -79,6 +80,7 @@ enum ScatterVariant : int32_t {
   kScatterNoComm = 3,
   kScatterNoHandshake = 4,
   kScatterPlainOrder = 5,
+  kScatterLastFirst = 6,
 };
 
 struct ScatterState {
@@ -106,6 +108,7 @@ struct ScatterState {
   CUtensorMap staging;  // this rank's partials of the peers' rows [m, n], by global row (local memory)
   CUtensorMap recv_map; // both parity slots [2 * world * m_shard, n] (L2 prefetch of received partials)
   const uint16_t* recv; // this launch's slot [world][m_shard, n]: recv[q] = rank q's partial of my rows
+                        // (exchange: [world][slot_rows, n], this launch's parity half)
   int32_t recv_row0;    // the slot's first row in recv_map (parity x world x m_shard)
   int32_t tile_n;       // columns per tile
   int32_t ld;           // n: row stride of out, staging and recv, in elements
@@ -132,6 +135,7 @@ struct ScatterState {
   int32_t slot_rows;
   int32_t box_rows;
   CUtensorMap send[kMaxRanks];
+  uint16_t* own_out;    // this rank's out (finish_deferred's plain stores), ld elements per row
   // WEFT_TP_TRACE (benchmarks only; nullptr: off): globaltimer stamps of one launch, TraceSlot layout.
   uint64_t* trace;
 };

@@ -11,10 +11,11 @@
 //              partial was rounded once on the way: the same as the copy-engine mover's).
 //
 // The peer computing the same tile does the same at about the same time. Only a CTA's last tile is
-// received at once; its earlier ones are deferred (gemm::ExchangeStep): sent with the own partial
-// also stored into this rank's own slot, and received after the last tile, from the slots alone. So
-// with two or more waves of tiles (M = 512) the exchange of one wave overlaps the next wave's math,
-// and only the last wave's traffic, one flag and one local load follow the math; nothing waits on a
+// received that way; its earlier ones are deferred (gemm::ExchangeStep): sent with the own partial
+// also stored into this rank's own slot, and finished from the slots alone (finish_deferred) while
+// the last tile's sends drain. So with two or more waves of tiles (M = 512) the exchange of one wave
+// overlaps the next wave's math, the finishing of the deferred tiles overlaps the last wave's
+// traffic, and only that traffic, one flag and one local load follow; nothing waits on a
 // whole-kernel handshake: each rank writes only its own out.
 //
 // Reuse across launches: receive slots alternate by epoch parity. Rank q writes my slot e % 2 in
@@ -24,12 +25,13 @@
 //
 // Stage-out variants (benchmarks only, WEFT_TP_SCATTER_VARIANT): kScatterLocalOnly sends deferred
 // tiles to the own slot only (flags still go out; wrong sums), kScatterPlainOrder exchanges every
-// tile at once (no deferral: the order before deferral, for A/B).
+// tile at once (no deferral), kScatterLastFirst receives the last tile before finishing the
+// deferred ones (no overlap of the two; both for A/B).
 //
 // Layout (ffi/src/tp/choice.cpp): recv [2][world][slot_rows][n] bf16 (slot_rows = m rounded up to
 // whole 128-row tiles, so that a tile's boxes never reach into the next rank's slot; rows past m
-// hold whatever the rows of A's stage past m computed and are never stored to out); stored (the
-// flags) [world][tiles_m * 2][tiles_n].
+// hold whatever the rows of A's stage past m computed and are never stored to out); State::recv
+// points at this launch's parity half; stored (the flags) [world][tiles_m * 2][tiles_n].
 #pragma once
 
 #include "fused/fused.h"
@@ -75,14 +77,11 @@ struct ExchangeHooks : gemm::DefaultHooks {
     row = slot_row(s, s.rank, t, consumer);
     return &s.send[q];
   }
-  // The stores above are complete and fenced for system scope (send_tile, settle_pending: a
-  // __threadfence_system right before), so relaxed flag stores complete the release.
-  static __device__ __forceinline__ void after_tile_sent(const State& s, const gemm::TileCoord& t, int consumer) {
+  // settle_pending has completed this half-tile's stores and fenced them for system scope right
+  // before, so relaxed flag stores complete the release.
+  static __device__ __forceinline__ void after_tile_stored(const State& s, const gemm::TileCoord& t, int consumer) {
     for (int32_t q = 0; q < s.world; ++q)
       if (q != s.rank) sys::signal_store_fenced(s.stored[q] + s.rank * half_tiles(s) + half_tile(s, t, consumer), s.epoch);
-  }
-  static __device__ __forceinline__ void after_tile_stored(const State& s, const gemm::TileCoord& t, int consumer) {
-    after_tile_sent(s, t, consumer);
   }
   static __device__ __forceinline__ bool wait_exchanged(const State& s, const gemm::TileCoord& t, int consumer) {
     bool ok = true;
@@ -94,16 +93,63 @@ struct ExchangeHooks : gemm::DefaultHooks {
     return ok;
   }
 
-  // Source j < world - 1 is the j-th rank other than this one; its partial sits in its slot of my
-  // region. Source world - 1 (deferred tiles only) is this rank's own partial, in its own slot.
+  // Source j is the j-th rank other than this one; its partial sits in its slot of my region.
   static __device__ __forceinline__ int received_sources(const State& s, const gemm::TileCoord&) { return s.world - 1; }
   static __device__ __forceinline__ const CUtensorMap* received_box(const State& s, const gemm::TileCoord& t,
                                                                     int consumer, int source, int32_t& row) {
-    const int32_t q = source == s.world - 1 ? s.rank : source < s.rank ? source : source + 1;
-    row = slot_row(s, q, t, consumer);
+    row = slot_row(s, source < s.rank ? source : source + 1, t, consumer);
     return &s.recv_map;
   }
   static __device__ __forceinline__ int32_t received_box_rows(const State& s) { return s.box_rows; }
+
+  // A deferred half-tile, once the CTA's last tile is sent: the sends still hold the staging buffers
+  // and the bulk groups, so the warpgroup sums with plain 16-byte loads (L2: .cg, the data came from
+  // other agents) and stores, in 8-column chunks (n % 8 == 0: the planner's rule for fused paths).
+  // The partials are added in rank order, the own one (this rank's slot) included, so every rank
+  // rounds the same sum. The own partial was completed and fenced by settle_pending at the next
+  // tile's epilogue, in this warpgroup's leader, before the barrier below.
+  static __device__ __forceinline__ bool finish_deferred(const State& s, const gemm::TileCoord& t, int consumer,
+                                                         int32_t rows, int32_t cols, uint32_t barrier_id) {
+    const bool ok = wg::thread() != 0 || wait_exchanged(s, t, consumer);
+    wg::sync(barrier_id);  // the leader acquired every peer's flag before anyone reads their rows
+    const int32_t row0 = t.m0 + consumer * (gemm::kTileM / 2);
+    const int32_t chunks = cols / 8;
+    const int32_t total = rows * chunks;
+    // kBatch chunks per thread in flight per source (8 per thread in all for a 64 x 128 half-tile).
+    constexpr int kBatch = 4;
+    for (int32_t i0 = wg::thread(); i0 < total; i0 += kBatch * wg::kThreads) {
+      float sum[kBatch][8] = {};
+      for (int32_t q = 0; q < s.world; ++q) {
+        const uint16_t* slot = s.recv + (int64_t(q) * s.slot_rows + row0) * s.ld + t.n0;
+        uint4 v[kBatch];
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+          const int32_t i = i0 + b * wg::kThreads;
+          v[b] = i < total ? __ldcg(reinterpret_cast<const uint4*>(slot + int64_t(i / chunks) * s.ld + (i % chunks) * 8))
+                           : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int b = 0; b < kBatch; ++b) {
+          const uint32_t w[4] = {v[b].x, v[b].y, v[b].z, v[b].w};
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            sum[b][2 * j] += __uint_as_float(w[j] << 16);
+            sum[b][2 * j + 1] += __uint_as_float(w[j] & 0xffff0000u);
+          }
+        }
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int32_t i = i0 + b * wg::kThreads;
+        if (i >= total) break;
+        const uint4 out = {gemm::pack_bf16x2(sum[b][0], sum[b][1]), gemm::pack_bf16x2(sum[b][2], sum[b][3]),
+                           gemm::pack_bf16x2(sum[b][4], sum[b][5]), gemm::pack_bf16x2(sum[b][6], sum[b][7])};
+        *reinterpret_cast<uint4*>(s.own_out + (int64_t(row0) + i / chunks) * s.ld + t.n0 + (i % chunks) * 8) = out;
+      }
+    }
+    return ok;
+  }
+  static __device__ __forceinline__ bool receives_last_first(const State& s) { return s.variant == kScatterLastFirst; }
 };
 
 }  // namespace weft::fused

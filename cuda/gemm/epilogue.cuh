@@ -134,31 +134,33 @@ __device__ __forceinline__ void stage_for_store(const float (&acc)[Cfg::kTileN /
   wg::sync(barrier_id);
 }
 
-// Hooks::kExchanges. A CTA's half-tiles take one of three steps (ExchangeStep): its last tile is
-// exchanged at once (send, then receive); every earlier one is sent with the own partial kept in
-// this rank's own slot, and finished after the last (receive into zero accumulators, the own partial
-// being one more source). So a tile's exchange overlaps the CTA's later tiles' math instead of
-// blocking it, and only the last wave's traffic follows the math.
-enum class ExchangeStep { kNow, kDefer, kFinishDeferred };
+// Hooks::kExchanges. A CTA's half-tiles go out in one of two steps (ExchangeStep), each published as
+// a pending signal (settle_pending: complete, fenced, then after_tile_stored), so the stores drain
+// behind whatever the consumer does next:
+//   kDefer    every tile but the CTA's last: sent with the own partial kept in this rank's own slot;
+//             after the last tile's sends it is finished from the slots alone (Hooks::finish_deferred).
+//   kSend     the CTA's last tile: sent to the peers only, the own partial staying in the accumulators,
+//             then, after the deferred tiles, kReceive: its signal settled, the peers' partials
+//             waited for, loaded and added (receive_tile), the sum stored.
+// So one wave's exchange overlaps the next wave's math, and the deferred tiles' finishing overlaps
+// the last wave's traffic; only that traffic, a flag and one local load follow.
+enum class ExchangeStep { kStore, kDefer, kSend, kReceive };
 
 // This consumer's half-tile, rounded, goes to every send destination box by box (the two staging
-// buffers alternating as in store_tile). kNow: once those stores are complete and fenced the leader
-// publishes them (after_tile_sent). kDefer: the own slot is a destination too, and the publication
-// is left to the caller (a pending signal: the stores complete behind the next tile's math).
+// buffers alternating as in store_tile); kDefer adds the own slot as a destination. The caller
+// records the pending signal.
 template <class Cfg, class Hooks>
 __device__ __forceinline__ void send_tile(const float (&acc)[Cfg::kTileN / 2], const KernelParams<typename Hooks::State>& p,
                                           const SharedStorage<Cfg>& s, const TileCoord& t, int consumer, uint32_t& staged,
                                           uint32_t barrier_id, ExchangeStep step) {
-  const bool keep_own = step == ExchangeStep::kDefer;
-  const bool leader = wg::thread() == 0;
-  const uint32_t dests = Hooks::send_dests(p.hooks, t, keep_own);
+  const uint32_t dests = Hooks::send_dests(p.hooks, t, step == ExchangeStep::kDefer);
 #pragma unroll
   for (int box = 0; box < Cfg::kOutBoxes; ++box) {
     const int32_t col0 = t.n0 + box * Cfg::kOutBoxCols;
     if (col0 >= p.tail.tma_cols) break;
     uint8_t* buf = s.out_box(consumer, staged & 1u);
     stage_for_store<Cfg>(acc, buf, box, barrier_id, false);
-    if (leader) {
+    if (wg::thread() == 0) {
       for (uint32_t d = dests; d != 0; d &= d - 1) {
         int32_t row = 0;
         const CUtensorMap* map = Hooks::send_map(p.hooks, __ffs(d) - 1, t, consumer, row);
@@ -167,12 +169,6 @@ __device__ __forceinline__ void send_tile(const float (&acc)[Cfg::kTileN / 2], c
       cta::bulk_commit();
     }
     ++staged;
-  }
-  if (leader && !keep_own) {
-    cta::bulk_wait<0>();  // complete in every destination, and both buffers read
-    cta::fence_proxy_async_global();
-    __threadfence_system();
-    Hooks::after_tile_sent(p.hooks, t, consumer);
   }
 }
 
@@ -254,27 +250,27 @@ __device__ __forceinline__ void settle_pending(const typename Hooks::State& stat
 // turns false when before_tile_stores reports a wait that ran out.
 // `sources` is Hooks::received_sources for t (0 without kAddsReceived); prefetch_received has run
 // for the tile when it is > 0.
-// `step` matters with Hooks::kExchanges only; with kFinishDeferred acc holds zeros.
+// `step` matters with Hooks::kExchanges only (kStore otherwise).
 template <class Cfg, class Hooks>
 __device__ __forceinline__ void store_tile(float (&acc)[Cfg::kTileN / 2], const KernelParams<typename Hooks::State>& p,
                                            const SharedStorage<Cfg>& s, const TileCoord& t, int consumer, uint32_t& staged,
                                            typename Hooks::ConsumerState& hook_state, PendingSignal& pending,
                                            bool& hook_ok, int sources, ReceivedPhases& phases,
-                                           ExchangeStep step = ExchangeStep::kNow) {
+                                           ExchangeStep step = ExchangeStep::kStore) {
   const int32_t row0 = t.m0 + consumer * Cfg::kConsumerRows;
   if (row0 >= p.problem.m) return;  // uniform over the warpgroup
   const uint32_t barrier_id = 1 + consumer;
   const bool leader = wg::thread() == 0;
   settle_pending<Hooks>(p.hooks, pending, consumer, barrier_id);
   if constexpr (Hooks::kExchanges) {
-    static_assert(Hooks::kSignalsAfterStore, "a deferred tile is published as a pending signal");
-    if (step != ExchangeStep::kFinishDeferred) send_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, barrier_id, step);
-    if (step == ExchangeStep::kDefer) {
-      pending.tile = t;  // published by settle_pending at the next epilogue (after_tile_stored)
+    static_assert(Hooks::kSignalsAfterStore, "every exchanged tile is published as a pending signal");
+    if (step != ExchangeStep::kReceive) {
+      send_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, barrier_id, step);
+      pending.tile = t;  // published by settle_pending (after_tile_stored) at the next epilogue
       pending.valid = true;
       return;
     }
-    if (step == ExchangeStep::kFinishDeferred) ++sources;  // the own partial, kept in the own slot
+    // settle_pending above has published this tile's own sends.
     if (leader) hook_ok = receive_tile<Cfg, Hooks>(p, s, t, consumer, staged) && hook_ok;
   }
   const Route route = Hooks::route(p.hooks, t);

@@ -75,22 +75,28 @@
 //   static constexpr bool kExchanges;
 //   static __device__ uint32_t send_dests(const State&, const TileCoord&, bool keep_own);
 //   static __device__ const CUtensorMap* send_map(const State&, int dest, const TileCoord&, int consumer, int32_t& row);
-//   static __device__ void after_tile_sent(const State&, const TileCoord&, int consumer);
 //   static __device__ bool wait_exchanged(const State&, const TileCoord&, int consumer);
+//   static __device__ bool finish_deferred(const State&, const TileCoord&, int consumer, int32_t rows,
+//                                          int32_t cols, uint32_t barrier_id);
 //   static __device__ bool defers(const State&);
-//       With kExchanges (and kAddsReceived), a half-tile first goes out as it is: each box of the
-//       rounded accumulators is stored into send_map(d) for every bit d of send_dests() (rows from
-//       `row`), then, once those stores are complete and fenced for system scope, the leader calls
-//       after_tile_sent (publish "my partial of this half-tile has landed"). For the CTA's last tile
-//       it then calls wait_exchanged (wait, bounded, until every other rank's partial has landed
-//       here); only then are the received boxes loaded (received_box) and added, and the tile stored
-//       as routed. The received loads are not issued during the first k-block: the data is written
-//       by ranks computing the same tile. Every earlier tile is deferred (ExchangeStep in
-//       epilogue.cuh): sent with keep_own (send_dests includes a destination holding this rank's
-//       own partial) and published as a pending signal (so kExchanges needs kSignalsAfterStore,
-//       and after_tile_stored publishes what after_tile_sent does), and after the last tile waited
-//       for and finished from zero accumulators with received_sources() + 1 sources, the last one,
-//       received_sources(), being that own partial. defers() false exchanges every tile at once.
+//   static __device__ bool receives_last_first(const State&);
+//       With kExchanges (and kAddsReceived and kSignalsAfterStore), every rank computes a partial of
+//       every tile and the ranks exchange them (ExchangeStep in epilogue.cuh). Each box of a
+//       half-tile's rounded accumulators is stored into send_map(d) for every bit d of send_dests()
+//       (rows from `row`), and published as a pending signal: once those stores are complete and
+//       fenced for system scope, after_tile_stored says "my partial of this half-tile has landed".
+//       A CTA's last tile goes to the peers only (keep_own false) and keeps the own partial in its
+//       accumulators. Every earlier tile is deferred: sent with keep_own (send_dests includes a
+//       destination holding this rank's own partial), and once the last tile's sends are issued,
+//       finish_deferred() is called for it by the whole consumer warpgroup: wait (bounded) until
+//       every other rank's partial of the half-tile has landed, and store the sum of all the
+//       partials into the output (`rows` x `cols` from (t.m0 + 64 * consumer, t.n0)). It must not
+//       use the staging buffers or bulk groups, which the last tile's sends still hold; false: its
+//       wait ran out. Then the last tile: its signal settled, wait_exchanged (bounded), the
+//       received boxes (received_box, sources 0..received_sources()-1: the other ranks) loaded and
+//       added, the sum stored as routed. defers() false exchanges every tile at once, as the last;
+//       receives_last_first() true finishes the last tile before the deferred ones (both A/B
+//       variants for benchmarks).
 //
 //   static constexpr bool kSignalsAfterStore;
 //   static __device__ void after_tile_stored(const State&, const TileCoord&, int consumer);
@@ -206,11 +212,15 @@ struct DefaultHooks {
     return nullptr;
   }
   template <class S>
-  static __device__ __forceinline__ void after_tile_sent(const S&, const TileCoord&, int) {}
-  template <class S>
   static __device__ __forceinline__ bool wait_exchanged(const S&, const TileCoord&, int) { return true; }
   template <class S>
+  static __device__ __forceinline__ bool finish_deferred(const S&, const TileCoord&, int, int32_t, int32_t, uint32_t) {
+    return true;
+  }
+  template <class S>
   static __device__ __forceinline__ bool defers(const S&) { return true; }
+  template <class S>
+  static __device__ __forceinline__ bool receives_last_first(const S&) { return false; }
   template <class S>
   static __device__ __forceinline__ bool settle_before_math(const S&, const TileCoord&, const TileCoord&) {
     return false;

@@ -96,6 +96,8 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
     bool ok = true;
     bool hook_ok = true;
     TileCoord t;
+    TileCoord last{};
+    bool any_tile = false;
     while (scheduler.next(t)) {
       bool settle_early = false;
       if constexpr (Hooks::kSignalsAfterStore) {
@@ -115,19 +117,42 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
       const bool rows_past_m = t.m0 + consumer * Cfg::kConsumerRows >= p.problem.m;
       accumulate_tile<Cfg>(acc, s, ring, k_blocks, consumer, ok, first_block, rows_past_m);
       if (k_blocks == 0) first_block();  // no k-block to overlap (k >= 1 everywhere today)
-      const ExchangeStep step =
-          Hooks::kExchanges && Hooks::defers(p.hooks) && !is_last_tile(scheduler) ? ExchangeStep::kDefer : ExchangeStep::kNow;
-      store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, sources, phases, step);
+      if constexpr (Hooks::kExchanges) {
+        const bool defer = Hooks::defers(p.hooks) && !is_last_tile(scheduler);
+        store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, sources, phases,
+                               defer ? ExchangeStep::kDefer : ExchangeStep::kSend);
+        // Every tile at once (defers() false): received right after its own sends.
+        if (!Hooks::defers(p.hooks)) {
+          store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, sources, phases,
+                                 ExchangeStep::kReceive);
+        }
+      } else {
+        store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, sources, phases);
+      }
+      last = t;
+      any_tile = true;
     }
     if constexpr (Hooks::kExchanges) {
-      // The deferred half-tiles (all but the last), in the same order: their peers sent them about
-      // when this CTA did, a tile of math ago.
-      typename Hooks::template Scheduler<Cfg> again(p.problem, p.hooks, rank);
-      while (Hooks::defers(p.hooks) && again.next(t) && !is_last_tile(again)) {
-#pragma unroll
-        for (int i = 0; i < Cfg::kTileN / 2; ++i) acc[i] = 0.0f;
-        store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok,
-                               Hooks::received_sources(p.hooks, t), phases, ExchangeStep::kFinishDeferred);
+      if (Hooks::defers(p.hooks) && any_tile) {
+        // The last tile's sends are in flight. Meanwhile the deferred half-tiles, in the same order:
+        // their peers sent them about when this CTA did, a tile of math ago. Then the last one.
+        const bool last_first = Hooks::receives_last_first(p.hooks);
+        if (last_first) {
+          store_tile<Cfg, Hooks>(acc, p, s, last, consumer, staged, hook_state, pending, hook_ok,
+                                 Hooks::received_sources(p.hooks, last), phases, ExchangeStep::kReceive);
+        }
+        typename Hooks::template Scheduler<Cfg> again(p.problem, p.hooks, rank);
+        while (again.next(t) && !is_last_tile(again)) {
+          const int32_t row0 = t.m0 + consumer * Cfg::kConsumerRows;
+          if (row0 >= p.problem.m) continue;  // uniform over the warpgroup
+          const int32_t rows = min(Cfg::kConsumerRows, p.problem.m - row0);
+          const int32_t cols = min(Cfg::kTileN, p.problem.n - t.n0);
+          hook_ok = Hooks::finish_deferred(p.hooks, t, consumer, rows, cols, 1 + consumer) && hook_ok;
+        }
+        if (!last_first) {
+          store_tile<Cfg, Hooks>(acc, p, s, last, consumer, staged, hook_state, pending, hook_ok,
+                                 Hooks::received_sources(p.hooks, last), phases, ExchangeStep::kReceive);
+        }
       }
     }
     settle_pending<Hooks>(p.hooks, pending, consumer, 1 + consumer);

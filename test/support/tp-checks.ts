@@ -298,7 +298,11 @@ export const TP_CHECKS: TpCheck[] = [
       // Exchange mover alone, partial tiles in both M (M < 128) and N (n not a multiple of the tile).
       const r7 = await backToBack(ctx, { op: "gemmAllReduce", M: 16, N: 1000, K: 4096, transB: false, tag: tags++ },
         [{ path: "fused", mover: "exchange" }], 200);
-      return [r1, r2, r3, r4, r5, r6, r7].join("; ");
+      // Exchange mover, two waves of tiles (3 x 65 of them on 132 CTAs): every CTA with two finishes
+      // its deferred tile while its last one's sends drain; partial tiles in M (320 rows) and N.
+      const r8 = await backToBack(ctx, { op: "gemmAllReduce", M: 320, N: 8200, K: 2048, transB: true, tag: tags++ },
+        [{ path: "fused", mover: "exchange", tileN: 128 }], 200);
+      return [r1, r2, r3, r4, r5, r6, r7, r8].join("; ");
     },
   },
 ];

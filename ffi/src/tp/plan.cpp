@@ -160,13 +160,13 @@ void build_all_gather(WeftTpPlan& plan) {
   }
 }
 
-// WEFT_TP_SCATTER_VARIANT=1..5 leaves one stage of the fused reduce-scatter / all-reduce out
-// (fused::ScatterVariant; wrong results by design): for bench/tp-stages.ts only.
+// WEFT_TP_SCATTER_VARIANT=1..6 leaves one stage of the fused reduce-scatter / all-reduce out
+// (fused::ScatterVariant; wrong results by design, but 6, an order): for bench/tp-stages.ts only.
 int32_t scatter_variant() {
   const char* env = std::getenv("WEFT_TP_SCATTER_VARIANT");
   if (!env || !*env) return fused::kScatterFull;
   const long v = std::strtol(env, nullptr, 10);
-  return v >= fused::kScatterFull && v <= fused::kScatterPlainOrder ? int32_t(v) : fused::kScatterFull;
+  return v >= fused::kScatterFull && v <= fused::kScatterLastFirst ? int32_t(v) : fused::kScatterFull;
 }
 
 // WEFT_TP_CE_ADD=loads makes the copy-engine mover's own tiles read the received partials with
@@ -235,6 +235,7 @@ void build_scatter(WeftTpPlan& plan) {
   s.m_shard = int32_t(p.m_shard);
   s.lag = ch.lag;
   s.variant = scatter_variant();
+  if (s.variant == fused::kScatterLastFirst && ch.mover != WEFT_TP_MOVER_EXCHANGE) s.variant = fused::kScatterFull;
   l.m = int32_t(p.m);
   l.n = int32_t(p.n);
   l.k = int32_t(p.k);
@@ -245,9 +246,13 @@ void build_scatter(WeftTpPlan& plan) {
   if (ch.mover == WEFT_TP_MOVER_EXCHANGE) {
     // Receive regions [2][world][slot_rows][n]: this rank's (where the peers' partials land) and
     // every peer's (where this rank's go), the same offset of each rank's workspace.
-    // Its stage-out variants (gemm_exchange.cuh): local only (1) and every tile at once (5).
-    if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterPlainOrder) s.variant = fused::kScatterFull;
+    // Its stage-out variants (gemm_exchange.cuh): local only (1), every tile at once (5), the last
+    // tile before the deferred ones (6).
+    if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterPlainOrder && s.variant != fused::kScatterLastFirst)
+      s.variant = fused::kScatterFull;
     s.exchange = 1;
+    s.ld = int32_t(p.n);
+    s.own_out = reinterpret_cast<uint16_t*>(pa.out);
     s.slot_rows = s.tiles_m * gemm::kTileM;
     // A decode tile (m < 64) moves only its m rows: boxes m high (gemm_exchange.cuh).
     s.box_rows = int32_t(std::min<int64_t>(p.m, gemm::kTileM / 2));
@@ -486,7 +491,11 @@ void launch_scatter_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
   l.state.epoch = plan.epoch;
   l.completion = launch_words(launch);
   const bool copy_engine = l.state.copy_engine != 0;
-  if (l.state.exchange) l.state.recv_row0 = int32_t((plan.epoch & 1) * uint64_t(plan.problem.world) * l.state.slot_rows);
+  if (l.state.exchange) {
+    l.state.recv_row0 = int32_t((plan.epoch & 1) * uint64_t(plan.problem.world) * l.state.slot_rows);
+    l.state.recv = reinterpret_cast<const uint16_t*>(plan.workspace + plan.choice.layout.recv.offset +
+                                                     uint64_t(l.state.recv_row0) * uint64_t(plan.problem.n) * 2);
+  }
   if (copy_engine) {
     const tp::Problem& p = plan.problem;
     const uint64_t slot_rows = uint64_t(p.world) * p.m_shard;
