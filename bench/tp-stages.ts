@@ -20,6 +20,7 @@ import { gemmSync } from "../lib/ops/gemm.ts";
 import { TpPlan, type TpConfig } from "../lib/ops/tp.ts";
 import { Event, type Stream } from "../lib/stream.ts";
 import { Tensor } from "../lib/tensor.ts";
+import { setNativeEnv } from "../test/support/native-env.ts";
 
 const args = process.argv.slice(2);
 const opt = (name: string, fallback: string) => (args.includes(name) ? args[args.indexOf(name) + 1]! : fallback);
@@ -145,13 +146,14 @@ for (const { op, shape, tileN } of CASES) {
       const t = /t(\d+)/.exec(name), g = /g(\d+)/.exec(name), v = /v(\d+)/.exec(name);
       const config: TpConfig = { path: "fused", mover, tileN: (t ? Number(t[1]) : tileN) as 64 | 128 | 256 | undefined,
         ...(g ? { groupM: Number(g[1]) } : {}) };
+      // In the C environment: the planner reads it with getenv (test/support/native-env.ts). Until
+      // this went through setNativeEnv, vN plans were plain plans (bench/NOTES-tp.md, session 5).
       const saved = process.env.WEFT_TP_SCATTER_VARIANT;
-      if (v) process.env.WEFT_TP_SCATTER_VARIANT = v[1]!;
+      if (v) setNativeEnv("WEFT_TP_SCATTER_VARIANT", v[1]!);
       try {
         return { name, plan: make(config) };
       } finally {
-        if (saved === undefined) delete process.env.WEFT_TP_SCATTER_VARIANT;
-        else process.env.WEFT_TP_SCATTER_VARIANT = saved;
+        setNativeEnv("WEFT_TP_SCATTER_VARIANT", saved);
       }
     });
     const times = timeAll([fused.issue, gemm, ...also.map((x) => x.plan.issue)]);

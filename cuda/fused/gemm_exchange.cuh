@@ -12,8 +12,9 @@
 //
 // The peer computing the same tile does the same at about the same time. Only a CTA's last tile is
 // received that way; its earlier ones are deferred (gemm::ExchangeStep): sent with the own partial
-// also stored into this rank's own slot, and finished from the slots alone (finish_deferred) while
-// the last tile's sends drain. So with two or more waves of tiles (M = 512) the exchange of one wave
+// also stored into this rank's own slot, published halfway through the next tile's math
+// (settle_block), and finished from the slots alone (finish_deferred) while the last tile's sends
+// drain. So with two or more waves of tiles (M = 512) the exchange of one wave
 // overlaps the next wave's math, the finishing of the deferred tiles overlaps the last wave's
 // traffic, and only that traffic, one flag and one local load follow; nothing waits on a
 // whole-kernel handshake: each rank writes only its own out.
@@ -25,8 +26,8 @@
 //
 // Stage-out variants (benchmarks only, WEFT_TP_SCATTER_VARIANT): kScatterLocalOnly sends deferred
 // tiles to the own slot only (flags still go out; wrong sums), kScatterPlainOrder exchanges every
-// tile at once (no deferral), kScatterLastFirst receives the last tile before finishing the
-// deferred ones (no overlap of the two; both for A/B).
+// tile at once (no deferral), kScatterSerialTail runs the tail in series (deferred tiles' flags at
+// the next epilogue, the last tile received before the deferred ones; both for A/B).
 //
 // Layout (ffi/src/tp/choice.cpp): recv [2][world][slot_rows][n] bf16 (slot_rows = m rounded up to
 // whole 128-row tiles, so that a tile's boxes never reach into the next rank's slot; rows past m
@@ -67,10 +68,19 @@ struct ExchangeHooks : gemm::DefaultHooks {
   // Send destination q: rank q's receive region as mapped here; q = this rank (keep_own) is the own
   // slot of the own region, which holds a deferred tile's own partial until it is finished.
   static __device__ __forceinline__ uint32_t send_dests(const State& s, const gemm::TileCoord&, bool keep_own) {
+    if (s.variant == kScatterNoComm) return keep_own ? 1u << s.rank : 0u;
     if (keep_own && s.variant == kScatterLocalOnly) return 1u << s.rank;
     return ((1u << s.world) - 1u) & ~(keep_own ? 0u : 1u << s.rank);
   }
   static __device__ __forceinline__ bool defers(const State& s) { return s.variant != kScatterPlainOrder; }
+  // A deferred tile's flags go out halfway through the next tile's math, by when its stores have
+  // long drained (a wave's 4 MiB at M = 512 takes ~11 us of a ~30 us tile), and not at the next
+  // epilogue: there they would queue on NVLink behind the last wave's sends, and the peers' second
+  // pass waited ~8 us for them (NOTES-tp, session 5 trace).
+  static __device__ __forceinline__ bool settle_with_math(const State&, const gemm::TileCoord&) { return true; }
+  static __device__ __forceinline__ int32_t settle_block(const State& s, int32_t k_blocks) {
+    return s.variant == kScatterSerialTail ? k_blocks : k_blocks / 2;
+  }
 
   static __device__ __forceinline__ const CUtensorMap* send_map(const State& s, int q, const gemm::TileCoord& t,
                                                                 int consumer, int32_t& row) {
@@ -85,6 +95,7 @@ struct ExchangeHooks : gemm::DefaultHooks {
   }
   static __device__ __forceinline__ bool wait_exchanged(const State& s, const gemm::TileCoord& t, int consumer) {
     bool ok = true;
+    if (s.variant == kScatterNoComm) return true;
     for (int32_t q = 0; q < s.world; ++q) {
       if (q == s.rank) continue;
       const uint64_t* flag = s.stored[s.rank] + q * half_tiles(s) + half_tile(s, t, consumer);
@@ -106,8 +117,8 @@ struct ExchangeHooks : gemm::DefaultHooks {
   // and the bulk groups, so the warpgroup sums with plain 16-byte loads (L2: .cg, the data came from
   // other agents) and stores, in 8-column chunks (n % 8 == 0: the planner's rule for fused paths).
   // The partials are added in rank order, the own one (this rank's slot) included, so every rank
-  // rounds the same sum. The own partial was completed and fenced by settle_pending at the next
-  // tile's epilogue, in this warpgroup's leader, before the barrier below.
+  // rounds the same sum. The own partial was completed and fenced by settle_pending during the next
+  // tile's math (settle_block), in this warpgroup's leader, before the barrier below.
   static __device__ __forceinline__ bool finish_deferred(const State& s, const gemm::TileCoord& t, int consumer,
                                                          int32_t rows, int32_t cols, uint32_t barrier_id) {
     const bool ok = wg::thread() != 0 || wait_exchanged(s, t, consumer);
@@ -115,27 +126,35 @@ struct ExchangeHooks : gemm::DefaultHooks {
     const int32_t row0 = t.m0 + consumer * (gemm::kTileM / 2);
     const int32_t chunks = cols / 8;
     const int32_t total = rows * chunks;
-    // kBatch chunks per thread in flight per source (8 per thread in all for a 64 x 128 half-tile).
-    constexpr int kBatch = 4;
+    // A thread's chunks (8 of a 64 x 128 half-tile) from two sources at a time are in flight
+    // together: one round trip for two ranks, not four.
+    constexpr int kBatch = 8;
+    const auto add = [](float (&sum)[8], const uint4& v) {
+      const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        sum[2 * j] += __uint_as_float(w[j] << 16);
+        sum[2 * j + 1] += __uint_as_float(w[j] & 0xffff0000u);
+      }
+    };
     for (int32_t i0 = wg::thread(); i0 < total; i0 += kBatch * wg::kThreads) {
       float sum[kBatch][8] = {};
-      for (int32_t q = 0; q < s.world; ++q) {
-        const uint16_t* slot = s.recv + (int64_t(q) * s.slot_rows + row0) * s.ld + t.n0;
-        uint4 v[kBatch];
+      for (int32_t q = 0; q < s.world; q += 2) {
+        const uint16_t* slot0 = s.recv + (int64_t(q) * s.slot_rows + row0) * s.ld + t.n0;
+        const uint16_t* slot1 = slot0 + int64_t(s.slot_rows) * s.ld;
+        const bool pair = q + 1 < s.world;
+        uint4 v0[kBatch], v1[kBatch];
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
           const int32_t i = i0 + b * wg::kThreads;
-          v[b] = i < total ? __ldcg(reinterpret_cast<const uint4*>(slot + int64_t(i / chunks) * s.ld + (i % chunks) * 8))
-                           : make_uint4(0, 0, 0, 0);
+          const int64_t at = int64_t(i / chunks) * s.ld + (i % chunks) * 8;
+          v0[b] = i < total ? __ldcg(reinterpret_cast<const uint4*>(slot0 + at)) : make_uint4(0, 0, 0, 0);
+          v1[b] = i < total && pair ? __ldcg(reinterpret_cast<const uint4*>(slot1 + at)) : make_uint4(0, 0, 0, 0);
         }
 #pragma unroll
         for (int b = 0; b < kBatch; ++b) {
-          const uint32_t w[4] = {v[b].x, v[b].y, v[b].z, v[b].w};
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            sum[b][2 * j] += __uint_as_float(w[j] << 16);
-            sum[b][2 * j + 1] += __uint_as_float(w[j] & 0xffff0000u);
-          }
+          add(sum[b], v0[b]);
+          add(sum[b], v1[b]);
         }
       }
 #pragma unroll
@@ -149,7 +168,7 @@ struct ExchangeHooks : gemm::DefaultHooks {
     }
     return ok;
   }
-  static __device__ __forceinline__ bool receives_last_first(const State& s) { return s.variant == kScatterLastFirst; }
+  static __device__ __forceinline__ bool receives_last_first(const State& s) { return s.variant == kScatterSerialTail; }
 };
 
 }  // namespace weft::fused

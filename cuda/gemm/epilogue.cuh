@@ -266,7 +266,7 @@ __device__ __forceinline__ void store_tile(float (&acc)[Cfg::kTileN / 2], const 
     static_assert(Hooks::kSignalsAfterStore, "every exchanged tile is published as a pending signal");
     if (step != ExchangeStep::kReceive) {
       send_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, barrier_id, step);
-      pending.tile = t;  // published by settle_pending (after_tile_stored) at the next epilogue
+      pending.tile = t;  // published by settle_pending (after_tile_stored): Hooks::settle_block, or later
       pending.valid = true;
       return;
     }

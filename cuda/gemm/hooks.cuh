@@ -116,10 +116,13 @@
 //       half-tile) before the math of `next` instead of at next's epilogue. Needed where next's loads
 //       may wait for something that depends on that signal (a peer that waits for this rank's data).
 //   static __device__ bool settle_with_math(const State&, const TileCoord& stored);
-//       With kSignalsAfterStore: true publishes the signal owed for `stored` right after next's first
-//       k-block is issued (the store's completion overlaps that block's math) instead of a whole
-//       tile later. For signals a copy engine or a peer is waiting on to move data; next's first
-//       load must not depend on the signal (settle_before_math covers that case).
+//   static __device__ int32_t settle_block(const State&, int32_t k_blocks);
+//       With kSignalsAfterStore: true publishes the signal owed for `stored` right after next's
+//       k-block settle_block() (0: the first) is issued (the store's completion overlaps the math
+//       before it) instead of a whole tile later. For signals a copy engine or a peer is waiting on
+//       to move data; next's first load must not depend on the signal (settle_before_math covers
+//       that case). A later block suits stores that take long to complete (NVLink): the leader's
+//       wait for them stalls its warpgroup's math.
 //
 //   static __device__ bool before_finish(const State&);
 //       One thread of every CTA after all of the CTA's stores are complete and fenced (e.g. "tell
@@ -229,6 +232,8 @@ struct DefaultHooks {
   static __device__ __forceinline__ bool settle_with_math(const S&, const TileCoord&) {
     return false;
   }
+  template <class S>
+  static __device__ __forceinline__ int32_t settle_block(const S&, int32_t) { return 0; }
   template <class S>
   static __device__ __forceinline__ bool before_finish(const S&) { return true; }
 };

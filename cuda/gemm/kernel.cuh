@@ -109,14 +109,17 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
       }
       const int sources = Hooks::kAddsReceived ? Hooks::received_sources(p.hooks, t) : 0;
       const int32_t k_blocks = k_blocks_of(t, p.problem);
-      const auto first_block = [&] {
+      const int32_t settle_block = settle_early ? Hooks::settle_block(p.hooks, k_blocks) : -1;
+      const auto on_block = [&](int32_t kb) {
         // (with kExchanges the received partials are written while this tile computes: receive_tile)
-        if (!Hooks::kExchanges && sources > 0 && wg::thread() == 0) prefetch_received<Cfg, Hooks>(p, s, t, consumer, staged);
-        if (settle_early) settle_pending<Hooks>(p.hooks, pending, consumer, 1 + consumer);
+        if (kb == 0 && !Hooks::kExchanges && sources > 0 && wg::thread() == 0) {
+          prefetch_received<Cfg, Hooks>(p, s, t, consumer, staged);
+        }
+        if (kb == settle_block) settle_pending<Hooks>(p.hooks, pending, consumer, 1 + consumer);
       };
       const bool rows_past_m = t.m0 + consumer * Cfg::kConsumerRows >= p.problem.m;
-      accumulate_tile<Cfg>(acc, s, ring, k_blocks, consumer, ok, first_block, rows_past_m);
-      if (k_blocks == 0) first_block();  // no k-block to overlap (k >= 1 everywhere today)
+      accumulate_tile<Cfg>(acc, s, ring, k_blocks, consumer, ok, on_block, rows_past_m);
+      if (k_blocks == 0) on_block(0);  // no k-block to overlap (k >= 1 everywhere today)
       if constexpr (Hooks::kExchanges) {
         const bool defer = Hooks::defers(p.hooks) && !is_last_tile(scheduler);
         store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, sources, phases,

@@ -103,32 +103,32 @@ __device__ __forceinline__ void release_slot(const SharedStorage<Cfg>& s, uint32
   }
 }
 
-struct NothingOnFirstBlock {
-  __device__ __forceinline__ void operator()() const {}
+struct NothingOnBlock {
+  __device__ __forceinline__ void operator()(int32_t) const {}
 };
 
 // Accumulates one tile's 64 x TileN slice for consumer `consumer` into acc. `ok` turns false when a
-// barrier wait runs out (and then no further waits are made). on_first_block() runs once the first
-// k-block has arrived and its wgmmas are issued (so it overlaps them): whatever the producer acquired
-// before that block's loads is visible to it.
+// barrier wait runs out (and then no further waits are made). on_block(kb) runs once k-block kb has
+// arrived and its wgmmas are issued (so it overlaps them): whatever the producer acquired before
+// that block's loads is visible to it.
 // A consumer whose 64 rows all lie past M (decode: M <= 64) skips the math: it only waits for each
 // slot and releases it, since the producer and the other consumer still share the ring with it. Its
 // accumulators stay zero and its epilogue stores nothing.
-template <class Cfg, class OnFirstBlock>
+template <class Cfg, class OnBlock>
 __device__ __forceinline__ void pass_tile(const SharedStorage<Cfg>& s, RingPosition<Cfg::kStages>& ring,
-                                          int32_t k_blocks, bool& ok, const OnFirstBlock& on_first_block) {
+                                          int32_t k_blocks, bool& ok, const OnBlock& on_block) {
   for (int32_t kb = 0; kb < k_blocks; ++kb) {
     ok = ok && cta::mbarrier_wait(s.full(ring.stage), ring.parity);
-    if (kb == 0) on_first_block();
+    on_block(kb);
     release_slot<Cfg>(s, ring.stage);
     ring.advance();
   }
 }
 
-template <class Cfg, class OnFirstBlock = NothingOnFirstBlock>
+template <class Cfg, class OnBlock = NothingOnBlock>
 __device__ __forceinline__ void accumulate_tile(float (&acc)[Cfg::kTileN / 2], const SharedStorage<Cfg>& s,
                                 RingPosition<Cfg::kStages>& ring, int32_t k_blocks, int consumer, bool& ok,
-                                const OnFirstBlock& on_first_block = OnFirstBlock{}, bool rows_past_m = false) {
+                                const OnBlock& on_block = OnBlock{}, bool rows_past_m = false) {
   // B descriptors: K-major rows of 128 B (SBO = 8 rows); N-major 8 KiB boxes of 64 N (LBO) x 64 K,
   // 8 K rows per 1024 B (SBO).
   constexpr uint32_t kBLbo = Cfg::kBNMajor ? Cfg::kBBoxBytes : 0;
@@ -139,7 +139,7 @@ __device__ __forceinline__ void accumulate_tile(float (&acc)[Cfg::kTileN / 2], c
 #pragma unroll
   for (int i = 0; i < Cfg::kTileN / 2; ++i) acc[i] = 0.0f;
   if (rows_past_m) {  // uniform over the warpgroup
-    pass_tile<Cfg>(s, ring, k_blocks, ok, on_first_block);
+    pass_tile<Cfg>(s, ring, k_blocks, ok, on_block);
     return;
   }
   for (int32_t kb = 0; kb < k_blocks; ++kb) {
@@ -153,7 +153,7 @@ __device__ __forceinline__ void accumulate_tile(float (&acc)[Cfg::kTileN / 2], c
                                                 wg::desc_advance(b_desc, kk * kBStepBytes));
     }
     wg::commit();
-    if (kb == 0) on_first_block();
+    on_block(kb);
     // Keep this batch in flight; the previous one is done, so its slot goes back to the producers.
     wg::wait<1>();
     if (kb > 0) release_slot<Cfg>(s, previous);

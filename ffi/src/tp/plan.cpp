@@ -166,7 +166,7 @@ int32_t scatter_variant() {
   const char* env = std::getenv("WEFT_TP_SCATTER_VARIANT");
   if (!env || !*env) return fused::kScatterFull;
   const long v = std::strtol(env, nullptr, 10);
-  return v >= fused::kScatterFull && v <= fused::kScatterLastFirst ? int32_t(v) : fused::kScatterFull;
+  return v >= fused::kScatterFull && v <= fused::kScatterSerialTail ? int32_t(v) : fused::kScatterFull;
 }
 
 // WEFT_TP_CE_ADD=loads makes the copy-engine mover's own tiles read the received partials with
@@ -235,7 +235,7 @@ void build_scatter(WeftTpPlan& plan) {
   s.m_shard = int32_t(p.m_shard);
   s.lag = ch.lag;
   s.variant = scatter_variant();
-  if (s.variant == fused::kScatterLastFirst && ch.mover != WEFT_TP_MOVER_EXCHANGE) s.variant = fused::kScatterFull;
+  if (s.variant == fused::kScatterSerialTail && ch.mover != WEFT_TP_MOVER_EXCHANGE) s.variant = fused::kScatterFull;
   l.m = int32_t(p.m);
   l.n = int32_t(p.n);
   l.k = int32_t(p.k);
@@ -248,7 +248,7 @@ void build_scatter(WeftTpPlan& plan) {
     // every peer's (where this rank's go), the same offset of each rank's workspace.
     // Its stage-out variants (gemm_exchange.cuh): local only (1), every tile at once (5), the last
     // tile before the deferred ones (6).
-    if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterPlainOrder && s.variant != fused::kScatterLastFirst)
+    if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterPlainOrder && s.variant != fused::kScatterSerialTail && s.variant != fused::kScatterNoComm)
       s.variant = fused::kScatterFull;
     s.exchange = 1;
     s.ld = int32_t(p.n);
