@@ -65,8 +65,9 @@ bool all_gather_gemm_supported(int tile_n);
 // ---- GEMM + reduce-scatter / all-reduce (gemm_reduce_scatter.cu, gemm_all_reduce.cu) --------------
 
 // Variants that leave one stage of GEMM + reduce-scatter / all-reduce out, to find what limits it
-// (bench/NOTES-tp.md). Only kScatterFull and kScatterSerialTail (another order) compute the right
-// result; the others keep the tile order, the flag waits and the final handshake:
+// (bench/NOTES-tp.md). Only kScatterFull, kScatterSerialTail and kScatterSmSends (other orders and
+// movers) compute the right result; the others keep the tile order, the flag waits and the final
+// handshake:
 //   kScatterLocalOnly      every store and add goes to this rank's own out (no NVLink data traffic)
 //   kScatterRemoteStores   the peers' adds become plain stores (NVLink write rate vs reduce rate)
 //   kScatterNoComm         plain local stores, no flag waits (the GEMM in the fused tile order)
@@ -74,6 +75,8 @@ bool all_gather_gemm_supported(int tile_n);
 //   kScatterPlainOrder     kScatterNoHandshake in the plain GEMM's grouped tile order
 //   kScatterSerialTail     exchange mover only: the tail in series, as before it overlapped (the
 //                          deferred tiles' flags at the next epilogue, the last tile received first)
+//   kScatterSmSends        exchange mover only: the first wave too goes out by the SMs' TMA stores,
+//                          not by the copy engines
 enum ScatterVariant : int32_t {
   kScatterFull = 0,
   kScatterLocalOnly = 1,
@@ -82,6 +85,7 @@ enum ScatterVariant : int32_t {
   kScatterNoHandshake = 4,
   kScatterPlainOrder = 5,
   kScatterSerialTail = 6,
+  kScatterSmSends = 7,
 };
 
 struct ScatterState {
@@ -137,6 +141,18 @@ struct ScatterState {
   int32_t box_rows;
   CUtensorMap send[kMaxRanks];
   uint16_t* own_out;    // this rank's out (finish_deferred's plain stores), ld elements per row
+  // With exactly two waves of tiles, the first wave's deferred tiles (tile columns [0, ce_tile_cols)
+  // of the single band) go to the peers by one 2-D copy per peer on a side stream instead of the
+  // SMs' TMA stores, which slowed the second wave's math on the sending GPU by ~8 us at M = 512
+  // (NOTES-tp, session 5). The SMs store those tiles into the own slot only and count them
+  // (ce_count[epoch & 1]); the one that completes ce_expected sets ce_ready = epoch, which the side
+  // streams wait for; each copy is followed by ce_sent[rank][q] = epoch in the sender's memory.
+  // 0 columns: the SMs send everything.
+  int32_t ce_tile_cols;
+  int32_t ce_expected;
+  uint64_t* ce_count;   // [2]: by epoch parity
+  uint64_t* ce_ready;
+  const uint64_t* ce_sent[kMaxRanks];  // ce_sent[r]: rank r's [world] words as mapped here
   // WEFT_TP_TRACE (benchmarks only; nullptr: off): globaltimer stamps of one launch, TraceSlot layout.
   uint64_t* trace;
 };

@@ -19,6 +19,10 @@
 // traffic, and only that traffic, one flag and one local load follow; nothing waits on a
 // whole-kernel handshake: each rank writes only its own out.
 //
+// With exactly two waves (M = 512), the first wave's deferred tiles go to the peers by copy engine
+// instead (State::ce_tile_cols, launched by ffi/src/tp/plan.cpp): SM-issued NVLink stores slowed the
+// second wave's math on the sending GPU by ~8 us, the receiving GPU's by <= 1 us (NOTES-tp).
+//
 // Reuse across launches: receive slots alternate by epoch parity. Rank q writes my slot e % 2 in
 // launch e only after its launch e - 1 finished, which waited for my partials of e - 1, sent by my
 // launch e - 1 after my launch e - 2 (the last reader of slot e % 2, own slot included) had finished.
@@ -67,8 +71,12 @@ struct ExchangeHooks : gemm::DefaultHooks {
 
   // Send destination q: rank q's receive region as mapped here; q = this rank (keep_own) is the own
   // slot of the own region, which holds a deferred tile's own partial until it is finished.
-  static __device__ __forceinline__ uint32_t send_dests(const State& s, const gemm::TileCoord&, bool keep_own) {
-    if (s.variant == kScatterNoComm) return keep_own ? 1u << s.rank : 0u;
+  // A deferred tile the copy engines carry (State::ce_tile_cols).
+  static __device__ __forceinline__ bool by_copy_engine(const State& s, const gemm::TileCoord& t) {
+    return t.tile_n < s.ce_tile_cols;
+  }
+  static __device__ __forceinline__ uint32_t send_dests(const State& s, const gemm::TileCoord& t, bool keep_own) {
+    if (s.variant == kScatterNoComm || (keep_own && by_copy_engine(s, t))) return keep_own ? 1u << s.rank : 0u;
     if (keep_own && s.variant == kScatterLocalOnly) return 1u << s.rank;
     return ((1u << s.world) - 1u) & ~(keep_own ? 0u : 1u << s.rank);
   }
@@ -79,7 +87,10 @@ struct ExchangeHooks : gemm::DefaultHooks {
   // pass waited ~8 us for them (NOTES-tp, session 5 trace).
   static __device__ __forceinline__ bool settle_with_math(const State&, const gemm::TileCoord&) { return true; }
   static __device__ __forceinline__ int32_t settle_block(const State& s, int32_t k_blocks) {
-    return s.variant == kScatterSerialTail ? k_blocks : k_blocks / 2;
+    // With the first wave by copy engine every deferred tile is one of it (State::ce_tile_cols): it
+    // went to the own slot only, its local stores are complete early, and the copies start when the
+    // last one is counted.
+    return s.variant == kScatterSerialTail ? k_blocks : s.ce_tile_cols != 0 ? k_blocks / 8 : k_blocks / 2;
   }
 
   static __device__ __forceinline__ const CUtensorMap* send_map(const State& s, int q, const gemm::TileCoord& t,
@@ -90,8 +101,25 @@ struct ExchangeHooks : gemm::DefaultHooks {
   // settle_pending has completed this half-tile's stores and fenced them for system scope right
   // before, so relaxed flag stores complete the release.
   static __device__ __forceinline__ void after_tile_stored(const State& s, const gemm::TileCoord& t, int consumer) {
+    if (by_copy_engine(s, t)) {
+      count_for_copy(s);
+      return;
+    }
     for (int32_t q = 0; q < s.world; ++q)
       if (q != s.rank) sys::signal_store_fenced(s.stored[q] + s.rank * half_tiles(s) + half_tile(s, t, consumer), s.epoch);
+  }
+  // One more deferred half-tile is in the own slot (its stores complete, fenced). One counter per
+  // epoch parity, zeroed by the previous launch's start (on_kernel_start), so a launch that failed
+  // part-way leaves nothing behind; plain atomic adds (a compare-and-swap loop over one word
+  // serialised the grid's 248 half-tiles at M = 512: the second wave took 60 us longer).
+  static __device__ __forceinline__ void count_for_copy(const State& s) {
+    const uint64_t before = sys::device_signal_fetch_add(s.ce_count + (s.epoch & 1), 1);
+    if (before + 1 == uint64_t(s.ce_expected)) {
+      sys::device_signal_store(s.ce_ready, s.epoch);  // the add acquired the others' releases
+    }
+  }
+  static __device__ __forceinline__ void on_kernel_start(const State& s) {
+    if (s.ce_tile_cols != 0 && blockIdx.x == 0) s.ce_count[(s.epoch + 1) & 1] = 0;  // next launch's counter
   }
   static __device__ __forceinline__ bool wait_exchanged(const State& s, const gemm::TileCoord& t, int consumer) {
     bool ok = true;
@@ -121,7 +149,7 @@ struct ExchangeHooks : gemm::DefaultHooks {
   // tile's math (settle_block), in this warpgroup's leader, before the barrier below.
   static __device__ __forceinline__ bool finish_deferred(const State& s, const gemm::TileCoord& t, int consumer,
                                                          int32_t rows, int32_t cols, uint32_t barrier_id) {
-    const bool ok = wg::thread() != 0 || wait_exchanged(s, t, consumer);
+    const bool ok = wg::thread() != 0 || (by_copy_engine(s, t) ? wait_copied(s) : wait_exchanged(s, t, consumer));
     wg::sync(barrier_id);  // the leader acquired every peer's flag before anyone reads their rows
     const int32_t row0 = t.m0 + consumer * (gemm::kTileM / 2);
     const int32_t chunks = cols / 8;
@@ -169,6 +197,23 @@ struct ExchangeHooks : gemm::DefaultHooks {
     return ok;
   }
   static __device__ __forceinline__ bool receives_last_first(const State& s) { return s.variant == kScatterSerialTail; }
+
+  // Every peer's copy of its first wave into my region has landed (ce_sent in the peer's memory).
+  static __device__ __forceinline__ bool wait_copied(const State& s) {
+    bool ok = true;
+    for (int32_t q = 0; q < s.world; ++q)
+      if (q != s.rank) ok = ok && sys::wait_at_least(s.ce_sent[q] + s.rank, s.epoch, budget(s)) == sys::WaitResult::kOk;
+    return ok;
+  }
+  // The kernel ends only after this rank's own copies have read its slot and landed (the next launch
+  // of this parity rewrites the slot; the peers' next launch rewrites theirs): one CTA waits.
+  static __device__ __forceinline__ bool before_finish(const State& s) {
+    if (s.ce_tile_cols == 0 || blockIdx.x != 0) return true;
+    bool ok = true;
+    for (int32_t q = 0; q < s.world; ++q)
+      if (q != s.rank) ok = ok && sys::wait_at_least(s.ce_sent[s.rank] + q, s.epoch, budget(s)) == sys::WaitResult::kOk;
+    return ok;
+  }
 };
 
 }  // namespace weft::fused

@@ -354,6 +354,9 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       const int64_t tiles_m = ceil_div(p.m, gemm::kTileM);
       add(l, l.stored, uint64_t(W) * tiles_m * 2 * ceil_div(p.n, c.tile_n) * 8);  // exchanged[W][half-tiles]
       add(l, l.recv, 2ull * W * tiles_m * gemm::kTileM * p.n * 2);                // [2][W][slot_rows][n]
+      add(l, l.counts, 2 * 8);                                                    // first-wave count [2]
+      add(l, l.ready, 8);                                                         // first wave stored
+      add(l, l.progress, uint64_t(W) * 8);                                        // first wave sent [W]
     } else if (c.mover == WEFT_TP_MOVER_COPY_ENGINE) {
       add(l, l.counts, uint64_t(W) * c.chunks * 8);
       add(l, l.ready, uint64_t(W) * c.chunks * 8);

@@ -166,7 +166,7 @@ int32_t scatter_variant() {
   const char* env = std::getenv("WEFT_TP_SCATTER_VARIANT");
   if (!env || !*env) return fused::kScatterFull;
   const long v = std::strtol(env, nullptr, 10);
-  return v >= fused::kScatterFull && v <= fused::kScatterSerialTail ? int32_t(v) : fused::kScatterFull;
+  return v >= fused::kScatterFull && v <= fused::kScatterSmSends ? int32_t(v) : fused::kScatterFull;
 }
 
 // WEFT_TP_CE_ADD=loads makes the copy-engine mover's own tiles read the received partials with
@@ -202,6 +202,35 @@ void set_direct_bands(const WeftTpPlan& plan, fused::ScatterState& s) {
   const bool off = p.op != WEFT_TP_GEMM_ALL_REDUCE || s.variant != fused::kScatterFull || (env && std::strcmp(env, "0") == 0);
   s.direct_tile_m = off ? int32_t(tiles_m) : int32_t(int64_t(p.rank) * ch.shard_tiles + band * ch.group_m);
   s.direct_chunks = off ? 0 : int32_t((bands - band) * ch.slabs);
+}
+
+// The exchange mover's first wave by copy engine (fused::ScatterState::ce_tile_cols): only with
+// exactly two waves of tiles in one band whose first wave's deferred tiles (GroupedScheduler order:
+// tile i at tile row i % tiles_m, column i / tiles_m; CTA c computes tiles c and c + ctas) fill
+// whole tile columns, so one rectangle of the slot holds them and no later tile's sends land in it.
+void set_copied_first_wave(WeftTpPlan& plan, fused::ScatterState& s) {
+  const tp::Problem& p = plan.problem;
+  const tp::Choice& ch = plan.choice;
+  const int64_t tiles = int64_t(s.tiles_m) * s.tiles_n;
+  const int64_t deferred = tiles - ch.gemm_ctas;
+  if (s.variant != fused::kScatterFull || deferred <= 0 || tiles > 2ll * ch.gemm_ctas || s.tiles_m > ch.group_m ||
+      deferred % s.tiles_m != 0)
+    return;
+  s.ce_tile_cols = int32_t(deferred / s.tiles_m);
+  int32_t halves = 0;  // per tile column: the half-tiles with rows below m
+  for (int32_t h = 0; h < 2 * s.tiles_m; ++h) halves += int64_t(h) * (gemm::kTileM / 2) < p.m ? 1 : 0;
+  s.ce_expected = halves * s.ce_tile_cols;
+  char* ws = plan.workspace;
+  s.ce_count = reinterpret_cast<uint64_t*>(ws + ch.layout.counts.offset);
+  s.ce_ready = reinterpret_cast<uint64_t*>(ws + ch.layout.ready.offset);
+  for (int q = 0; q < p.world; ++q)
+    s.ce_sent[q] = reinterpret_cast<const uint64_t*>(on_rank(*plan.comm, q, ws + ch.layout.progress.offset));
+  for (int j = 0; j + 1 < p.world; ++j) {
+    cudaStream_t side = nullptr;
+    WEFT_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+    plan.side.push_back(side);
+  }
+  WEFT_CUDA(cudaEventCreateWithFlags(&plan.start, cudaEventDisableTiming));
 }
 
 void build_scatter(WeftTpPlan& plan) {
@@ -246,9 +275,10 @@ void build_scatter(WeftTpPlan& plan) {
   if (ch.mover == WEFT_TP_MOVER_EXCHANGE) {
     // Receive regions [2][world][slot_rows][n]: this rank's (where the peers' partials land) and
     // every peer's (where this rank's go), the same offset of each rank's workspace.
-    // Its stage-out variants (gemm_exchange.cuh): local only (1), every tile at once (5), the last
-    // tile before the deferred ones (6).
-    if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterPlainOrder && s.variant != fused::kScatterSerialTail && s.variant != fused::kScatterNoComm)
+    // Its stage-out variants (gemm_exchange.cuh): local only (1), no comm (3), every tile at once
+    // (5), the serial tail (6), the first wave by the SMs (7).
+    if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterNoComm && s.variant != fused::kScatterPlainOrder &&
+        s.variant != fused::kScatterSerialTail && s.variant != fused::kScatterSmSends)
       s.variant = fused::kScatterFull;
     s.exchange = 1;
     s.ld = int32_t(p.n);
@@ -262,6 +292,7 @@ void build_scatter(WeftTpPlan& plan) {
     encode_bf16(&s.recv_map, recv, p.n, rows, p.n, box, "receive region");
     for (int q = 0; q < p.world; ++q)
       encode_bf16(&s.send[q], on_rank(c, q, recv), p.n, rows, p.n, box, "receive region (on a peer)");
+    set_copied_first_wave(plan, s);
     return;
   }
   if (ch.mover != WEFT_TP_MOVER_COPY_ENGINE) return;
@@ -492,6 +523,8 @@ void launch_scatter_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
   l.completion = launch_words(launch);
   const bool copy_engine = l.state.copy_engine != 0;
   if (l.state.exchange) {
+    // The first wave's side streams start behind this point (launch_scatter_copies).
+    if (l.state.ce_tile_cols) WEFT_CUDA(cudaEventRecord(plan.start, plan.stream));
     l.state.recv_row0 = int32_t((plan.epoch & 1) * uint64_t(plan.problem.world) * l.state.slot_rows);
     l.state.recv = reinterpret_cast<const uint16_t*>(plan.workspace + plan.choice.layout.recv.offset +
                                                      uint64_t(l.state.recv_row0) * uint64_t(plan.problem.n) * 2);
@@ -510,10 +543,41 @@ void launch_scatter_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
   else WEFT_CUDA(fused::launch_gemm_reduce_scatter(l));
 }
 
+// The exchange mover's first wave: once the kernel has stored every deferred half-tile in its own
+// slot (ce_ready), one 2-D copy per peer moves those tile columns into the peer's slot for this rank,
+// then ce_sent[dest] = epoch in this rank's memory (the peer's finish_deferred waits for it).
+void enqueue_first_wave_copies(WeftTpPlan& plan) {
+  const WeftComm& c = *plan.comm;
+  const tp::Problem& p = plan.problem;
+  const fused::ScatterState& s = plan.scatter.state;
+  const auto wait = driver::streamWaitValue64();
+  const auto write = driver::streamWriteValue64();
+  const uint64_t row_bytes = uint64_t(p.n) * 2;
+  const uint64_t slot_row0 = uint64_t(s.recv_row0) + uint64_t(p.rank) * s.slot_rows;
+  const char* src = plan.workspace + plan.choice.layout.recv.offset + slot_row0 * row_bytes;
+  const size_t width = size_t(std::min<int64_t>(int64_t(s.ce_tile_cols) * plan.choice.tile_n, p.n)) * 2;
+  for (int j = 0; j + 1 < p.world; ++j) {
+    const int dest = (p.rank + 1 + j) % p.world;
+    cudaStream_t st = plan.side[j];
+    WEFT_CUDA(cudaStreamWaitEvent(st, plan.start, 0));
+    CUresult r = wait(st, reinterpret_cast<CUdeviceptr>(s.ce_ready), plan.epoch, CU_STREAM_WAIT_VALUE_GEQ);
+    WEFT_REQUIRE(r == CUDA_SUCCESS, "cuStreamWaitValue64 failed (CUresult %d)", int(r));
+    char* dst = on_rank(c, dest, plan.workspace + plan.choice.layout.recv.offset) + slot_row0 * row_bytes;
+    WEFT_CUDA(cudaMemcpy2DAsync(dst, row_bytes, src, row_bytes, width, size_t(p.m), cudaMemcpyDeviceToDevice, st));
+    uint64_t* sent = reinterpret_cast<uint64_t*>(plan.workspace + plan.choice.layout.progress.offset) + dest;
+    r = write(st, reinterpret_cast<CUdeviceptr>(sent), plan.epoch, 0);
+    WEFT_REQUIRE(r == CUDA_SUCCESS, "cuStreamWriteValue64 failed (CUresult %d)", int(r));
+  }
+}
+
 // After the kernel: a side stream that shared a hardware queue with the plan's stream would
 // otherwise hold the kernel back behind a wait that only the kernel can end.
 void launch_scatter_copies(WeftTpPlan& plan) {
   const fused::ScatterLaunch& l = plan.scatter;
+  if (l.state.exchange && l.state.ce_tile_cols) {
+    enqueue_first_wave_copies(plan);
+    return;
+  }
   if (!l.state.copy_engine || l.state.variant != fused::kScatterFull) return;  // stage-out variants move nothing
   if (cudaGraphExec_t g = plan.copies[plan.epoch & 3]) {
     WEFT_CUDA(cudaStreamWaitEvent(plan.side[0], plan.start, 0));
