@@ -19,7 +19,8 @@ __device__ void spin(uint64_t ns) {
 // mode 0: no completion; 1: cta::finish; 2: device-scope fence per CTA, system fence in the last;
 // 3: arrivals, the last CTA writes device memory; 4: arrivals, the last CTA writes host memory with
 // no fence; 5: one thread writes host memory, nothing else; 6: acq_rel arrivals at gpu scope and
-// one st.release.sys by the last CTA.
+// one st.release.sys by the last CTA; 7: as 6 with a failure folded into the arrival count (the last
+// CTA skips its atomic exchange of the failed flag).
 __global__ void __launch_bounds__(384, 1) kernel(Completion c, uint64_t ns, int mode) {
   spin(ns);
   if (mode == 1) cta::finish(c);
@@ -40,6 +41,17 @@ __global__ void __launch_bounds__(384, 1) kernel(Completion c, uint64_t ns, int 
         const uint32_t failed = atomicExch(&c.arrivals[1], 0u);
         c.arrivals[0] = 0;
         sys::signal_store(c.done, failed ? (c.seq | kFailedBit) : c.seq);
+      }
+    }
+  }
+  if (mode == 7) {  // as 6, the failure folded into the arrival count: no atomic exchange in the last CTA
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      uint32_t old;
+      asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(c.arrivals) : "memory");
+      if ((old & 0xffffu) == gridDim.x - 1) {
+        c.arrivals[0] = 0;
+        sys::signal_store(c.done, old >> 16 ? (c.seq | kFailedBit) : c.seq);
       }
     }
   }
@@ -71,7 +83,7 @@ int main() {
   cudaEventCreate(&b);
   for (uint64_t us : {20}) {
     for (int rep = 0; rep < 2; ++rep) {
-      for (int mode = 0; mode < 7; ++mode) {
+      for (int mode = 0; mode < 8; ++mode) {
         const int iters = 500;
         Completion c{done, 1, arrivals};
         for (int i = 0; i < 20; ++i) kernel<<<128, 384>>>(c, us * 1000, mode);
