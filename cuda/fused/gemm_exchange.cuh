@@ -12,12 +12,12 @@
 //
 // The peer computing the same tile does the same at about the same time. Only a CTA's last tile is
 // received that way; its earlier ones are deferred (gemm::ExchangeStep): sent with the own partial
-// also stored into this rank's own slot, published halfway through the next tile's math
-// (settle_block), and finished from the slots alone (finish_deferred) while the last tile's sends
-// drain. So with two or more waves of tiles (M = 512) the exchange of one wave
-// overlaps the next wave's math, the finishing of the deferred tiles overlaps the last wave's
-// traffic, and only that traffic, one flag and one local load follow; nothing waits on a
-// whole-kernel handshake: each rank writes only its own out.
+// also stored into this rank's own slot, published during the next tile's math (settle_block), and
+// finished from the slots alone (finish_deferred) while the last tile's sends drain. So with two or
+// more waves of tiles (M = 512) the exchange of one wave overlaps the next wave's math, the
+// finishing of the deferred tiles overlaps the last wave's traffic, and only that traffic, one flag
+// and one local load follow; nothing waits on a whole-kernel handshake: each rank writes only its
+// own out.
 //
 // With exactly two waves (M = 512), the first wave's deferred tiles go to the peers by copy engine
 // instead (State::ce_tile_cols, launched by ffi/src/tp/plan.cpp): SM-issued NVLink stores slowed the
@@ -29,9 +29,11 @@
 // Flags are epochs.
 //
 // Stage-out variants (benchmarks only, WEFT_TP_SCATTER_VARIANT): kScatterLocalOnly sends deferred
-// tiles to the own slot only (flags still go out; wrong sums), kScatterPlainOrder exchanges every
-// tile at once (no deferral), kScatterSerialTail runs the tail in series (deferred tiles' flags at
-// the next epilogue, the last tile received before the deferred ones; both for A/B).
+// tiles to the own slot only (flags still go out; wrong sums), kScatterNoComm sends nothing to the
+// peers and waits for nothing (wrong sums), kScatterPlainOrder exchanges every tile at once (no
+// deferral), kScatterSerialTail runs the tail in series (deferred tiles' flags at the next epilogue,
+// the last tile received before the deferred ones), kScatterSmSends keeps the first wave on the
+// SMs' TMA stores (the last three for A/B; none of the variants uses the copy engines).
 //
 // Layout (ffi/src/tp/choice.cpp): recv [2][world][slot_rows][n] bf16 (slot_rows = m rounded up to
 // whole 128-row tiles, so that a tile's boxes never reach into the next rank's slot; rows past m
@@ -69,12 +71,13 @@ struct ExchangeHooks : gemm::DefaultHooks {
   }
   static __device__ __forceinline__ const CUtensorMap* out_map(const State& s, int) { return &s.out[s.rank]; }
 
-  // Send destination q: rank q's receive region as mapped here; q = this rank (keep_own) is the own
-  // slot of the own region, which holds a deferred tile's own partial until it is finished.
   // A deferred tile the copy engines carry (State::ce_tile_cols).
   static __device__ __forceinline__ bool by_copy_engine(const State& s, const gemm::TileCoord& t) {
     return t.tile_n < s.ce_tile_cols;
   }
+  // Send destination q: rank q's receive region as mapped here; q = this rank (keep_own) is the own
+  // slot of the own region, which holds a deferred tile's own partial until it is finished (and,
+  // for the copy engines' tiles, is their only destination).
   static __device__ __forceinline__ uint32_t send_dests(const State& s, const gemm::TileCoord& t, bool keep_own) {
     if (s.variant == kScatterNoComm || (keep_own && by_copy_engine(s, t))) return keep_own ? 1u << s.rank : 0u;
     if (keep_own && s.variant == kScatterLocalOnly) return 1u << s.rank;
