@@ -111,11 +111,13 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
       const int32_t k_blocks = k_blocks_of(t, p.problem);
       const int32_t settle_block = settle_early ? Hooks::settle_block(p.hooks, k_blocks) : -1;
       const auto on_block = [&](int32_t kb) {
-        // (with kExchanges the received partials are written while this tile computes: receive_tile)
-        if (kb == 0 && !Hooks::kExchanges && sources > 0 && wg::thread() == 0) {
-          prefetch_received<Cfg, Hooks>(p, s, t, consumer, staged);
+        if (kb == 0) {
+          // (with kExchanges the received partials are written while this tile computes: receive_tile)
+          if (!Hooks::kExchanges && sources > 0 && wg::thread() == 0) prefetch_received<Cfg, Hooks>(p, s, t, consumer, staged);
+          if (settle_block == 0) settle_pending<Hooks>(p.hooks, pending, consumer, 1 + consumer);
+        } else if (Hooks::kExchanges && kb == settle_block) {
+          settle_pending<Hooks>(p.hooks, pending, consumer, 1 + consumer);  // a later block: the exchange only
         }
-        if (kb == settle_block) settle_pending<Hooks>(p.hooks, pending, consumer, 1 + consumer);
       };
       const bool rows_past_m = t.m0 + consumer * Cfg::kConsumerRows >= p.problem.m;
       accumulate_tile<Cfg>(acc, s, ring, k_blocks, consumer, ok, on_block, rows_past_m);
