@@ -110,6 +110,27 @@ void fill_choice(const tp::Choice& c, WeftTpChoice* out) {
 
 gemm::TileConfig tile_of(int tile_n) { return gemm::TileConfig{tile_n, 1, 1}; }
 
+// The copy-engine movers' side streams (one per peer) and the event they start behind.
+void create_side_streams(WeftTpPlan& plan) {
+  for (int j = 0; j + 1 < plan.problem.world; ++j) {
+    cudaStream_t side = nullptr;
+    WEFT_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+    plan.side.push_back(side);
+  }
+  WEFT_CUDA(cudaEventCreateWithFlags(&plan.start, cudaEventDisableTiming));
+}
+
+// Stream memory operations on a side stream: wait until `word` passes `value` (CU_STREAM_WAIT_VALUE_*
+// `flags`), or write `value` once the stream's earlier work is done.
+void stream_wait(cudaStream_t st, const uint64_t* word, uint64_t value, unsigned flags) {
+  const CUresult r = driver::streamWaitValue64()(st, reinterpret_cast<CUdeviceptr>(word), value, flags);
+  WEFT_REQUIRE(r == CUDA_SUCCESS, "cuStreamWaitValue64 failed (CUresult %d)", int(r));
+}
+void stream_write(cudaStream_t st, uint64_t* word, uint64_t value) {
+  const CUresult r = driver::streamWriteValue64()(st, reinterpret_cast<CUdeviceptr>(word), value, 0);
+  WEFT_REQUIRE(r == CUDA_SUCCESS, "cuStreamWriteValue64 failed (CUresult %d)", int(r));
+}
+
 void build_all_gather(WeftTpPlan& plan) {
   const WeftComm& c = *plan.comm;
   const tp::Problem& p = plan.problem;
@@ -150,23 +171,17 @@ void build_all_gather(WeftTpPlan& plan) {
     l.gemm_ctas = ch.gemm_ctas;
     l.stream = plan.stream;
   }
-  if (ch.mover == WEFT_TP_MOVER_COPY_ENGINE) {
-    for (int j = 0; j + 1 < p.world; ++j) {
-      cudaStream_t s = nullptr;
-      WEFT_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-      plan.side.push_back(s);
-    }
-    WEFT_CUDA(cudaEventCreateWithFlags(&plan.start, cudaEventDisableTiming));
-  }
+  if (ch.mover == WEFT_TP_MOVER_COPY_ENGINE) create_side_streams(plan);
 }
 
-// WEFT_TP_SCATTER_VARIANT=1..6 leaves one stage of the fused reduce-scatter / all-reduce out
-// (fused::ScatterVariant; wrong results by design, but 6, an order): for bench/tp-stages.ts only.
+// WEFT_TP_SCATTER_VARIANT=1..7 leaves one stage of the fused reduce-scatter / all-reduce out
+// (fused::ScatterVariant; wrong results by design, but 7, another mover): for bench/tp-stages.ts only.
 int32_t scatter_variant() {
   const char* env = std::getenv("WEFT_TP_SCATTER_VARIANT");
   if (!env || !*env) return fused::kScatterFull;
   const long v = std::strtol(env, nullptr, 10);
-  return v >= fused::kScatterFull && v <= fused::kScatterSmSends ? int32_t(v) : fused::kScatterFull;
+  const bool known = v >= fused::kScatterFull && v <= fused::kScatterSmSends && v != 6;  // 6: retired
+  return known ? int32_t(v) : fused::kScatterFull;
 }
 
 // WEFT_TP_CE_ADD=loads makes the copy-engine mover's own tiles read the received partials with
@@ -225,12 +240,7 @@ void set_copied_first_wave(WeftTpPlan& plan, fused::ScatterState& s) {
   s.ce_ready = reinterpret_cast<uint64_t*>(ws + ch.layout.ready.offset);
   for (int q = 0; q < p.world; ++q)
     s.ce_sent[q] = reinterpret_cast<const uint64_t*>(on_rank(*plan.comm, q, ws + ch.layout.progress.offset));
-  for (int j = 0; j + 1 < p.world; ++j) {
-    cudaStream_t side = nullptr;
-    WEFT_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
-    plan.side.push_back(side);
-  }
-  WEFT_CUDA(cudaEventCreateWithFlags(&plan.start, cudaEventDisableTiming));
+  create_side_streams(plan);
 }
 
 void build_scatter(WeftTpPlan& plan) {
@@ -264,7 +274,7 @@ void build_scatter(WeftTpPlan& plan) {
   s.m_shard = int32_t(p.m_shard);
   s.lag = ch.lag;
   s.variant = scatter_variant();
-  if (s.variant == fused::kScatterSerialTail && ch.mover != WEFT_TP_MOVER_EXCHANGE) s.variant = fused::kScatterFull;
+  if (s.variant == fused::kScatterSmSends && ch.mover != WEFT_TP_MOVER_EXCHANGE) s.variant = fused::kScatterFull;
   l.m = int32_t(p.m);
   l.n = int32_t(p.n);
   l.k = int32_t(p.k);
@@ -276,9 +286,9 @@ void build_scatter(WeftTpPlan& plan) {
     // Receive regions [2][world][slot_rows][n]: this rank's (where the peers' partials land) and
     // every peer's (where this rank's go), the same offset of each rank's workspace.
     // Its stage-out variants (gemm_exchange.cuh): local only (1), no comm (3), every tile at once
-    // (5), the serial tail (6), the first wave by the SMs (7).
+    // (5), the first wave by the SMs (7).
     if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterNoComm && s.variant != fused::kScatterPlainOrder &&
-        s.variant != fused::kScatterSerialTail && s.variant != fused::kScatterSmSends)
+        s.variant != fused::kScatterSmSends)
       s.variant = fused::kScatterFull;
     s.exchange = 1;
     s.ld = int32_t(p.n);
@@ -319,12 +329,7 @@ void build_scatter(WeftTpPlan& plan) {
   s.ready = reinterpret_cast<uint64_t*>(ws + ch.layout.ready.offset);
   for (int q = 0; q < p.world; ++q)
     s.progress[q] = reinterpret_cast<const uint64_t*>(on_rank(c, q, ws + ch.layout.progress.offset));
-  for (int j = 0; j + 1 < p.world; ++j) {
-    cudaStream_t side = nullptr;
-    WEFT_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
-    plan.side.push_back(side);
-  }
-  WEFT_CUDA(cudaEventCreateWithFlags(&plan.start, cudaEventDisableTiming));
+  create_side_streams(plan);
 }
 
 gemm::CompletionWords scratch_words(const WeftTpPlan& plan) {
@@ -350,7 +355,6 @@ void enqueue_all_gather_copies(WeftTpPlan& plan) {
   const tp::Problem& p = plan.problem;
   const fused::AgLaunch& l = plan.ag[plan.epoch & 1];
   for (cudaStream_t s : plan.side) WEFT_CUDA(cudaStreamWaitEvent(s, plan.start, 0));
-  const auto write = driver::streamWriteValue64();
   const uint64_t chunk_bytes = uint64_t(l.state.chunk_rows) * l.state.row_bytes;
   for (int32_t chunk = 0; chunk < l.state.chunks; ++chunk) {
     for (int j = 0; j + 1 < p.world; ++j) {
@@ -358,9 +362,7 @@ void enqueue_all_gather_copies(WeftTpPlan& plan) {
       char* dst = l.state.landing[dest] + uint64_t(p.rank) * p.m_shard * l.state.row_bytes + chunk * chunk_bytes;
       const char* src = l.state.a + chunk * chunk_bytes;
       WEFT_CUDA(cudaMemcpyAsync(dst, src, chunk_bytes, cudaMemcpyDeviceToDevice, plan.side[j]));
-      uint64_t* flag = l.state.flags[p.rank] + int64_t(dest) * l.state.chunks + chunk;
-      const CUresult r = write(plan.side[j], reinterpret_cast<CUdeviceptr>(flag), plan.epoch, 0);
-      WEFT_REQUIRE(r == CUDA_SUCCESS, "cuStreamWriteValue64 failed (CUresult %d)", int(r));
+      stream_write(plan.side[j], l.state.flags[p.rank] + int64_t(dest) * l.state.chunks + chunk, plan.epoch);
     }
   }
 }
@@ -401,8 +403,6 @@ void enqueue_scatter_copies(WeftTpPlan& plan, uint64_t epoch) {
   const WeftComm& c = *plan.comm;
   const tp::Problem& p = plan.problem;
   const tp::Choice& ch = plan.choice;
-  const auto wait = driver::streamWaitValue64();
-  const auto write = driver::streamWriteValue64();
   char* ws = plan.workspace;
   const uint64_t row_bytes = uint64_t(p.n) * 2;
   const int64_t band_rows = int64_t(ch.group_m) * gemm::kTileM;
@@ -412,9 +412,7 @@ void enqueue_scatter_copies(WeftTpPlan& plan, uint64_t epoch) {
   // Chunk `chunk` of owner o's rows: from src (row src_row0 + the chunk's shard row) to dst.
   auto chunk_copy = [&](cudaStream_t st, int o, int32_t chunk, char* dst, uint64_t dst_row0, const char* src,
                         uint64_t src_row0) {
-    const CUresult r = wait(st, reinterpret_cast<CUdeviceptr>(ready + int64_t(o) * ch.chunks + chunk),
-                            fused::ready_bit(epoch), CU_STREAM_WAIT_VALUE_AND);
-    WEFT_REQUIRE(r == CUDA_SUCCESS, "cuStreamWaitValue64 failed (CUresult %d)", int(r));
+    stream_wait(st, ready + int64_t(o) * ch.chunks + chunk, fused::ready_bit(epoch), CU_STREAM_WAIT_VALUE_AND);
     const int64_t band = chunk / ch.slabs, slab = chunk % ch.slabs;
     const int64_t col0 = slab * ch.slab_tiles * ch.tile_n;
     const int64_t cols = std::min<int64_t>(int64_t(ch.slab_tiles) * ch.tile_n, p.n - col0);
@@ -424,10 +422,8 @@ void enqueue_scatter_copies(WeftTpPlan& plan, uint64_t epoch) {
                                 size_t(band_rows), cudaMemcpyDeviceToDevice, st));
   };
   auto advance = [&](cudaStream_t st, int kind, int dest, int32_t done) {
-    uint64_t* w = progress + fused::progress_index(epoch, kind, p.world, dest);
-    const uint64_t v = (fused::progress_tag(epoch) << fused::kProgressShift) | uint64_t(done);
-    const CUresult r = write(st, reinterpret_cast<CUdeviceptr>(w), v, 0);
-    WEFT_REQUIRE(r == CUDA_SUCCESS, "cuStreamWriteValue64 failed (CUresult %d)", int(r));
+    stream_write(st, progress + fused::progress_index(epoch, kind, p.world, dest),
+                 (fused::progress_tag(epoch) << fused::kProgressShift) | uint64_t(done));
   };
   const char* staging = ws + ch.layout.staging_ce.offset;
   char* out = reinterpret_cast<char*>(plan.params.out);
@@ -550,8 +546,6 @@ void enqueue_first_wave_copies(WeftTpPlan& plan) {
   const WeftComm& c = *plan.comm;
   const tp::Problem& p = plan.problem;
   const fused::ScatterState& s = plan.scatter.state;
-  const auto wait = driver::streamWaitValue64();
-  const auto write = driver::streamWriteValue64();
   const uint64_t row_bytes = uint64_t(p.n) * 2;
   const uint64_t slot_row0 = uint64_t(s.recv_row0) + uint64_t(p.rank) * s.slot_rows;
   const char* src = plan.workspace + plan.choice.layout.recv.offset + slot_row0 * row_bytes;
@@ -560,13 +554,10 @@ void enqueue_first_wave_copies(WeftTpPlan& plan) {
     const int dest = (p.rank + 1 + j) % p.world;
     cudaStream_t st = plan.side[j];
     WEFT_CUDA(cudaStreamWaitEvent(st, plan.start, 0));
-    CUresult r = wait(st, reinterpret_cast<CUdeviceptr>(s.ce_ready), plan.epoch, CU_STREAM_WAIT_VALUE_GEQ);
-    WEFT_REQUIRE(r == CUDA_SUCCESS, "cuStreamWaitValue64 failed (CUresult %d)", int(r));
+    stream_wait(st, s.ce_ready, plan.epoch, CU_STREAM_WAIT_VALUE_GEQ);
     char* dst = on_rank(c, dest, plan.workspace + plan.choice.layout.recv.offset) + slot_row0 * row_bytes;
     WEFT_CUDA(cudaMemcpy2DAsync(dst, row_bytes, src, row_bytes, width, size_t(p.m), cudaMemcpyDeviceToDevice, st));
-    uint64_t* sent = reinterpret_cast<uint64_t*>(plan.workspace + plan.choice.layout.progress.offset) + dest;
-    r = write(st, reinterpret_cast<CUdeviceptr>(sent), plan.epoch, 0);
-    WEFT_REQUIRE(r == CUDA_SUCCESS, "cuStreamWriteValue64 failed (CUresult %d)", int(r));
+    stream_write(st, reinterpret_cast<uint64_t*>(plan.workspace + plan.choice.layout.progress.offset) + dest, plan.epoch);
   }
 }
 
