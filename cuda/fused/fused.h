@@ -65,16 +65,15 @@ bool all_gather_gemm_supported(int tile_n);
 // ---- GEMM + reduce-scatter / all-reduce (gemm_reduce_scatter.cu, gemm_all_reduce.cu) --------------
 
 // Variants that leave one stage of GEMM + reduce-scatter / all-reduce out, to find what limits it
-// (bench/NOTES-tp.md). Only kScatterFull, kScatterSerialTail and kScatterSmSends (other orders and
-// movers) compute the right result; the others keep the tile order, the flag waits and the final
+// (bench/NOTES-tp.md). Only kScatterFull and kScatterSmSends (another mover for part of the
+// traffic) compute the right result; the others keep the tile order, the flag waits and the final
 // handshake:
 //   kScatterLocalOnly      every store and add goes to this rank's own out (no NVLink data traffic)
 //   kScatterRemoteStores   the peers' adds become plain stores (NVLink write rate vs reduce rate)
 //   kScatterNoComm         plain local stores, no flag waits (the GEMM in the fused tile order)
 //   kScatterNoHandshake    kScatterNoComm without the final done-flag exchange (the ranks decouple)
 //   kScatterPlainOrder     kScatterNoHandshake in the plain GEMM's grouped tile order
-//   kScatterSerialTail     exchange mover only: the tail in series, as before it overlapped (the
-//                          deferred tiles' flags at the next epilogue, the last tile received first)
+//   (6: the exchange's serial tail, measured in session 5 and removed)
 //   kScatterSmSends        exchange mover only: the first wave too goes out by the SMs' TMA stores,
 //                          not by the copy engines
 enum ScatterVariant : int32_t {
@@ -84,7 +83,6 @@ enum ScatterVariant : int32_t {
   kScatterNoComm = 3,
   kScatterNoHandshake = 4,
   kScatterPlainOrder = 5,
-  kScatterSerialTail = 6,
   kScatterSmSends = 7,
 };
 

@@ -31,9 +31,8 @@
 // Stage-out variants (benchmarks only, WEFT_TP_SCATTER_VARIANT): kScatterLocalOnly sends deferred
 // tiles to the own slot only (flags still go out; wrong sums), kScatterNoComm sends nothing to the
 // peers and waits for nothing (wrong sums), kScatterPlainOrder exchanges every tile at once (no
-// deferral), kScatterSerialTail runs the tail in series (deferred tiles' flags at the next epilogue,
-// the last tile received before the deferred ones), kScatterSmSends keeps the first wave on the
-// SMs' TMA stores (the last three for A/B; none of the variants uses the copy engines).
+// deferral), kScatterSmSends keeps the first wave on the SMs' TMA stores (the last two for A/B;
+// none of the variants uses the copy engines).
 //
 // Layout (ffi/src/tp/choice.cpp): recv [2][world][slot_rows][n] bf16 (slot_rows = m rounded up to
 // whole 128-row tiles, so that a tile's boxes never reach into the next rank's slot; rows past m
@@ -64,6 +63,14 @@ struct ExchangeHooks : gemm::DefaultHooks {
     return s.recv_row0 + q * s.slot_rows + t.m0 + consumer * (gemm::kTileM / 2);
   }
   static __device__ __forceinline__ sys::WaitBudget budget(const State& s) { return sys::WaitBudget{s.timeout_ns, nullptr}; }
+  // Waits (bounded) until word(q) >= epoch for every peer q; false if one ran out.
+  template <class Word>
+  static __device__ __forceinline__ bool wait_every_peer(const State& s, Word word) {
+    bool ok = true;
+    for (int32_t q = 0; q < s.world; ++q)
+      if (q != s.rank) ok = ok && sys::wait_at_least(word(q), s.epoch, budget(s)) == sys::WaitResult::kOk;
+    return ok;
+  }
 
   // The sum goes to this rank's out only.
   static __device__ __forceinline__ gemm::Route route(const State&, const gemm::TileCoord&) {
@@ -93,7 +100,7 @@ struct ExchangeHooks : gemm::DefaultHooks {
     // With the first wave by copy engine every deferred tile is one of it (State::ce_tile_cols): it
     // went to the own slot only, its local stores are complete early, and the copies start when the
     // last one is counted.
-    return s.variant == kScatterSerialTail ? k_blocks : s.ce_tile_cols != 0 ? k_blocks / 8 : k_blocks / 2;
+    return s.ce_tile_cols != 0 ? k_blocks / 8 : k_blocks / 2;
   }
 
   static __device__ __forceinline__ const CUtensorMap* send_map(const State& s, int q, const gemm::TileCoord& t,
@@ -125,14 +132,8 @@ struct ExchangeHooks : gemm::DefaultHooks {
     if (s.ce_tile_cols != 0 && blockIdx.x == 0) s.ce_count[(s.epoch + 1) & 1] = 0;  // next launch's counter
   }
   static __device__ __forceinline__ bool wait_exchanged(const State& s, const gemm::TileCoord& t, int consumer) {
-    bool ok = true;
     if (s.variant == kScatterNoComm) return true;
-    for (int32_t q = 0; q < s.world; ++q) {
-      if (q == s.rank) continue;
-      const uint64_t* flag = s.stored[s.rank] + q * half_tiles(s) + half_tile(s, t, consumer);
-      ok = ok && sys::wait_at_least(flag, s.epoch, budget(s)) == sys::WaitResult::kOk;
-    }
-    return ok;
+    return wait_every_peer(s, [&](int32_t q) { return s.stored[s.rank] + q * half_tiles(s) + half_tile(s, t, consumer); });
   }
 
   // Source j is the j-th rank other than this one; its partial sits in its slot of my region.
@@ -199,23 +200,16 @@ struct ExchangeHooks : gemm::DefaultHooks {
     }
     return ok;
   }
-  static __device__ __forceinline__ bool receives_last_first(const State& s) { return s.variant == kScatterSerialTail; }
 
   // Every peer's copy of its first wave into my region has landed (ce_sent in the peer's memory).
   static __device__ __forceinline__ bool wait_copied(const State& s) {
-    bool ok = true;
-    for (int32_t q = 0; q < s.world; ++q)
-      if (q != s.rank) ok = ok && sys::wait_at_least(s.ce_sent[q] + s.rank, s.epoch, budget(s)) == sys::WaitResult::kOk;
-    return ok;
+    return wait_every_peer(s, [&](int32_t q) { return s.ce_sent[q] + s.rank; });
   }
   // The kernel ends only after this rank's own copies have read its slot and landed (the next launch
   // of this parity rewrites the slot; the peers' next launch rewrites theirs): one CTA waits.
   static __device__ __forceinline__ bool before_finish(const State& s) {
     if (s.ce_tile_cols == 0 || blockIdx.x != 0) return true;
-    bool ok = true;
-    for (int32_t q = 0; q < s.world; ++q)
-      if (q != s.rank) ok = ok && sys::wait_at_least(s.ce_sent[s.rank] + q, s.epoch, budget(s)) == sys::WaitResult::kOk;
-    return ok;
+    return wait_every_peer(s, [&](int32_t q) { return s.ce_sent[s.rank] + q; });
   }
 };
 

@@ -79,7 +79,6 @@
 //   static __device__ bool finish_deferred(const State&, const TileCoord&, int consumer, int32_t rows,
 //                                          int32_t cols, uint32_t barrier_id);
 //   static __device__ bool defers(const State&);
-//   static __device__ bool receives_last_first(const State&);
 //       With kExchanges (and kAddsReceived and kSignalsAfterStore), every rank computes a partial of
 //       every tile and the ranks exchange them (ExchangeStep in epilogue.cuh). Each box of a
 //       half-tile's rounded accumulators is stored into send_map(d) for every bit d of send_dests()
@@ -94,9 +93,8 @@
 //       use the staging buffers or bulk groups, which the last tile's sends still hold; false: its
 //       wait ran out. Then the last tile: its signal settled, wait_exchanged (bounded), the
 //       received boxes (received_box, sources 0..received_sources()-1: the other ranks) loaded and
-//       added, the sum stored as routed. defers() false exchanges every tile at once, as the last;
-//       receives_last_first() true finishes the last tile before the deferred ones (both A/B
-//       variants for benchmarks).
+//       added, the sum stored as routed. defers() false exchanges every tile at once, as the last
+//       (an A/B variant for benchmarks).
 //
 //   static constexpr bool kSignalsAfterStore;
 //   static __device__ void after_tile_stored(const State&, const TileCoord&, int consumer);
@@ -222,8 +220,6 @@ struct DefaultHooks {
   }
   template <class S>
   static __device__ __forceinline__ bool defers(const S&) { return true; }
-  template <class S>
-  static __device__ __forceinline__ bool receives_last_first(const S&) { return false; }
   template <class S>
   static __device__ __forceinline__ bool settle_before_math(const S&, const TileCoord&, const TileCoord&) {
     return false;

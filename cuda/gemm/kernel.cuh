@@ -98,6 +98,12 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
     TileCoord t;
     TileCoord last{};
     bool any_tile = false;
+    // kExchanges: tile `r`, whose own sends went out last (kSend), waits for the peers' partials,
+    // adds them to the accumulators it left in acc and stores the sum.
+    const auto receive = [&](const TileCoord& r) {
+      store_tile<Cfg, Hooks>(acc, p, s, r, consumer, staged, hook_state, pending, hook_ok,
+                             Hooks::received_sources(p.hooks, r), phases, ExchangeStep::kReceive);
+    };
     while (scheduler.next(t)) {
       bool settle_early = false;
       if constexpr (Hooks::kSignalsAfterStore) {
@@ -127,10 +133,7 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
         store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, sources, phases,
                                defer ? ExchangeStep::kDefer : ExchangeStep::kSend);
         // Every tile at once (defers() false): received right after its own sends.
-        if (!Hooks::defers(p.hooks)) {
-          store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, sources, phases,
-                                 ExchangeStep::kReceive);
-        }
+        if (!Hooks::defers(p.hooks)) receive(t);
       } else {
         store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, sources, phases);
       }
@@ -141,11 +144,6 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
       if (Hooks::defers(p.hooks) && any_tile) {
         // The last tile's sends are in flight. Meanwhile the deferred half-tiles, in the same order:
         // their peers sent them about when this CTA did, a tile of math ago. Then the last one.
-        const bool last_first = Hooks::receives_last_first(p.hooks);
-        if (last_first) {
-          store_tile<Cfg, Hooks>(acc, p, s, last, consumer, staged, hook_state, pending, hook_ok,
-                                 Hooks::received_sources(p.hooks, last), phases, ExchangeStep::kReceive);
-        }
         typename Hooks::template Scheduler<Cfg> again(p.problem, p.hooks, rank);
         while (again.next(t) && !is_last_tile(again)) {
           const int32_t row0 = t.m0 + consumer * Cfg::kConsumerRows;
@@ -154,10 +152,7 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
           const int32_t cols = min(Cfg::kTileN, p.problem.n - t.n0);
           hook_ok = Hooks::finish_deferred(p.hooks, t, consumer, rows, cols, 1 + consumer) && hook_ok;
         }
-        if (!last_first) {
-          store_tile<Cfg, Hooks>(acc, p, s, last, consumer, staged, hook_state, pending, hook_ok,
-                                 Hooks::received_sources(p.hooks, last), phases, ExchangeStep::kReceive);
-        }
+        receive(last);
       }
     }
     settle_pending<Hooks>(p.hooks, pending, consumer, 1 + consumer);
