@@ -76,6 +76,8 @@ bool all_gather_gemm_supported(int tile_n);
 //   (6: the exchange's serial tail, measured in session 5 and removed)
 //   kScatterSmSends        exchange mover only: the first wave too goes out by the SMs' TMA stores,
 //                          not by the copy engines
+//   kScatterTmaExchange    exchange mover only: the TMA exchange where the register exchange would
+//                          apply (m <= 32)
 enum ScatterVariant : int32_t {
   kScatterFull = 0,
   kScatterLocalOnly = 1,
@@ -84,7 +86,17 @@ enum ScatterVariant : int32_t {
   kScatterNoHandshake = 4,
   kScatterPlainOrder = 5,
   kScatterSmSends = 7,
+  kScatterTmaExchange = 8,
 };
+
+// The register exchange's layout in one source's slot of a receive region: per 16-row group of a
+// tile (a warp's rows of the wgmma fragment), TileN / 8 16-byte flagged words per lane, word j of
+// the warp's 32 lanes 512 contiguous bytes. Applies at m <= kRegisterExchangeRows when it fits the
+// slot the TMA exchange would use.
+constexpr int kRegisterExchangeRows = 32;
+inline constexpr uint64_t register_exchange_bytes(int64_t m, int64_t tiles_n, int tile_n) {
+  return uint64_t((m + 15) / 16) * uint64_t(tiles_n) * uint64_t(tile_n / 8) * 512u;
+}
 
 struct ScatterState {
   CUtensorMap out[kMaxRanks];    // out[q]: rank q's output as mapped here
@@ -139,6 +151,11 @@ struct ScatterState {
   int32_t box_rows;
   CUtensorMap send[kMaxRanks];
   uint16_t* own_out;    // this rank's out (finish_deferred's plain stores), ld elements per row
+  // The register exchange (m <= kRegisterExchangeRows; 0: off): every tile's partial goes from the
+  // accumulators into region[q] (rank q's receive region as mapped here, both parity halves) as
+  // flagged words (primitives/flagged.cuh), with no staging, fence or flag round trip.
+  int32_t register_rows;
+  uint8_t* region[kMaxRanks];
   // With exactly two waves of tiles, the first wave's deferred tiles (tile columns [0, ce_tile_cols)
   // of the single band) go to the peers by one 2-D copy per peer on a side stream instead of the
   // SMs' TMA stores, which slowed the second wave's math on the sending GPU by ~8 us at M = 512

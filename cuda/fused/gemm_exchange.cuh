@@ -19,6 +19,12 @@
 // and one local load follow; nothing waits on a whole-kernel handshake: each rank writes only its
 // own out.
 //
+// At m <= 32 (fused.h kRegisterExchangeRows) the register exchange replaces send and receive
+// (State::register_rows, exchange_in_registers below): each warp's fragment goes from the
+// accumulators straight into the peers as flagged words (primitives/flagged.cuh, NCCL's LL format),
+// and the peers' are polled and added in registers; no staging, fence or flag round trip. It moves
+// twice the bytes, which only pays when they are this few (m = 16: 256 KiB per peer).
+//
 // With exactly two waves (M = 512), the first wave's deferred tiles go to the peers by copy engine
 // instead (State::ce_tile_cols, launched by ffi/src/tp/plan.cpp): SM-issued NVLink stores slowed the
 // second wave's math on the sending GPU by ~8 us, the receiving GPU's by <= 1 us (NOTES-tp).
@@ -42,6 +48,7 @@
 
 #include "fused/fused.h"
 #include "fused/gemm_scatter.cuh"
+#include "primitives/flagged.cuh"
 #include "fused/launch.cuh"
 #include "gemm/kernel.cuh"
 
@@ -90,7 +97,9 @@ struct ExchangeHooks : gemm::DefaultHooks {
     if (keep_own && s.variant == kScatterLocalOnly) return 1u << s.rank;
     return ((1u << s.world) - 1u) & ~(keep_own ? 0u : 1u << s.rank);
   }
-  static __device__ __forceinline__ bool defers(const State& s) { return s.variant != kScatterPlainOrder; }
+  static __device__ __forceinline__ bool defers(const State& s) {
+    return s.variant != kScatterPlainOrder && s.register_rows == 0;
+  }
   // A deferred tile's flags go out halfway through the next tile's math, by when its stores have
   // long drained (a wave's 4 MiB at M = 512 takes ~11 us of a ~30 us tile), and not at the next
   // epilogue: there they would queue on NVLink behind the last wave's sends, and the peers' second
@@ -199,6 +208,71 @@ struct ExchangeHooks : gemm::DefaultHooks {
       }
     }
     return ok;
+  }
+
+  // The register exchange (register_rows > 0, decode at m <= 32: NOTES-tp, session 6): the TMA
+  // exchange's tail at m = 16 was the stores' completion, a system fence, the flag's trip and a
+  // load (~4.5 us over a ~24 us kernel); here each warp whose 16 rows hold any row below m stores its
+  // fragment of the partial, bf16, as flagged words into every peer's slot for this rank, then polls
+  // its own slots for the same words from every peer and adds them in rank order.
+  static __device__ __forceinline__ bool exchanges_in_registers(const State& s) { return s.register_rows > 0; }
+  template <class Cfg>
+  static __device__ bool exchange_in_registers(const State& s, const gemm::TileCoord& t, int consumer,
+                                               float (&acc)[Cfg::kTileN / 2]) {
+    constexpr int kWords = Cfg::kTileN / 8;  // one per 8-column group n8: rows lo and lo + 8, 2 columns each
+    const int th = wg::thread();
+    const int32_t row = t.m0 + consumer * Cfg::kConsumerRows + (th / 32) * 16;  // this warp's first row
+    bool ok = true;
+    if (row < s.register_rows) {  // uniform over the warp
+      const uint32_t flag = sys::flag_of(s.epoch);
+      // Byte offset of word 0 of this lane in a source's slot (fused.h, register_exchange_bytes).
+      const int64_t at = ((int64_t(row / 16) * s.tiles_n + t.tile_n) * kWords) * 512 + (th % 32) * 16;
+      const int64_t slot_bytes = int64_t(s.slot_rows) * s.ld * 2;
+      const int64_t half = int64_t(s.recv_row0) * s.ld * 2;  // this launch's parity half
+      for (int32_t q = 0; q < s.world; ++q) {
+        if (q == s.rank) continue;
+        uint8_t* dst = s.region[q] + half + s.rank * slot_bytes + at;
+#pragma unroll
+        for (int j = 0; j < kWords; ++j)
+          sys::store_flagged(dst + j * 512, gemm::pack_bf16x2(acc[4 * j], acc[4 * j + 1]),
+                             gemm::pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]), flag);
+      }
+      const uint64_t limit = budget(s).timeout_ns ? budget(s).timeout_ns : sys::kDefaultTimeoutNs;
+      for (int32_t q = 0; q < s.world && ok; ++q) {
+        if (q == s.rank) continue;
+        const uint8_t* src = reinterpret_cast<const uint8_t*>(s.recv) + q * slot_bytes + at;
+        // Eight words in flight at once (one round trip per poll, not eight; more would spill at
+        // TileN = 128).
+        constexpr int kBatch = kWords < 8 ? kWords : 8;
+#pragma unroll
+        for (int j0 = 0; j0 < kWords; j0 += kBatch) {
+          uint4 w[kBatch];
+          uint64_t start = 0;
+          for (uint32_t spins = 0; ok; ++spins) {
+            bool ready = true;
+#pragma unroll
+            for (int j = 0; j < kBatch; ++j) {
+              w[j] = sys::load_flagged(src + (j0 + j) * 512);
+              ready = ready && sys::flagged_ready(w[j], flag);
+            }
+            if (ready) break;
+            if (spins == 0) start = sys::globaltimer_ns();
+            else if ((spins & 15) == 0 && sys::globaltimer_ns() - start > limit) ok = false;
+          }
+          if (!ok) break;
+#pragma unroll
+          for (int j = 0; j < kBatch; ++j) {
+            float* a = acc + 4 * (j0 + j);
+            a[0] += __uint_as_float(w[j].x << 16);
+            a[1] += __uint_as_float(w[j].x & 0xffff0000u);
+            a[2] += __uint_as_float(w[j].z << 16);
+            a[3] += __uint_as_float(w[j].z & 0xffff0000u);
+          }
+        }
+      }
+    }
+    // The engine reports a failed wait from the leader only.
+    return wg::all(ok, 1 + consumer);
   }
 
   // Every peer's copy of its first wave into my region has landed (ce_sent in the peer's memory).

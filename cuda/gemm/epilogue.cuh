@@ -144,7 +144,10 @@ __device__ __forceinline__ void stage_for_store(const float (&acc)[Cfg::kTileN /
 //             waited for, loaded and added (receive_tile), the sum stored.
 // So one wave's exchange overlaps the next wave's math, and the deferred tiles' finishing overlaps
 // the last wave's traffic; only that traffic, a flag and one local load follow.
-enum class ExchangeStep { kStore, kDefer, kSend, kReceive };
+//   kInRegisters  every tile, when Hooks::exchanges_in_registers: the partials go from the accumulators
+//             straight into the peers with a flag beside every 4 bytes (Hooks::exchange_in_registers),
+//             the peers' are added in registers, and the sum is stored like a plain tile.
+enum class ExchangeStep { kStore, kDefer, kSend, kReceive, kInRegisters };
 
 // This consumer's half-tile, rounded, goes to every send destination box by box (the two staging
 // buffers alternating as in store_tile); kDefer adds the own slot as a destination. The caller
@@ -264,14 +267,18 @@ __device__ __forceinline__ void store_tile(float (&acc)[Cfg::kTileN / 2], const 
   settle_pending<Hooks>(p.hooks, pending, consumer, barrier_id);
   if constexpr (Hooks::kExchanges) {
     static_assert(Hooks::kSignalsAfterStore, "every exchanged tile is published as a pending signal");
-    if (step != ExchangeStep::kReceive) {
+    if (step == ExchangeStep::kInRegisters) {
+      hook_ok = Hooks::template exchange_in_registers<Cfg>(p.hooks, t, consumer, acc) && hook_ok;
+      sources = 0;
+    } else if (step != ExchangeStep::kReceive) {
       send_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, barrier_id, step);
       pending.tile = t;  // published by settle_pending (after_tile_stored): Hooks::settle_block, or later
       pending.valid = true;
       return;
+    } else {
+      // settle_pending above has published this tile's own sends.
+      if (leader) hook_ok = receive_tile<Cfg, Hooks>(p, s, t, consumer, staged) && hook_ok;
     }
-    // settle_pending above has published this tile's own sends.
-    if (leader) hook_ok = receive_tile<Cfg, Hooks>(p, s, t, consumer, staged) && hook_ok;
   }
   const Route route = Hooks::route(p.hooks, t);
   // Only the leader issues stores, so only it needs to have waited; the others stage the first box

@@ -95,6 +95,13 @@
 //       received boxes (received_box, sources 0..received_sources()-1: the other ranks) loaded and
 //       added, the sum stored as routed. defers() false exchanges every tile at once, as the last
 //       (an A/B variant for benchmarks).
+//   static __device__ bool exchanges_in_registers(const State&);
+//   template <class Cfg> static __device__ bool exchange_in_registers(const State&, const TileCoord&, int consumer,
+//                                                                    float (&acc)[Cfg::kTileN / 2]);
+//       With exchanges_in_registers() true (decode: a few rows per tile), ExchangeStep::kInRegisters
+//       replaces all of the above for every tile: the consumer warpgroup sends its partial straight
+//       from the accumulators into the peers and adds theirs into acc (false: a wait ran out), then
+//       the sum is stored as routed. No staging, no bulk group, no pending signal.
 //
 //   static constexpr bool kSignalsAfterStore;
 //   static __device__ void after_tile_stored(const State&, const TileCoord&, int consumer);

@@ -129,6 +129,13 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
       accumulate_tile<Cfg>(acc, s, ring, k_blocks, consumer, ok, on_block, rows_past_m);
       if (k_blocks == 0) on_block(0);  // no k-block to overlap (k >= 1 everywhere today)
       if constexpr (Hooks::kExchanges) {
+        if (Hooks::exchanges_in_registers(p.hooks)) {
+          store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, 0, phases,
+                                 ExchangeStep::kInRegisters);
+          last = t;
+          any_tile = true;
+          continue;
+        }
         const bool defer = Hooks::defers(p.hooks) && !is_last_tile(scheduler);
         store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, sources, phases,
                                defer ? ExchangeStep::kDefer : ExchangeStep::kSend);

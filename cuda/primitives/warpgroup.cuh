@@ -28,6 +28,8 @@ template <int Registers>
 __device__ __forceinline__ void claim_registers();
 
 __device__ __forceinline__ void sync(uint32_t barrier_id);
+// wg::sync that also returns whether `value` holds in every thread of the warpgroup.
+__device__ __forceinline__ bool all(bool value, uint32_t barrier_id);
 
 }  // namespace weft::wg
 

@@ -302,7 +302,11 @@ export const TP_CHECKS: TpCheck[] = [
       // its deferred tile while its last one's sends drain; partial tiles in M (320 rows) and N.
       const r8 = await backToBack(ctx, { op: "gemmAllReduce", M: 320, N: 8200, K: 2048, transB: true, tag: tags++ },
         [{ path: "fused", mover: "exchange", tileN: 128 }], 200);
-      return [r1, r2, r3, r4, r5, r6, r7, r8].join("; ");
+      // The register exchange (m <= 32) with two 16-row groups per tile, 128-wide tiles (two polls of
+      // eight words per peer) and a tail in N; r7 runs it with 64-wide tiles.
+      const r9 = await backToBack(ctx, { op: "gemmAllReduce", M: 32, N: 2056, K: 2048, transB: true, tag: tags++ },
+        [{ path: "fused", mover: "exchange", tileN: 128 }], 200);
+      return [r1, r2, r3, r4, r5, r6, r7, r8, r9].join("; ");
     },
   },
 ];

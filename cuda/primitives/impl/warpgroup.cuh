@@ -21,4 +21,15 @@ __device__ __forceinline__ void sync(uint32_t barrier_id) {
   asm volatile("bar.sync %0, %1;" ::"r"(barrier_id), "n"(kThreads) : "memory");
 }
 
+__device__ __forceinline__ bool all(bool value, uint32_t barrier_id) {
+  uint32_t result;
+  asm volatile(
+      "{\n .reg .pred in, out;\n setp.ne.u32 in, %1, 0;\n bar.red.and.pred out, %2, %3, in;\n"
+      " selp.u32 %0, 1, 0, out;\n}"
+      : "=r"(result)
+      : "r"(uint32_t(value)), "r"(barrier_id), "n"(kThreads)
+      : "memory");
+  return result != 0;
+}
+
 }  // namespace weft::wg

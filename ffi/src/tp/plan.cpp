@@ -174,13 +174,13 @@ void build_all_gather(WeftTpPlan& plan) {
   if (ch.mover == WEFT_TP_MOVER_COPY_ENGINE) create_side_streams(plan);
 }
 
-// WEFT_TP_SCATTER_VARIANT=1..7 leaves one stage of the fused reduce-scatter / all-reduce out
-// (fused::ScatterVariant; wrong results by design, but 7, another mover): for bench/tp-stages.ts only.
+// WEFT_TP_SCATTER_VARIANT=1..8 leaves one stage of the fused reduce-scatter / all-reduce out
+// (fused::ScatterVariant; wrong results by design, but 7 and 8, other movers): for bench/tp-stages.ts only.
 int32_t scatter_variant() {
   const char* env = std::getenv("WEFT_TP_SCATTER_VARIANT");
   if (!env || !*env) return fused::kScatterFull;
   const long v = std::strtol(env, nullptr, 10);
-  const bool known = v >= fused::kScatterFull && v <= fused::kScatterSmSends && v != 6;  // 6: retired
+  const bool known = v >= fused::kScatterFull && v <= fused::kScatterTmaExchange && v != 6;  // 6: retired
   return known ? int32_t(v) : fused::kScatterFull;
 }
 
@@ -219,6 +219,19 @@ void set_direct_bands(const WeftTpPlan& plan, fused::ScatterState& s) {
   s.direct_chunks = off ? 0 : int32_t((bands - band) * ch.slabs);
 }
 
+// The exchange mover's register exchange (fused::ScatterState::register_rows): m <= 32 rows, where
+// its flagged words (twice the bytes of the partials) fit the slot that the TMA exchange would use.
+void set_register_exchange(const WeftTpPlan& plan, fused::ScatterState& s) {
+  const tp::Problem& p = plan.problem;
+  const uint64_t slot_bytes = uint64_t(s.slot_rows) * uint64_t(p.n) * 2;
+  if (s.variant != fused::kScatterFull || p.m > fused::kRegisterExchangeRows ||
+      fused::register_exchange_bytes(p.m, s.tiles_n, plan.choice.tile_n) > slot_bytes)
+    return;
+  s.register_rows = int32_t(p.m);
+  for (int q = 0; q < p.world; ++q)
+    s.region[q] = reinterpret_cast<uint8_t*>(on_rank(*plan.comm, q, plan.workspace + plan.choice.layout.recv.offset));
+}
+
 // The exchange mover's first wave by copy engine (fused::ScatterState::ce_tile_cols): only with
 // exactly two waves of tiles in one band whose first wave's deferred tiles (GroupedScheduler order:
 // tile i at tile row i % tiles_m, column i / tiles_m; CTA c computes tiles c and c + ctas) fill
@@ -228,7 +241,7 @@ void set_copied_first_wave(WeftTpPlan& plan, fused::ScatterState& s) {
   const tp::Choice& ch = plan.choice;
   const int64_t tiles = int64_t(s.tiles_m) * s.tiles_n;
   const int64_t deferred = tiles - ch.gemm_ctas;
-  if (s.variant != fused::kScatterFull || deferred <= 0 || tiles > 2ll * ch.gemm_ctas || s.tiles_m > ch.group_m ||
+  if (s.variant != fused::kScatterFull || s.register_rows > 0 || deferred <= 0 || tiles > 2ll * ch.gemm_ctas || s.tiles_m > ch.group_m ||
       deferred % s.tiles_m != 0)
     return;
   s.ce_tile_cols = int32_t(deferred / s.tiles_m);
@@ -274,7 +287,8 @@ void build_scatter(WeftTpPlan& plan) {
   s.m_shard = int32_t(p.m_shard);
   s.lag = ch.lag;
   s.variant = scatter_variant();
-  if (s.variant == fused::kScatterSmSends && ch.mover != WEFT_TP_MOVER_EXCHANGE) s.variant = fused::kScatterFull;
+  if ((s.variant == fused::kScatterSmSends || s.variant == fused::kScatterTmaExchange) && ch.mover != WEFT_TP_MOVER_EXCHANGE)
+    s.variant = fused::kScatterFull;
   l.m = int32_t(p.m);
   l.n = int32_t(p.n);
   l.k = int32_t(p.k);
@@ -286,9 +300,9 @@ void build_scatter(WeftTpPlan& plan) {
     // Receive regions [2][world][slot_rows][n]: this rank's (where the peers' partials land) and
     // every peer's (where this rank's go), the same offset of each rank's workspace.
     // Its stage-out variants (gemm_exchange.cuh): local only (1), no comm (3), every tile at once
-    // (5), the first wave by the SMs (7).
+    // (5), the first wave by the SMs (7), the TMA exchange where the register exchange applies (8).
     if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterNoComm && s.variant != fused::kScatterPlainOrder &&
-        s.variant != fused::kScatterSmSends)
+        s.variant != fused::kScatterSmSends && s.variant != fused::kScatterTmaExchange)
       s.variant = fused::kScatterFull;
     s.exchange = 1;
     s.ld = int32_t(p.n);
@@ -302,6 +316,7 @@ void build_scatter(WeftTpPlan& plan) {
     encode_bf16(&s.recv_map, recv, p.n, rows, p.n, box, "receive region");
     for (int q = 0; q < p.world; ++q)
       encode_bf16(&s.send[q], on_rank(c, q, recv), p.n, rows, p.n, box, "receive region (on a peer)");
+    set_register_exchange(plan, s);
     set_copied_first_wave(plan, s);
     return;
   }
