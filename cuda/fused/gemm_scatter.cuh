@@ -226,6 +226,7 @@ struct ScatterConfig {
 // here, CeScatterHooks, ExchangeHooks), all over one ScatterState.
 template <class Cfg, class Hooks>
 __global__ void __launch_bounds__(Cfg::kThreads, 1) scatter_kernel(const __grid_constant__ gemm::KernelParams<ScatterState> p) {
+  grid::wait_previous();
   if (threadIdx.x == 0) Hooks::on_kernel_start(p.hooks);
   gemm::engine_cta<typename Cfg::Gemm, Hooks>(p);
 }

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "gemm/kernel.cuh"
+#include "gemm/launch.cuh"
 #include "gemm/params.cuh"
 
 namespace weft::fused {
@@ -54,8 +55,10 @@ cudaError_t launch_tile_shape(const Launch& l, Fn&& launch) {
 template <class Gemm, class State, class Hooks, auto Mover>
 __global__ void __launch_bounds__(Gemm::kThreads, 1)
     mover_gemm_kernel(const __grid_constant__ gemm::KernelParams<State> p) {
+  grid::wait_previous();
   if (blockIdx.x < static_cast<uint32_t>(p.hooks.comm_ctas)) {
     Mover(p.hooks, p.completion);
+    grid::allow_next();
     cta::finish(p.completion);  // starts with the CTA barrier the mover's last stores need
     return;
   }
@@ -85,6 +88,9 @@ cudaError_t launch_persistent(const gemm::KernelParams<State>& p, int ctas, cuda
   cfg.blockDim = dim3(Cfg::kThreads);
   cfg.dynamicSmemBytes = Cfg::kSmemBytes;
   cfg.stream = stream;
+  cudaLaunchAttribute attr = gemm::programmatic_launch();
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
   return cudaLaunchKernelEx(&cfg, Kernel, p);
 }
 

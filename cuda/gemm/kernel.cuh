@@ -8,6 +8,7 @@
 
 #include "../primitives/cluster.cuh"
 #include "../primitives/completion.cuh"
+#include "../primitives/grid_dependency.cuh"
 #include "../primitives/mbarrier.cuh"
 #include "../primitives/tma.cuh"
 #include "../primitives/warpgroup.cuh"
@@ -34,6 +35,7 @@ __device__ __forceinline__ void finish_cta(const KernelParams<typename Hooks::St
   if (threadIdx.x == wg::kThreads && !Hooks::before_finish(p.hooks)) {
     cta::fail(p.completion, kFailHookWait, kStageFinish);
   }
+  grid::allow_next();
   cta::finish(p.completion);
 }
 
@@ -178,6 +180,7 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
 template <class Cfg, class Hooks>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     gemm_kernel(const __grid_constant__ KernelParams<typename Hooks::State> p) {
+  grid::wait_previous();
   if (threadIdx.x == 0) Hooks::on_kernel_start(p.hooks);
   engine_cta<Cfg, Hooks>(p);
 }

@@ -74,6 +74,15 @@ cudaError_t grid_ctas(const Problem& problem, int32_t max_ctas, int* ctas) {
   return cudaSuccess;
 }
 
+// Every persistent kernel of ours is launched with this attribute: it may start while the previous
+// kernel on the stream finishes (primitives/grid_dependency.cuh; the kernels wait for it first).
+inline cudaLaunchAttribute programmatic_launch() {
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  return attr;
+}
+
 template <class Cfg, class Hooks>
 cudaError_t launch(const KernelParams<typename Hooks::State>& p, int32_t max_ctas, cudaStream_t stream) {
   int ctas = 0;
@@ -81,17 +90,17 @@ cudaError_t launch(const KernelParams<typename Hooks::State>& p, int32_t max_cta
   if (e != cudaSuccess) return e;
 
   cudaLaunchConfig_t cfg{};
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = Cfg::kClusterSize;
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
+  cudaLaunchAttribute attrs[2] = {programmatic_launch(), {}};
+  attrs[1].id = cudaLaunchAttributeClusterDimension;
+  attrs[1].val.clusterDim.x = Cfg::kClusterSize;
+  attrs[1].val.clusterDim.y = 1;
+  attrs[1].val.clusterDim.z = 1;
   cfg.gridDim = dim3(static_cast<unsigned>(ctas));
   cfg.blockDim = dim3(Cfg::kThreads);
   cfg.dynamicSmemBytes = Cfg::kSmemBytes;
   cfg.stream = stream;
-  cfg.attrs = &attr;
-  cfg.numAttrs = Cfg::kClusterSize > 1 ? 1 : 0;
+  cfg.attrs = attrs;
+  cfg.numAttrs = Cfg::kClusterSize > 1 ? 2 : 1;
   return cudaLaunchKernelEx(&cfg, gemm_kernel<Cfg, Hooks>, p);
 }
 

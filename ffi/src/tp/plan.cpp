@@ -534,8 +534,6 @@ void launch_scatter_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
   l.completion = launch_words(launch);
   const bool copy_engine = l.state.copy_engine != 0;
   if (l.state.exchange) {
-    // The first wave's side streams start behind this point (launch_scatter_copies).
-    if (l.state.ce_tile_cols) WEFT_CUDA(cudaEventRecord(plan.start, plan.stream));
     l.state.recv_row0 = int32_t((plan.epoch & 1) * uint64_t(plan.problem.world) * l.state.slot_rows);
     l.state.recv = reinterpret_cast<const uint16_t*>(plan.workspace + plan.choice.layout.recv.offset +
                                                      uint64_t(l.state.recv_row0) * uint64_t(plan.problem.n) * 2);
@@ -557,6 +555,10 @@ void launch_scatter_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
 // The exchange mover's first wave: once the kernel has stored every deferred half-tile in its own
 // slot (ce_ready), one 2-D copy per peer moves those tile columns into the peer's slot for this rank,
 // then ce_sent[dest] = epoch in this rank's memory (the peer's finish_deferred waits for it).
+// No event orders the copy after the plan's stream: ce_ready reaches this epoch only inside this
+// launch's kernel, which runs after everything before it there, and an event recorded between two
+// launches' kernels would keep the second from overlapping the first's tail
+// (primitives/grid_dependency.cuh).
 void enqueue_first_wave_copies(WeftTpPlan& plan) {
   const WeftComm& c = *plan.comm;
   const tp::Problem& p = plan.problem;
@@ -568,7 +570,6 @@ void enqueue_first_wave_copies(WeftTpPlan& plan) {
   for (int j = 0; j + 1 < p.world; ++j) {
     const int dest = (p.rank + 1 + j) % p.world;
     cudaStream_t st = plan.side[j];
-    WEFT_CUDA(cudaStreamWaitEvent(st, plan.start, 0));
     stream_wait(st, s.ce_ready, plan.epoch, CU_STREAM_WAIT_VALUE_GEQ);
     char* dst = on_rank(c, dest, plan.workspace + plan.choice.layout.recv.offset) + slot_row0 * row_bytes;
     WEFT_CUDA(cudaMemcpy2DAsync(dst, row_bytes, src, row_bytes, width, size_t(p.m), cudaMemcpyDeviceToDevice, st));
