@@ -78,6 +78,7 @@ bool all_gather_gemm_supported(int tile_n);
 //                          not by the copy engines
 //   kScatterTmaExchange    exchange mover only: the TMA exchange where the register exchange would
 //                          apply (m <= 32)
+//   kScatterNoFinish       exchange mover only: deferred tiles are never finished (wrong sums)
 enum ScatterVariant : int32_t {
   kScatterFull = 0,
   kScatterLocalOnly = 1,
@@ -87,6 +88,7 @@ enum ScatterVariant : int32_t {
   kScatterPlainOrder = 5,
   kScatterSmSends = 7,
   kScatterTmaExchange = 8,
+  kScatterNoFinish = 9,
 };
 
 // The register exchange's layout in one source's slot of a receive region: per 16-row group of a
@@ -159,7 +161,7 @@ struct ScatterState {
   // With exactly two waves of tiles, the first wave's deferred tiles (tile columns [0, ce_tile_cols)
   // of the single band) go to the peers by one 2-D copy per peer on a side stream instead of the
   // SMs' TMA stores, which slowed the second wave's math on the sending GPU by ~8 us at M = 512
-  // (NOTES-tp, session 5). The SMs store those tiles into the own slot only and count them
+  // (NOTES-tp, session 5). Two ranks only. The SMs store those tiles into the own out only and count them
   // (ce_count[epoch & 1]); the one that completes ce_expected sets ce_ready = epoch, which the side
   // streams wait for; each copy is followed by ce_sent[rank][q] = epoch in the sender's memory.
   // 0 columns: the SMs send everything.

@@ -25,9 +25,11 @@
 // and the peers' are polled and added in registers; no staging, fence or flag round trip. It moves
 // twice the bytes, which only pays when they are this few (m = 16: 256 KiB per peer).
 //
-// With exactly two waves (M = 512), the first wave's deferred tiles go to the peers by copy engine
-// instead (State::ce_tile_cols, launched by ffi/src/tp/plan.cpp): SM-issued NVLink stores slowed the
-// second wave's math on the sending GPU by ~8 us, the receiving GPU's by <= 1 us (NOTES-tp).
+// With two ranks and exactly two waves (M = 512), the first wave's deferred tiles go to the peer by
+// copy engine instead (State::ce_tile_cols, launched by ffi/src/tp/plan.cpp): SM-issued NVLink
+// stores slowed the second wave's math on the sending GPU by ~8 us, the receiving GPU's by <= 1 us
+// (NOTES-tp). Those tiles' own partials wait in out, where the copy engine reads them and the
+// finish adds the peer's in place (add_copied).
 //
 // Reuse across launches: receive slots alternate by epoch parity. Rank q writes my slot e % 2 in
 // launch e only after its launch e - 1 finished, which waited for my partials of e - 1, sent by my
@@ -49,6 +51,7 @@
 #include "fused/fused.h"
 #include "fused/gemm_scatter.cuh"
 #include "primitives/flagged.cuh"
+#include "primitives/global_add.cuh"
 #include "fused/launch.cuh"
 #include "gemm/kernel.cuh"
 
@@ -90,8 +93,9 @@ struct ExchangeHooks : gemm::DefaultHooks {
     return t.tile_n < s.ce_tile_cols;
   }
   // Send destination q: rank q's receive region as mapped here; q = this rank (keep_own) is the own
-  // slot of the own region, which holds a deferred tile's own partial until it is finished (and,
-  // for the copy engines' tiles, is their only destination).
+  // slot of the own region, which holds a deferred tile's own partial until it is finished. A copy
+  // engines' tile goes to this rank only, into its out (send_map), where the copy engine reads it
+  // and the peer's partial is added to it in place (finish_deferred).
   static __device__ __forceinline__ uint32_t send_dests(const State& s, const gemm::TileCoord& t, bool keep_own) {
     if (s.variant == kScatterNoComm || (keep_own && by_copy_engine(s, t))) return keep_own ? 1u << s.rank : 0u;
     if (keep_own && s.variant == kScatterLocalOnly) return 1u << s.rank;
@@ -107,13 +111,17 @@ struct ExchangeHooks : gemm::DefaultHooks {
   static __device__ __forceinline__ bool settle_with_math(const State&, const gemm::TileCoord&) { return true; }
   static __device__ __forceinline__ int32_t settle_block(const State& s, int32_t k_blocks) {
     // With the first wave by copy engine every deferred tile is one of it (State::ce_tile_cols): it
-    // went to the own slot only, its local stores are complete early, and the copies start when the
+    // went to the own out only, its local stores are complete early, and the copies start when the
     // last one is counted.
     return s.ce_tile_cols != 0 ? k_blocks / 8 : k_blocks / 2;
   }
 
   static __device__ __forceinline__ const CUtensorMap* send_map(const State& s, int q, const gemm::TileCoord& t,
                                                                 int consumer, int32_t& row) {
+    if (q == s.rank && by_copy_engine(s, t)) {
+      row = t.m0 + consumer * (gemm::kTileM / 2);
+      return &s.out[s.rank];
+    }
     row = slot_row(s, s.rank, t, consumer);
     return &s.send[q];
   }
@@ -162,11 +170,13 @@ struct ExchangeHooks : gemm::DefaultHooks {
   // tile's math (settle_block), in this warpgroup's leader, before the barrier below.
   static __device__ __forceinline__ bool finish_deferred(const State& s, const gemm::TileCoord& t, int consumer,
                                                          int32_t rows, int32_t cols, uint32_t barrier_id) {
-    const bool ok = wg::thread() != 0 || (by_copy_engine(s, t) ? wait_copied(s) : wait_exchanged(s, t, consumer));
-    wg::sync(barrier_id);  // the leader acquired every peer's flag before anyone reads their rows
+    if (s.variant == kScatterNoFinish) return true;
     const int32_t row0 = t.m0 + consumer * (gemm::kTileM / 2);
     const int32_t chunks = cols / 8;
     const int32_t total = rows * chunks;
+    if (by_copy_engine(s, t)) return add_copied(s, t.n0, row0, chunks, total, barrier_id);
+    const bool ok = wg::thread() != 0 || wait_exchanged(s, t, consumer);
+    wg::sync(barrier_id);  // the leader acquired every peer's flag before anyone reads their rows
     // A thread's chunks (8 of a 64 x 128 half-tile) from two sources at a time are in flight
     // together: one round trip for two ranks, not four.
     constexpr int kBatch = 8;
@@ -275,15 +285,50 @@ struct ExchangeHooks : gemm::DefaultHooks {
     return wg::all(ok, 1 + consumer);
   }
 
+  // A copy engines' half-tile (two ranks: State::ce_tile_cols): the own partial is in out since the
+  // first wave's epilogue (settled before the last tile, so complete and fenced before the barrier
+  // below), the peer's has landed in its slot here (wait_copied), and this rank's copy engine has
+  // read out (wait_own_copies). One load and one add at L2 per 16 bytes, half the traffic of
+  // summing both slots into out (the ~3.5 us that finishing deferred tiles added to the tail at
+  // M = 512: NOTES-tp, session 6). own + peer is one rounding of a commutative sum, so both ranks
+  // store the same value.
+  static __device__ __forceinline__ bool add_copied(const State& s, int32_t n0, int32_t row0, int32_t chunks,
+                                                    int32_t total, uint32_t barrier_id) {
+    const bool ok = wg::thread() != 0 || (wait_copied(s) && wait_own_copies(s));
+    wg::sync(barrier_id);
+    const int32_t peer = 1 - s.rank;
+    const uint16_t* slot = s.recv + (int64_t(peer) * s.slot_rows + row0) * s.ld + n0;
+    uint16_t* out = s.own_out + int64_t(row0) * s.ld + n0;
+    constexpr int kBatch = 8;
+    for (int32_t i0 = wg::thread(); i0 < total; i0 += kBatch * wg::kThreads) {
+      uint4 v[kBatch];
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int32_t i = i0 + b * wg::kThreads;
+        v[b] = i < total ? __ldcg(reinterpret_cast<const uint4*>(slot + int64_t(i / chunks) * s.ld + (i % chunks) * 8))
+                         : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int b = 0; b < kBatch; ++b) {
+        const int32_t i = i0 + b * wg::kThreads;
+        if (i < total) gpu::add_bf16x8(out + int64_t(i / chunks) * s.ld + (i % chunks) * 8, v[b]);
+      }
+    }
+    return ok;
+  }
+  // This rank's copy engines are done reading its first wave from out (ce_sent in this rank's memory).
+  static __device__ __forceinline__ bool wait_own_copies(const State& s) {
+    return wait_every_peer(s, [&](int32_t q) { return s.ce_sent[s.rank] + q; });
+  }
   // Every peer's copy of its first wave into my region has landed (ce_sent in the peer's memory).
   static __device__ __forceinline__ bool wait_copied(const State& s) {
     return wait_every_peer(s, [&](int32_t q) { return s.ce_sent[q] + s.rank; });
   }
-  // The kernel ends only after this rank's own copies have read its slot and landed (the next launch
-  // of this parity rewrites the slot; the peers' next launch rewrites theirs): one CTA waits.
+  // The kernel ends only after this rank's own copies have landed (the peers' next launch rewrites
+  // its slots here): one CTA waits.
   static __device__ __forceinline__ bool before_finish(const State& s) {
     if (s.ce_tile_cols == 0 || blockIdx.x != 0) return true;
-    return wait_every_peer(s, [&](int32_t q) { return s.ce_sent[s.rank] + q; });
+    return wait_own_copies(s);
   }
 };
 

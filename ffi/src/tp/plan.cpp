@@ -180,7 +180,7 @@ int32_t scatter_variant() {
   const char* env = std::getenv("WEFT_TP_SCATTER_VARIANT");
   if (!env || !*env) return fused::kScatterFull;
   const long v = std::strtol(env, nullptr, 10);
-  const bool known = v >= fused::kScatterFull && v <= fused::kScatterTmaExchange && v != 6;  // 6: retired
+  const bool known = v >= fused::kScatterFull && v <= fused::kScatterNoFinish && v != 6;  // 6: retired
   return known ? int32_t(v) : fused::kScatterFull;
 }
 
@@ -233,16 +233,18 @@ void set_register_exchange(const WeftTpPlan& plan, fused::ScatterState& s) {
 }
 
 // The exchange mover's first wave by copy engine (fused::ScatterState::ce_tile_cols): only with
-// exactly two waves of tiles in one band whose first wave's deferred tiles (GroupedScheduler order:
-// tile i at tile row i % tiles_m, column i / tiles_m; CTA c computes tiles c and c + ctas) fill
-// whole tile columns, so one rectangle of the slot holds them and no later tile's sends land in it.
+// two ranks (the peer's partial is added into out in place, and a sum of two terms rounds the same
+// on both) and exactly two waves of tiles in one band whose first wave's deferred tiles
+// (GroupedScheduler order: tile i at tile row i % tiles_m, column i / tiles_m; CTA c computes tiles c
+// and c + ctas) fill whole tile columns, so one rectangle of out holds them and no later tile's
+// stores land in it.
 void set_copied_first_wave(WeftTpPlan& plan, fused::ScatterState& s) {
   const tp::Problem& p = plan.problem;
   const tp::Choice& ch = plan.choice;
   const int64_t tiles = int64_t(s.tiles_m) * s.tiles_n;
   const int64_t deferred = tiles - ch.gemm_ctas;
-  if (s.variant != fused::kScatterFull || s.register_rows > 0 || deferred <= 0 || tiles > 2ll * ch.gemm_ctas || s.tiles_m > ch.group_m ||
-      deferred % s.tiles_m != 0)
+  if ((s.variant != fused::kScatterFull && s.variant != fused::kScatterNoFinish) || p.world != 2 || s.register_rows > 0 ||
+      deferred <= 0 || tiles > 2ll * ch.gemm_ctas || s.tiles_m > ch.group_m || deferred % s.tiles_m != 0)
     return;
   s.ce_tile_cols = int32_t(deferred / s.tiles_m);
   int32_t halves = 0;  // per tile column: the half-tiles with rows below m
@@ -287,7 +289,8 @@ void build_scatter(WeftTpPlan& plan) {
   s.m_shard = int32_t(p.m_shard);
   s.lag = ch.lag;
   s.variant = scatter_variant();
-  if ((s.variant == fused::kScatterSmSends || s.variant == fused::kScatterTmaExchange) && ch.mover != WEFT_TP_MOVER_EXCHANGE)
+  if ((s.variant == fused::kScatterSmSends || s.variant == fused::kScatterTmaExchange || s.variant == fused::kScatterNoFinish) &&
+      ch.mover != WEFT_TP_MOVER_EXCHANGE)
     s.variant = fused::kScatterFull;
   l.m = int32_t(p.m);
   l.n = int32_t(p.n);
@@ -302,7 +305,7 @@ void build_scatter(WeftTpPlan& plan) {
     // Its stage-out variants (gemm_exchange.cuh): local only (1), no comm (3), every tile at once
     // (5), the first wave by the SMs (7), the TMA exchange where the register exchange applies (8).
     if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterNoComm && s.variant != fused::kScatterPlainOrder &&
-        s.variant != fused::kScatterSmSends && s.variant != fused::kScatterTmaExchange)
+        s.variant != fused::kScatterSmSends && s.variant != fused::kScatterTmaExchange && s.variant != fused::kScatterNoFinish)
       s.variant = fused::kScatterFull;
     s.exchange = 1;
     s.ld = int32_t(p.n);
@@ -553,7 +556,7 @@ void launch_scatter_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
 }
 
 // The exchange mover's first wave: once the kernel has stored every deferred half-tile in its own
-// slot (ce_ready), one 2-D copy per peer moves those tile columns into the peer's slot for this rank,
+// out (ce_ready), one 2-D copy per peer moves those tile columns into the peer's slot for this rank,
 // then ce_sent[dest] = epoch in this rank's memory (the peer's finish_deferred waits for it).
 // No event orders the copy after the plan's stream: ce_ready reaches this epoch only inside this
 // launch's kernel, which runs after everything before it there, and an event recorded between two
@@ -565,7 +568,7 @@ void enqueue_first_wave_copies(WeftTpPlan& plan) {
   const fused::ScatterState& s = plan.scatter.state;
   const uint64_t row_bytes = uint64_t(p.n) * 2;
   const uint64_t slot_row0 = uint64_t(s.recv_row0) + uint64_t(p.rank) * s.slot_rows;
-  const char* src = plan.workspace + plan.choice.layout.recv.offset + slot_row0 * row_bytes;
+  const char* src = reinterpret_cast<const char*>(plan.params.out);  // the own partials wait in out
   const size_t width = size_t(std::min<int64_t>(int64_t(s.ce_tile_cols) * plan.choice.tile_n, p.n)) * 2;
   for (int j = 0; j + 1 < p.world; ++j) {
     const int dest = (p.rank + 1 + j) % p.world;
