@@ -265,6 +265,35 @@ describeGpu("gemm on one GPU", 1, () => {
     }
   });
 
+  test("a GEMM launched right behind another reads that one's finished output (programmatic dependent launch)", () => {
+    // c1 = a · b, then c2 = c1 · b2 on the same stream with nothing in between, so the second kernel
+    // may start on SMs the first has given back before the first has completed; it must not read c1
+    // before then (grid_dependency.cuh). c1 is NaN until the first writes it, so a read that comes
+    // too early shows as non-finite c2, and c2 is checked against a reference computed from c1.
+    const m = 1024, k = 1024, runs = 16;
+    using a = Tensor.empty([m, k], "bf16").fillRandom(seed++);
+    using b = Tensor.empty([k, k], "bf16").fillRandom(seed++, -0.05, 0.05);
+    using b2 = Tensor.empty([k, k], "bf16").fillRandom(seed++, -0.05, 0.05);
+    using c1 = Tensor.empty([m, k], "bf16");
+    using c2 = Tensor.empty([m, k], "bf16");
+    using ref = Tensor.empty([m, k], "f32");
+    using errors = Tensor.empty([6 * runs], "f32");
+    using s = Stream.create(0);
+    for (let i = 0; i < runs; i++) {
+      c1.fill(NaN);  // null stream, synchronous
+      c2.fill(NaN);
+      gemmSync(a, b, c1, { stream: s });
+      gemmSync(c1, b2, c2, { stream: s });
+      s.synchronize();
+      referenceGemm(c1, b2, ref, { m, n: k, k }, false);  // from the c1 the second GEMM should have read
+      deviceErrorAsync(c2, ref, errors, i);
+    }
+    for (const e of readErrors(errors, runs)) {
+      expect(e.nonFinite).toBe(0);
+      expect(e.rel).toBeLessThanOrEqual(1e-2);
+    }
+  });
+
   test("cuBLASLt baseline is reported (loaded or why not)", () => {
     const c = cublasLtAvailable();
     console.log(`cuBLASLt: ${c.available ? "available" : "missing"} (${c.detail})`);
