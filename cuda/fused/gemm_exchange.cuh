@@ -224,7 +224,8 @@ struct ExchangeHooks : gemm::DefaultHooks {
   // exchange's tail at m = 16 was the stores' completion, a system fence, the flag's trip and a
   // load (~4.5 us over a ~24 us kernel); here each warp whose 16 rows hold any row below m stores its
   // fragment of the partial, bf16, as flagged words into every peer's slot for this rank, then polls
-  // its own slots for the same words from every peer and adds them in rank order.
+  // its own slots for the same words from every peer and adds them, peers in rank order, to its own
+  // fp32 partial (as the TMA exchange's receive does).
   static __device__ __forceinline__ bool exchanges_in_registers(const State& s) { return s.register_rows > 0; }
   template <class Cfg>
   static __device__ bool exchange_in_registers(const State& s, const gemm::TileCoord& t, int consumer,
