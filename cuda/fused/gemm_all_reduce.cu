@@ -25,12 +25,8 @@ using Config = ScatterConfig<TileN, BNMajor, WEFT_TP_GEMM_ALL_REDUCE>;
 template <int TileN, bool BNMajor>
 cudaError_t launch(const ScatterLaunch& l) {
   using C = Config<TileN, BNMajor>;
-  // The exchange comes in 64- and 128-wide tiles only: at 256 its accumulators and the deferred
-  // tiles' second pass spill (32 bytes), and decode shapes have too few 256-wide tiles anyway.
-  if (l.state.exchange) {
-    if constexpr (TileN == 256) return cudaErrorInvalidConfiguration;
-    else return launch_scatter_kernel<C, ExchangeHooks>(l);
-  }
+  // 256-wide exchange tiles come in one wave only (ExchangeHooks::kAtOnce; the planner's rule).
+  if (l.state.exchange) return launch_scatter_kernel<C, ExchangeHooks>(l);
   return l.state.copy_engine ? launch_scatter_kernel<C, CeScatterHooks>(l) : launch_scatter_kernel<C, ScatterHooks>(l);
 }
 

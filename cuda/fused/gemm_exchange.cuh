@@ -101,6 +101,10 @@ struct ExchangeHooks : gemm::DefaultHooks {
     if (keep_own && s.variant == kScatterLocalOnly) return 1u << s.rank;
     return ((1u << s.world) - 1u) & ~(keep_own ? 0u : 1u << s.rank);
   }
+  // 256-wide tiles: every tile is exchanged at once (the planner gives them one wave only); the
+  // deferral and the register exchange are compiled out, since at this width they spill.
+  template <class Cfg>
+  static constexpr bool kAtOnce = Cfg::kTileN == 256;
   static __device__ __forceinline__ bool defers(const State& s) {
     return s.variant != kScatterPlainOrder && s.register_rows == 0;
   }

@@ -131,18 +131,21 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
       accumulate_tile<Cfg>(acc, s, ring, k_blocks, consumer, ok, on_block, rows_past_m);
       if (k_blocks == 0) on_block(0);  // no k-block to overlap (k >= 1 everywhere today)
       if constexpr (Hooks::kExchanges) {
-        if (Hooks::exchanges_in_registers(p.hooks)) {
-          store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, 0, phases,
-                                 ExchangeStep::kInRegisters);
-          last = t;
-          any_tile = true;
-          continue;
+        constexpr bool at_once = Hooks::template kAtOnce<Cfg>;
+        if constexpr (!at_once) {
+          if (Hooks::exchanges_in_registers(p.hooks)) {
+            store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, 0, phases,
+                                   ExchangeStep::kInRegisters);
+            last = t;
+            any_tile = true;
+            continue;
+          }
         }
-        const bool defer = Hooks::defers(p.hooks) && !is_last_tile(scheduler);
+        const bool defer = !at_once && Hooks::defers(p.hooks) && !is_last_tile(scheduler);
         store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, sources, phases,
                                defer ? ExchangeStep::kDefer : ExchangeStep::kSend);
-        // Every tile at once (defers() false): received right after its own sends.
-        if (!Hooks::defers(p.hooks)) receive(t);
+        // Every tile at once (kAtOnce, or defers() false): received right after its own sends.
+        if (at_once || !Hooks::defers(p.hooks)) receive(t);
       } else {
         store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, sources, phases);
       }
@@ -150,7 +153,7 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
       any_tile = true;
     }
     if constexpr (Hooks::kExchanges) {
-      if (Hooks::defers(p.hooks) && any_tile) {
+      if (!Hooks::template kAtOnce<Cfg> && Hooks::defers(p.hooks) && any_tile) {
         // The last tile's sends are in flight. Meanwhile the deferred half-tiles, in the same order:
         // their peers sent them about when this CTA did, a tile of math ago. Then the last one.
         typename Hooks::template Scheduler<Cfg> again(p.problem, p.hooks, rank);

@@ -369,7 +369,7 @@ typedef struct WeftTpParams {
   int32_t path;      /* WeftTpPath */
   int32_t mover;     /* WeftTpMover */
   int32_t comm_ctas; /* CTAs that move data (all-gather with the CTA mover) */
-  int32_t tile_n;    /* 64 (all-reduce only), 128 or 256 */
+  int32_t tile_n;    /* 64 (all-reduce only), 128 or 256 (exchange mover: one wave only) */
   int32_t group_m;   /* tile-order band height in tile rows */
   int32_t reserved;
   uint64_t workspace;       /* symmetric device address (weft_tp_plan_create only) */

@@ -49,7 +49,8 @@ export interface TpConfig {
   mover?: TpMover;
   /** All-gather with mover "ctas": how many CTAs move data (the rest run the GEMM). */
   commCtas?: number;
-  /** Columns per CTA tile: 128 or 256 (all-reduce also 64). */
+  /** Columns per CTA tile: 128 or 256 (all-reduce also 64; with mover "exchange", 256 only when the
+   * tiles fit one wave of the GPU's SMs). */
   tileN?: 64 | 128 | 256;
   /** Tile-order band height in tile rows; must divide a chunk's (all-gather) or a shard's tile rows. */
   groupM?: number;
@@ -147,10 +148,9 @@ export function validateTpConfig(config: TpConfig | undefined, op: string, tpOp:
   if (commCtas > 0 && (tpOp !== "allGatherGemm" || mover === "copyEngine")) {
     throw new ArgumentError(op, "config.commCtas", "applies to allGatherGemm's CTA mover only (mover 'ctas')");
   }
-  const allowed = mover === "exchange" ? [64, 128] : tpOp === "gemmAllReduce" ? [64, 128, 256] : [128, 256];
+  const allowed = tpOp === "gemmAllReduce" ? [64, 128, 256] : [128, 256];
   if (c.tileN !== undefined && !allowed.includes(c.tileN)) {
-    const what = mover === "exchange" ? "mover 'exchange'" : tpOp;
-    throw new ArgumentError(op, "config.tileN", `must be one of ${allowed.join(", ")} for ${what} (got ${JSON.stringify(c.tileN)})`);
+    throw new ArgumentError(op, "config.tileN", `must be one of ${allowed.join(", ")} for ${tpOp} (got ${JSON.stringify(c.tileN)})`);
   }
   const groupM = c.groupM === undefined ? 0 : positiveInt(op, "config.groupM", c.groupM);
   return { path, mover, commCtas, tileN: (c.tileN ?? 0) as 64 | 128 | 256, groupM };

@@ -306,7 +306,11 @@ export const TP_CHECKS: TpCheck[] = [
       // eight words per peer) and a tail in N; r7 runs it with 64-wide tiles.
       const r9 = await backToBack(ctx, { op: "gemmAllReduce", M: 32, N: 2056, K: 2048, transB: true, tag: tags++ },
         [{ path: "fused", mover: "exchange", tileN: 128 }], 200);
-      return [r1, r2, r3, r4, r5, r6, r7, r8, r9].join("; ");
+      // The exchange with one wave of 256-wide tiles (what "auto" takes at M = 512): 4 x 33 = 132
+      // tiles, a tail in N, every tile sent and received at once.
+      const r10 = await backToBack(ctx, { op: "gemmAllReduce", M: 512, N: 8200, K: 2048, transB: false, tag: tags++ },
+        [{ path: "fused", mover: "exchange", tileN: 256 }], 200);
+      return [r1, r2, r3, r4, r5, r6, r7, r8, r9, r10].join("; ");
     },
   },
 ];

@@ -187,8 +187,10 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
                "mover must be WEFT_TP_MOVER_AUTO, _CTAS, _COPY_ENGINE or _EXCHANGE (got %d)", params.mover);
   WEFT_REQUIRE(params.mover != WEFT_TP_MOVER_EXCHANGE || p.op == WEFT_TP_GEMM_ALL_REDUCE,
                "mover 'exchange' applies to gemmAllReduce only");
-  WEFT_REQUIRE(params.mover != WEFT_TP_MOVER_EXCHANGE || params.tile_n != 256,
-               "mover 'exchange' takes tile_n 64 or 128 (got 256)");
+  WEFT_REQUIRE(params.mover != WEFT_TP_MOVER_EXCHANGE || params.tile_n != 256 ||
+                   ceil_div(p.m, gemm::kTileM) * ceil_div(p.n, 256) <= sms,
+               "mover 'exchange' takes tile_n 256 only when its tiles fit one wave: %lld tiles of 128 x 256 on %d SMs",
+               static_cast<long long>(ceil_div(p.m, gemm::kTileM) * ceil_div(p.n, 256)), sms);
   WEFT_REQUIRE(params.comm_ctas >= 0 && params.comm_ctas < sms, "comm_ctas must be in [0, %d) (got %d)", sms,
                params.comm_ctas);
   WEFT_REQUIRE(params.comm_ctas == 0 || (p.op == WEFT_TP_ALL_GATHER_GEMM && params.mover != WEFT_TP_MOVER_COPY_ENGINE),
@@ -305,19 +307,24 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       if (all_reduce) {
         double best_us = 0;
         int best_tile = 0, best_ctas = 0;
-        for (int tile : {128, 64}) {  // 256: the deferred tiles' second pass would spill (cuda/fused/gemm_all_reduce.cu)
+        for (int tile : {256, 128, 64}) {
           if (params.tile_n && tile != params.tile_n) continue;
           const int64_t tiles = tiles_m * ceil_div(p.n, tile);
+          // 256 wide: one wave only (ExchangeHooks::kAtOnce). "auto" takes it whenever that wave fills
+          // at least 7/8 of the SMs (M = 512: 128 tiles on 132), where it measured 77.5-80.0 us against
+          // 84.9 for two waves of 128-wide tiles (NOTES-tp, session 6), which this estimate does not see.
+          if (tile == 256 && (tiles > sms || (params.tile_n != 256 && tiles * 8 < int64_t(sms) * 7))) continue;
           const int ctas = int(std::min<int64_t>(tiles, sms));
           const int64_t tile_waves = ceil_div(tiles, ctas);
           if (params.mover != WEFT_TP_MOVER_EXCHANGE && tile_waves > 2) continue;  // auto: decode shapes only
           const double us = gemm_us(p.m, p.n, p.k, tile, ctas) +
                             transfer_us(double(W - 1) * out, kMachine.nvlink_gbs) + kMachine.exchange_sync_us;
-          if (best_tile == 0 || us < best_us) {
+          if (best_tile == 0 || us < best_us || tile == 256) {
             best_us = us;
             best_tile = tile;
             best_ctas = ctas;
           }
+          if (tile == 256) break;
         }
         const bool take = params.mover == WEFT_TP_MOVER_EXCHANGE ||
                           (params.mover == WEFT_TP_MOVER_AUTO && best_tile != 0 && tiles_m <= kMachine.exchange_max_tile_rows);

@@ -225,7 +225,7 @@ void set_direct_bands(const WeftTpPlan& plan, fused::ScatterState& s) {
 void set_register_exchange(const WeftTpPlan& plan, fused::ScatterState& s) {
   const tp::Problem& p = plan.problem;
   const uint64_t slot_bytes = uint64_t(s.slot_rows) * uint64_t(p.n) * 2;
-  if (s.variant != fused::kScatterFull || p.m > fused::kRegisterExchangeRows ||
+  if (s.variant != fused::kScatterFull || p.m > fused::kRegisterExchangeRows || plan.choice.tile_n == 256 ||
       fused::register_exchange_bytes(p.m, s.tiles_n, plan.choice.tile_n) > slot_bytes)
     return;
   s.register_rows = int32_t(p.m);
