@@ -37,7 +37,7 @@ namespace weft::coll::inter {
 // system scope) rather than move.cuh's ld.global.cg: the same slot is reused every second op, and
 // a weak load may be served from a line an earlier op left in the GPU's caches.
 
-__device__ __forceinline__ uint4 ld_sys16(const char* p) { return detail::ld_volatile16(p); }
+__device__ __forceinline__ uint4 ld_sys16(const char* p) { return sys::load_volatile16(p); }
 
 template <int kBytes>
 __device__ __forceinline__ uint32_t ld_sys(const char* p) {

@@ -13,20 +13,15 @@
 
 #include <cstdint>
 
+#include "signal.cuh"
+
 namespace weft::sys {
 
 __device__ __forceinline__ void store_flagged(void* dst, uint32_t lo, uint32_t hi, uint32_t flag) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %2};" ::"l"(dst), "r"(lo), "r"(flag), "r"(hi) : "memory");
+  store_volatile16(dst, make_uint4(lo, flag, hi, flag));
 }
 
-__device__ __forceinline__ uint4 load_flagged(const void* src) {
-  uint4 v;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(src)
-               : "memory");
-  return v;
-}
+__device__ __forceinline__ uint4 load_flagged(const void* src) { return load_volatile16(src); }
 
 // Both halves carry `flag`: v.x and v.z are this use's data.
 __device__ __forceinline__ bool flagged_ready(const uint4& v, uint32_t flag) { return v.y == flag && v.w == flag; }

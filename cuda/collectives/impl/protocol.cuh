@@ -64,21 +64,6 @@ __device__ inline void report_wait(const Args& a, const Shared& s, Waited w, uin
   else fail(a, s, WEFT_E_PEER, WEFT_STAGE_ABORTED, 0, peer, a.epoch);
 }
 
-__device__ __forceinline__ uint4 ld_volatile16(const void* p) {
-  uint4 v;
-  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p)
-               : "memory");
-  return v;
-}
-
-__device__ __forceinline__ void st_volatile16(void* p, uint4 v) {
-  asm volatile("st.volatile.global.v4.u32 [%0], {%1, %2, %3, %4};" ::"l"(p), "r"(v.x), "r"(v.y),
-               "r"(v.z), "r"(v.w)
-               : "memory");
-}
-
 __device__ __forceinline__ uint64_t a2a(const Args& a, uint32_t table, uint32_t peer) {
   return a.a2a[uint64_t(table) * a.world + peer];
 }
@@ -137,9 +122,9 @@ __device__ inline PairDesc describe(const Args& a, uint32_t peer) {
 __device__ inline void write_desc(PairDesc* remote, const PairDesc& d) {
   const uint4* src = reinterpret_cast<const uint4*>(&d);
   uint4* dst = reinterpret_cast<uint4*>(remote);
-  detail::st_volatile16(dst + 0, src[0]);
-  detail::st_volatile16(dst + 1, src[1]);
-  detail::st_volatile16(dst + 2, src[2]);
+  sys::store_volatile16(dst + 0, src[0]);
+  sys::store_volatile16(dst + 1, src[1]);
+  sys::store_volatile16(dst + 2, src[2]);
 }
 
 __device__ inline bool await_desc(const Args& a, const Shared& s, const PairDesc* slot,
@@ -153,9 +138,9 @@ __device__ inline bool await_desc(const Args& a, const Shared& s, const PairDesc
   const uint64_t their_epoch = sys::signal_load(&slot->epoch);
   PairDesc t;
   uint4* raw = reinterpret_cast<uint4*>(&t);
-  raw[0] = detail::ld_volatile16(reinterpret_cast<const uint4*>(slot) + 0);
-  raw[1] = detail::ld_volatile16(reinterpret_cast<const uint4*>(slot) + 1);
-  raw[2] = detail::ld_volatile16(reinterpret_cast<const uint4*>(slot) + 2);
+  raw[0] = sys::load_volatile16(reinterpret_cast<const uint4*>(slot) + 0);
+  raw[1] = sys::load_volatile16(reinterpret_cast<const uint4*>(slot) + 1);
+  raw[2] = sys::load_volatile16(reinterpret_cast<const uint4*>(slot) + 2);
   const uint32_t field = detail::differs(a, t, their_epoch, peer);
   if (field != 0) {
     // Abort at the later of the two epochs, so that a peer that is ahead stops waiting as well.

@@ -110,7 +110,9 @@ void fill_choice(const tp::Choice& c, WeftTpChoice* out) {
 
 gemm::TileConfig tile_of(int tile_n) { return gemm::TileConfig{tile_n, 1, 1}; }
 
-// The copy-engine movers' side streams (one per peer) and the event they start behind.
+// The copy-engine movers' side streams (one per peer) and the event that the all-gather's and the
+// reduce-scatter / all-reduce mover's copies start behind (the exchange's first wave needs none:
+// enqueue_first_wave_copies).
 void create_side_streams(WeftTpPlan& plan) {
   for (int j = 0; j + 1 < plan.problem.world; ++j) {
     cudaStream_t side = nullptr;
