@@ -79,6 +79,10 @@ bool all_gather_gemm_supported(int tile_n);
 //   kScatterTmaExchange    exchange mover only: the TMA exchange where the register exchange would
 //                          apply (m <= 32)
 //   kScatterNoFinish       exchange mover only: deferred tiles are never finished (wrong sums)
+//   kScatterNoExchange     register exchange only: nothing is sent or received, each rank stores
+//                          its own partial (the fused kernel's own cost; wrong sums)
+//   kScatterLoopback       register exchange only: the flagged words go into this rank's own region,
+//                          where it polls them (the mechanism without NVLink or the other rank)
 enum ScatterVariant : int32_t {
   kScatterFull = 0,
   kScatterLocalOnly = 1,
@@ -89,6 +93,8 @@ enum ScatterVariant : int32_t {
   kScatterSmSends = 7,
   kScatterTmaExchange = 8,
   kScatterNoFinish = 9,
+  kScatterNoExchange = 10,
+  kScatterLoopback = 11,
 };
 
 // The register exchange's layout in one source's slot of a receive region: per 16-row group of a

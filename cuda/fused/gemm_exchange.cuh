@@ -40,7 +40,8 @@
 // tiles to the own slot only (flags still go out; wrong sums), kScatterNoComm sends nothing to the
 // peers and waits for nothing (wrong sums), kScatterPlainOrder exchanges every tile at once (no
 // deferral), kScatterSmSends keeps the first wave on the SMs' TMA stores (the last two for A/B;
-// none of the variants uses the copy engines).
+// none of the variants uses the copy engines); with the register exchange, kScatterNoExchange
+// leaves it out and kScatterLoopback sends to this rank's own region (wrong sums, both).
 //
 // Layout (ffi/src/tp/choice.cpp): recv [2][world][slot_rows][n] bf16 (slot_rows = m rounded up to
 // whole 128-row tiles, so that a tile's boxes never reach into the next rank's slot; rows past m
@@ -238,6 +239,9 @@ struct ExchangeHooks : gemm::DefaultHooks {
     const int th = wg::thread();
     const int32_t row = t.m0 + consumer * Cfg::kConsumerRows + (th / 32) * 16;  // this warp's first row
     bool ok = true;
+    if (s.variant == kScatterNoExchange) return true;  // uniform over the grid (a benchmark variant)
+    // kScatterLoopback (a benchmark variant): this rank plays every peer, in its own region.
+    const bool loopback = s.variant == kScatterLoopback;
     if (row < s.register_rows) {  // uniform over the warp
       const uint32_t flag = sys::flag_of(s.epoch);
       // Byte offset of word 0 of this lane in a source's slot (fused.h, register_exchange_bytes).
@@ -246,7 +250,7 @@ struct ExchangeHooks : gemm::DefaultHooks {
       const int64_t half = int64_t(s.recv_row0) * s.ld * 2;  // this launch's parity half
       for (int32_t q = 0; q < s.world; ++q) {
         if (q == s.rank) continue;
-        uint8_t* dst = s.region[q] + half + s.rank * slot_bytes + at;
+        uint8_t* dst = s.region[loopback ? s.rank : q] + half + (loopback ? q : s.rank) * slot_bytes + at;
 #pragma unroll
         for (int j = 0; j < kWords; ++j)
           sys::store_flagged(dst + j * 512, gemm::pack_bf16x2(acc[4 * j], acc[4 * j + 1]),

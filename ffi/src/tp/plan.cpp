@@ -227,7 +227,9 @@ void set_direct_bands(const WeftTpPlan& plan, fused::ScatterState& s) {
 void set_register_exchange(const WeftTpPlan& plan, fused::ScatterState& s) {
   const tp::Problem& p = plan.problem;
   const uint64_t slot_bytes = uint64_t(s.slot_rows) * uint64_t(p.n) * 2;
-  if (s.variant != fused::kScatterFull || p.m > fused::kRegisterExchangeRows || plan.choice.tile_n == 256 ||
+  const bool variant_ok = s.variant == fused::kScatterFull || s.variant == fused::kScatterNoExchange ||
+                          s.variant == fused::kScatterLoopback;
+  if (!variant_ok || p.m > fused::kRegisterExchangeRows || plan.choice.tile_n == 256 ||
       fused::register_exchange_bytes(p.m, s.tiles_n, plan.choice.tile_n) > slot_bytes)
     return;
   s.register_rows = int32_t(p.m);
@@ -292,7 +294,8 @@ void build_scatter(WeftTpPlan& plan) {
   s.m_shard = int32_t(p.m_shard);
   s.lag = ch.lag;
   s.variant = scatter_variant();
-  if ((s.variant == fused::kScatterSmSends || s.variant == fused::kScatterTmaExchange || s.variant == fused::kScatterNoFinish) &&
+  if ((s.variant == fused::kScatterSmSends || s.variant == fused::kScatterTmaExchange || s.variant == fused::kScatterNoFinish ||
+       s.variant == fused::kScatterNoExchange || s.variant == fused::kScatterLoopback) &&
       ch.mover != WEFT_TP_MOVER_EXCHANGE)
     s.variant = fused::kScatterFull;
   l.m = int32_t(p.m);
@@ -306,9 +309,11 @@ void build_scatter(WeftTpPlan& plan) {
     // Receive regions [2][world][slot_rows][n]: this rank's (where the peers' partials land) and
     // every peer's (where this rank's go), the same offset of each rank's workspace.
     // Its stage-out variants (gemm_exchange.cuh): local only (1), no comm (3), every tile at once
-    // (5), the first wave by the SMs (7), the TMA exchange where the register exchange applies (8).
+    // (5), the first wave by the SMs (7), the TMA exchange where the register exchange applies (8),
+    // deferred tiles never finished (9), the register exchange left out (10) or looped back (11).
     if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterNoComm && s.variant != fused::kScatterPlainOrder &&
-        s.variant != fused::kScatterSmSends && s.variant != fused::kScatterTmaExchange && s.variant != fused::kScatterNoFinish)
+        s.variant != fused::kScatterSmSends && s.variant != fused::kScatterTmaExchange && s.variant != fused::kScatterNoFinish &&
+        s.variant != fused::kScatterNoExchange && s.variant != fused::kScatterLoopback)
       s.variant = fused::kScatterFull;
     s.exchange = 1;
     s.ld = int32_t(p.n);

@@ -1,0 +1,179 @@
+// tp-split.ts — one fused op's time split into what it adds to our GEMM, in one process, every
+// variant timed interleaved with the others (the card's clocks drift under its power cap):
+//
+//   gemm        our GEMM alone (weft_gemm, its parameters packed once: no TS planning per launch)
+//   gemm+done   the same launch publishing a completion, as every plan's kernel does
+//   no comm     the fused kernel with no peer traffic and no waits (WEFT_TP_SCATTER_VARIANT 3, or 4 for
+//               the copy-engine mover): its structure (hooks, routing, tile order)
+//   op          the fused op
+// and, where the register exchange applies (m <= 32):
+//   no exchange the fused kernel, each rank storing its own partial (variant 10)
+//   loopback    the register exchange into this rank's own region (variant 11): its cost without
+//               NVLink or the other rank
+//
+//   bun bench/tp-split.ts [--cases decode,rs,ar] [--decode-m 16,128,512] [--samples 15] [--loop-ms 2]
+//       [--variants gemm,gemm+done,...] [--serial]     (2 GPUs)
+//
+// So: done = (gemm+done) - gemm, structure = (no comm) - (gemm+done), traffic = op - (no comm).
+// One JSON line per case on stdout (and $OUT/split.jsonl), plus each variant's host µs per launch:
+// a loop whose host time nears its GPU time measures the host.
+import { appendFileSync } from "node:fs";
+import { join } from "node:path";
+
+import { Communicator } from "../lib/comm.ts";
+import { Completion } from "../lib/completion.ts";
+import { deviceCount } from "../lib/device.ts";
+import { check, native } from "../lib/native.ts";
+import { packGemmParams, planGemm } from "../lib/ops/gemm.ts";
+import { TpPlan, type TpConfig } from "../lib/ops/tp.ts";
+import { Event } from "../lib/stream.ts";
+import { Tensor } from "../lib/tensor.ts";
+import { setNativeEnv } from "../test/support/native-env.ts";
+
+const args = process.argv.slice(2);
+const opt = (name: string, fallback: string) => (args.includes(name) ? args[args.indexOf(name) + 1]! : fallback);
+const groups = opt("--cases", "decode,rs").split(",");
+const SAMPLES = Number(opt("--samples", "15"));
+const LOOP_MS = Number(opt("--loop-ms", "2"));
+// --variants gemm,no%20comm: only these (under ncu, which serializes kernels: the variants that wait for
+// the other rank would time out).
+// --serial: an event recorded after every launch, so that no kernel overlaps its predecessor
+// (programmatic dependent launch off): per-launch time without the chain's overlap.
+const serial = args.includes("--serial");
+const only = args.includes("--variants") ? decodeURIComponent(opt("--variants", "")).split(",") : undefined;
+
+if (deviceCount() < 2) {
+  console.error(`bench/tp-split.ts needs 2 GPUs; this machine has ${deviceCount()}`);
+  process.exit(1);
+}
+const devices = [0, 1];
+const W = devices.length;
+const comms = await Communicator.local({ devices, heapBytes: 8 * 2 ** 30 });
+const streams = comms.map((c) => c.stream);
+const events = devices.map((d) => [Event.create(d), Event.create(d)] as const);
+const completions = devices.map((d) => Completion.create(d, { slots: 64 }));
+const gaps = devices.map((d) => Event.create(d));
+
+type Op = "gemmReduceScatter" | "gemmAllReduce";
+// --decode-m 16,128: which decode sizes (default all three).
+const decodeRows = opt("--decode-m", "16,128,512").split(",").map(Number);
+const CASES: { op: Op; shape: [number, number, number]; mover?: "copyEngine" }[] = [
+  ...(groups.includes("decode") ? decodeRows.map((m) => ({ op: "gemmAllReduce" as Op, shape: [m, 8192, 8192] as [number, number, number] })) : []),
+  ...(groups.includes("rs") ? [{ op: "gemmReduceScatter" as Op, shape: [4096, 14336, 4096] as [number, number, number], mover: "copyEngine" as const }] : []),
+  ...(groups.includes("ar") ? [{ op: "gemmAllReduce" as Op, shape: [4096, 14336, 4096] as [number, number, number] }] : []),
+];
+
+/** ms per launch (slower rank) over a back-to-back loop of `iters` launches. */
+function loopMs(issue: () => void, iters: number): number {
+  streams.forEach((s, r) => events[r]![0].record(s));
+  for (let i = 0; i < iters; i++) {
+    issue();
+    if (serial) streams.forEach((s, r) => gaps[r]!.record(s));
+  }
+  streams.forEach((s, r) => events[r]![1].record(s));
+  events.forEach(([, e]) => e.synchronize());
+  return Math.max(...events.map(([a, b]) => b.elapsedSince(a))) / iters;
+}
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+/** Host µs per issue() over 50 issues. */
+function hostUs(issue: () => void): number {
+  const t0 = performance.now();
+  for (let i = 0; i < 50; i++) issue();
+  const us = ((performance.now() - t0) / 50) * 1e3;
+  streams.forEach((s) => s.synchronize());
+  return us;
+}
+
+for (const { op, shape, mover } of CASES) {
+  const [M, N, K] = shape;
+  const k = K / W;
+  const outRows = op === "gemmReduceScatter" ? M / W : M;
+  const owned: { dispose(): void }[] = [];
+  const keep = <T extends { dispose(): void }>(t: T): T => (owned.push(t), t);
+  try {
+    const a = comms.map((c, r) => keep(Tensor.empty([M, k], "bf16", { device: c.device }).fillRandom(11 + r)));
+    const b = comms.map((c, r) => keep(Tensor.empty([k, N], "bf16", { device: c.device }).fillRandom(23 + r)));
+    const fused = (variant: number, moverOverride?: "ctas") => {
+      const m = moverOverride ?? mover;
+      const config: TpConfig = { path: "fused", ...(m ? { mover: m } : {}) };
+      setNativeEnv("WEFT_TP_SCATTER_VARIANT", variant ? String(variant) : undefined);
+      try {
+        const plans = comms.map((c, r) => {
+          const out = keep(c.empty([outRows, N], "bf16"));
+          return keep(op === "gemmReduceScatter" ? c.gemmReduceScatter({ a: a[r]!, b: b[r]!, out, config })
+            : c.gemmAllReduce({ a: a[r]!, b: b[r]!, out, config }));
+        });
+        return plans;
+      } finally {
+        setNativeEnv("WEFT_TP_SCATTER_VARIANT", undefined);
+      }
+    };
+    const opPlans = fused(0);  // (created even when not timed: the row reports its path)
+    const noComm = fused(mover === "copyEngine" ? 4 : 3);
+    const gOut = comms.map((c) => keep(Tensor.empty([M, N], "bf16", { device: c.device })));
+    // Packed once per rank (packGemmParams returns a shared buffer: copied).
+    const packed = (done: boolean) => comms.map((c, r) => {
+      const plan = planGemm(a[r]!, b[r]!, gOut[r]!, {}, "tp-split");
+      const slot = done ? completions[r]!.slot() : undefined;
+      return new Uint8Array(packGemmParams(plan, a[r]!, b[r]!, gOut[r]!, c.stream, slot));
+    });
+    const gemmParams = packed(false), doneParams = packed(true);
+    // The same GEMM with its operands and output in the symmetric heap (where the fused op's output
+    // and workspace live): does that memory cost the GEMM anything?
+    const symA = comms.map((c, r) => keep(c.empty([M, k], "bf16").copyFrom(a[r]!)));
+    const symB = comms.map((c, r) => keep(c.empty([k, N], "bf16").copyFrom(b[r]!)));
+    const symOut = comms.map((c) => keep(c.empty([M, N], "bf16")));
+    const symParams = comms.map((c, r) => {
+      const plan = planGemm(symA[r]!, symB[r]!, symOut[r]!, {}, "tp-split");
+      return new Uint8Array(packGemmParams(plan, symA[r]!, symB[r]!, symOut[r]!, c.stream, completions[r]!.slot()));
+    });
+    const outOnly = comms.map((c, r) => {
+      const plan = planGemm(a[r]!, b[r]!, symOut[r]!, {}, "tp-split");
+      return new Uint8Array(packGemmParams(plan, a[r]!, b[r]!, symOut[r]!, c.stream, completions[r]!.slot()));
+    });
+    const launchGemm = (ps: Uint8Array[]) => () => ps.forEach((p) => check(native().weft_gemm(p), "tp-split gemm"));
+    const variants: { name: string; issue: () => void }[] = [
+      { name: "gemm", issue: launchGemm(gemmParams) },
+      { name: "gemm+done", issue: launchGemm(doneParams) },
+      { name: "gemm+done sym out", issue: launchGemm(outOnly) },
+      { name: "gemm+done sym all", issue: launchGemm(symParams) },
+      { name: "no comm", issue: () => TpPlan.launchAll(noComm) },
+      { name: "op", issue: () => TpPlan.launchAll(opPlans) },
+    ];
+    if (op === "gemmAllReduce" && M <= 32) {
+      const none = fused(10), loop = fused(11);
+      variants.push({ name: "no exchange", issue: () => TpPlan.launchAll(none) }, { name: "loopback", issue: () => TpPlan.launchAll(loop) });
+    }
+    if (op === "gemmAllReduce" && M <= 512) {
+      // The same stage left out with the other kernel (the owner scheme's hooks): is the cost the
+      // exchange hooks' or every fused kernel's?
+      try {
+        const ctas = fused(3, "ctas");
+        variants.push({ name: "ctas no comm", issue: () => TpPlan.launchAll(ctas) });
+      } catch (e) {
+        console.error(`M = ${M}: no ctas-mover plan: ${(e as Error).message}`);
+      }
+    }
+    if (only) variants.splice(0, variants.length, ...variants.filter((v) => only.includes(v.name)));
+    const iters = variants.map((v) => {
+      v.issue();
+      const once = loopMs(v.issue, 1);
+      return Math.max(1, Math.min(400, Math.ceil(LOOP_MS / Math.max(once, 1e-3))));
+    });
+    const samples = variants.map(() => [] as number[]);
+    for (let s = 0; s < SAMPLES; s++) variants.forEach((v, i) => samples[i]!.push(loopMs(v.issue, iters[i]!)));
+    const us = Object.fromEntries(variants.map((v, i) => [v.name, +(median(samples[i]!) * 1e3).toFixed(2)]));
+    const host = Object.fromEntries(variants.map((v) => [v.name, +hostUs(v.issue).toFixed(1)]));
+    const c = opPlans[0]!.choice;
+    const diff = (x: string, y: string) => (us[x] !== undefined && us[y] !== undefined ? +(us[x]! - us[y]!).toFixed(2) : undefined);
+    const row = { op, M, N, K, path: `${c.path} ${c.tileN} ${c.mover}`, us, hostUs: host,
+      split: { done: diff("gemm+done", "gemm"), structure: diff("no comm", "gemm+done"), traffic: diff("op", "no comm") } };
+    console.log(JSON.stringify(row));
+    if (process.env.OUT) appendFileSync(join(process.env.OUT, "split.jsonl"), JSON.stringify(row) + "\n");
+  } finally {
+    for (const t of owned.reverse()) t.dispose();
+  }
+}
+completions.forEach((c) => c.dispose());
+await Communicator.disposeAll(comms);
