@@ -36,7 +36,7 @@ const groups = opt("--cases", "decode,rs").split(",");
 const SAMPLES = Number(opt("--samples", "15"));
 const LOOP_MS = Number(opt("--loop-ms", "2"));
 // --variants gemm,no%20comm: only these (under ncu, which serializes kernels: the variants that wait for
-// the other rank would time out).
+// the other rank would time out; the variant check below, which launches the op, is skipped too).
 // --serial: an event recorded after every launch, so that no kernel overlaps its predecessor
 // (programmatic dependent launch off): per-launch time without the chain's overlap.
 const serial = args.includes("--serial");
@@ -74,6 +74,13 @@ function loopMs(issue: () => void, iters: number): number {
   events.forEach(([, e]) => e.synchronize());
   return Math.max(...events.map(([a, b]) => b.elapsedSince(a))) / iters;
 }
+const scratch = devices.map((d) => Tensor.empty([6], "f32", { device: d }));
+/** ‖x − ref‖ / ‖ref‖ (NaN when x holds a non-finite value). */
+function relError(x: Tensor, ref: Tensor, r: number): number {
+  check(native().weft_diff_norms(x.ptr, 0, ref.ptr, 0, ref.numel, scratch[r]!.ptr, null), "relError");
+  const d = new Float64Array((scratch[r]!.download() as Float32Array).buffer, 0, 3);
+  return d[2]! > 0 ? NaN : Math.sqrt(d[0]!) / Math.sqrt(d[1]!);
+}
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 /** Host µs per issue() over 50 issues. */
@@ -94,16 +101,16 @@ for (const { op, shape, mover } of CASES) {
   try {
     const a = comms.map((c, r) => keep(Tensor.empty([M, k], "bf16", { device: c.device }).fillRandom(11 + r)));
     const b = comms.map((c, r) => keep(Tensor.empty([k, N], "bf16", { device: c.device }).fillRandom(23 + r)));
+    const outs = new Map<TpPlan[], Tensor[]>();
     const fused = (variant: number, moverOverride?: "ctas") => {
       const m = moverOverride ?? mover;
       const config: TpConfig = { path: "fused", ...(m ? { mover: m } : {}) };
       setNativeEnv("WEFT_TP_SCATTER_VARIANT", variant ? String(variant) : undefined);
       try {
-        const plans = comms.map((c, r) => {
-          const out = keep(c.empty([outRows, N], "bf16"));
-          return keep(op === "gemmReduceScatter" ? c.gemmReduceScatter({ a: a[r]!, b: b[r]!, out, config })
-            : c.gemmAllReduce({ a: a[r]!, b: b[r]!, out, config }));
-        });
+        const out = comms.map((c) => keep(c.empty([outRows, N], "bf16")));
+        const plans = comms.map((c, r) => keep(op === "gemmReduceScatter" ? c.gemmReduceScatter({ a: a[r]!, b: b[r]!, out: out[r]!, config })
+          : c.gemmAllReduce({ a: a[r]!, b: b[r]!, out: out[r]!, config })));
+        outs.set(plans, out);
         return plans;
       } finally {
         setNativeEnv("WEFT_TP_SCATTER_VARIANT", undefined);
@@ -144,6 +151,17 @@ for (const { op, shape, mover } of CASES) {
     if (op === "gemmAllReduce" && M <= 32) {
       const none = fused(10), loop = fused(11);
       variants.push({ name: "no exchange", issue: () => TpPlan.launchAll(none) }, { name: "loopback", issue: () => TpPlan.launchAll(loop) });
+      // A variant the planner did not take would be the op itself, timed under another name: each
+      // rank's sum without the peer's partial must differ from the op's. (Not with --variants: under
+      // ncu, which serializes kernels, the op's launch would wait for the other rank forever.)
+      for (const v of only ? [] : [none, loop]) {
+        for (const plans of [opPlans, v]) outs.get(plans)!.forEach((t) => t.fill(NaN));
+        TpPlan.launchAll(opPlans);
+        TpPlan.launchAll(v);
+        streams.forEach((st) => st.synchronize());
+        const rel = relError(outs.get(v)![0]!, outs.get(opPlans)![0]!, 0);
+        if (!(rel > 0.1)) throw new Error(`M = ${M}: variant plan's output matches the op's (rel ${rel}): WEFT_TP_SCATTER_VARIANT was not applied`);
+      }
     }
     if (op === "gemmAllReduce" && M <= 512) {
       // The same stage left out with the other kernel (the owner scheme's hooks): is the cost the

@@ -183,7 +183,7 @@ int32_t scatter_variant() {
   const char* env = std::getenv("WEFT_TP_SCATTER_VARIANT");
   if (!env || !*env) return fused::kScatterFull;
   const long v = std::strtol(env, nullptr, 10);
-  const bool known = v >= fused::kScatterFull && v <= fused::kScatterNoFinish && v != 6;  // 6: retired
+  const bool known = v >= fused::kScatterFull && v <= fused::kScatterLoopback && v != 6;  // 6: retired
   return known ? int32_t(v) : fused::kScatterFull;
 }
 
