@@ -12,7 +12,7 @@
 //               NVLink or the other rank
 //
 //   bun bench/tp-split.ts [--cases decode,rs,ar] [--decode-m 16,128,512] [--samples 15] [--loop-ms 2]
-//       [--variants gemm,gemm+done,...] [--serial]     (2 GPUs)
+//       [--variants gemm,gemm+done,...] [--serial] [--devices 0,1]
 //
 // So: done = (gemm+done) - gemm, structure = (no comm) - (gemm+done), traffic = op - (no comm).
 // One JSON line per case on stdout (and $OUT/split.jsonl), plus each variant's host µs per launch:
@@ -42,11 +42,13 @@ const LOOP_MS = Number(opt("--loop-ms", "2"));
 const serial = args.includes("--serial");
 const only = args.includes("--variants") ? decodeURIComponent(opt("--variants", "")).split(",") : undefined;
 
-if (deviceCount() < 2) {
-  console.error(`bench/tp-split.ts needs 2 GPUs; this machine has ${deviceCount()}`);
+// --devices 0: one rank (the fused kernels with no peer: their own cost, on a one-GPU machine). The
+// decode cases keep each rank's K at 4096 whatever the world size.
+const devices = opt("--devices", "0,1").split(",").map(Number);
+if (deviceCount() < Math.max(...devices) + 1) {
+  console.error(`bench/tp-split.ts --devices ${devices.join(",")}: this machine has ${deviceCount()} GPUs`);
   process.exit(1);
 }
-const devices = [0, 1];
 const W = devices.length;
 const comms = await Communicator.local({ devices, heapBytes: 8 * 2 ** 30 });
 const streams = comms.map((c) => c.stream);
@@ -58,7 +60,7 @@ type Op = "gemmReduceScatter" | "gemmAllReduce";
 // --decode-m 16,128: which decode sizes (default all three).
 const decodeRows = opt("--decode-m", "16,128,512").split(",").map(Number);
 const CASES: { op: Op; shape: [number, number, number]; mover?: "copyEngine" }[] = [
-  ...(groups.includes("decode") ? decodeRows.map((m) => ({ op: "gemmAllReduce" as Op, shape: [m, 8192, 8192] as [number, number, number] })) : []),
+  ...(groups.includes("decode") ? decodeRows.map((m) => ({ op: "gemmAllReduce" as Op, shape: [m, 8192, 4096 * devices.length] as [number, number, number] })) : []),
   ...(groups.includes("rs") ? [{ op: "gemmReduceScatter" as Op, shape: [4096, 14336, 4096] as [number, number, number], mover: "copyEngine" as const }] : []),
   ...(groups.includes("ar") ? [{ op: "gemmAllReduce" as Op, shape: [4096, 14336, 4096] as [number, number, number] }] : []),
 ];
@@ -154,7 +156,7 @@ for (const { op, shape, mover } of CASES) {
       // A variant the planner did not take would be the op itself, timed under another name: each
       // rank's sum without the peer's partial must differ from the op's. (Not with --variants: under
       // ncu, which serializes kernels, the op's launch would wait for the other rank forever.)
-      for (const v of only ? [] : [none, loop]) {
+      for (const v of only || W === 1 ? [] : [none, loop]) {
         for (const plans of [opPlans, v]) outs.get(plans)!.forEach((t) => t.fill(NaN));
         TpPlan.launchAll(opPlans);
         TpPlan.launchAll(v);
