@@ -9,7 +9,8 @@
 // data); 2 the peers' adds become plain stores; 3 plain local stores, no flag waits; 4 as 3 without
 // the final handshake; 5 as 4 in the plain GEMM's tile order; exchange mover only: 7 the first wave
 // by the SMs, 8 the TMA exchange where the register exchange applies, 9 deferred tiles never
-// finished. Only variant 0 is checked (against our sequential path, same inputs); 7 and 8 are
+// finished, 10 the register exchange left out, 11 the register exchange looped back into the own
+// region (bench/tp-split.ts times 10 and 11 against our GEMM). Only variant 0 is checked (against our sequential path, same inputs); 7 and 8 are
 // other movers and compute the right sum too.
 // One JSON line per (op, shape, tileN) goes to stdout and to $OUT/stages-<label>.jsonl.
 import { appendFileSync } from "node:fs";
