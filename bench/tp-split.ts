@@ -26,9 +26,9 @@ import { deviceCount } from "../lib/device.ts";
 import { check, native } from "../lib/native.ts";
 import { packGemmParams, planGemm } from "../lib/ops/gemm.ts";
 import { TpPlan, type TpConfig } from "../lib/ops/tp.ts";
-import { Event } from "../lib/stream.ts";
 import { Tensor } from "../lib/tensor.ts";
 import { setNativeEnv } from "../test/support/native-env.ts";
+import { randomOperands, RankTiming } from "./support/rank-timing.ts";
 
 const args = process.argv.slice(2);
 const opt = (name: string, fallback: string) => (args.includes(name) ? args[args.indexOf(name) + 1]! : fallback);
@@ -52,9 +52,9 @@ if (deviceCount() < Math.max(...devices) + 1) {
 const W = devices.length;
 const comms = await Communicator.local({ devices, heapBytes: 8 * 2 ** 30 });
 const streams = comms.map((c) => c.stream);
-const events = devices.map((d) => [Event.create(d), Event.create(d)] as const);
+const timing = new RankTiming(streams);
+timing.serial = serial;
 const completions = devices.map((d) => Completion.create(d, { slots: 64 }));
-const gaps = devices.map((d) => Event.create(d));
 
 type Op = "gemmReduceScatter" | "gemmAllReduce";
 // --decode-m 16,128: which decode sizes (default all three).
@@ -65,35 +65,6 @@ const CASES: { op: Op; shape: [number, number, number]; mover?: "copyEngine" }[]
   ...(groups.includes("ar") ? [{ op: "gemmAllReduce" as Op, shape: [4096, 14336, 4096] as [number, number, number] }] : []),
 ];
 
-/** ms per launch (slower rank) over a back-to-back loop of `iters` launches. */
-function loopMs(issue: () => void, iters: number): number {
-  streams.forEach((s, r) => events[r]![0].record(s));
-  for (let i = 0; i < iters; i++) {
-    issue();
-    if (serial) streams.forEach((s, r) => gaps[r]!.record(s));
-  }
-  streams.forEach((s, r) => events[r]![1].record(s));
-  events.forEach(([, e]) => e.synchronize());
-  return Math.max(...events.map(([a, b]) => b.elapsedSince(a))) / iters;
-}
-const scratch = devices.map((d) => Tensor.empty([6], "f32", { device: d }));
-/** ‖x − ref‖ / ‖ref‖ (NaN when x holds a non-finite value). */
-function relError(x: Tensor, ref: Tensor, r: number): number {
-  check(native().weft_diff_norms(x.ptr, 0, ref.ptr, 0, ref.numel, scratch[r]!.ptr, null), "relError");
-  const d = new Float64Array((scratch[r]!.download() as Float32Array).buffer, 0, 3);
-  return d[2]! > 0 ? NaN : Math.sqrt(d[0]!) / Math.sqrt(d[1]!);
-}
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-
-/** Host µs per issue() over 50 issues. */
-function hostUs(issue: () => void): number {
-  const t0 = performance.now();
-  for (let i = 0; i < 50; i++) issue();
-  const us = ((performance.now() - t0) / 50) * 1e3;
-  streams.forEach((s) => s.synchronize());
-  return us;
-}
-
 for (const { op, shape, mover } of CASES) {
   const [M, N, K] = shape;
   const k = K / W;
@@ -101,8 +72,7 @@ for (const { op, shape, mover } of CASES) {
   const owned: { dispose(): void }[] = [];
   const keep = <T extends { dispose(): void }>(t: T): T => (owned.push(t), t);
   try {
-    const a = comms.map((c, r) => keep(Tensor.empty([M, k], "bf16", { device: c.device }).fillRandom(11 + r)));
-    const b = comms.map((c, r) => keep(Tensor.empty([k, N], "bf16", { device: c.device }).fillRandom(23 + r)));
+    const { a, b } = randomOperands(comms, M, k, N, keep);
     const outs = new Map<TpPlan[], Tensor[]>();
     const fused = (variant: number, moverOverride?: "ctas") => {
       const m = moverOverride ?? mover;
@@ -161,7 +131,7 @@ for (const { op, shape, mover } of CASES) {
         TpPlan.launchAll(opPlans);
         TpPlan.launchAll(v);
         streams.forEach((st) => st.synchronize());
-        const rel = relError(outs.get(v)![0]!, outs.get(opPlans)![0]!, 0);
+        const rel = timing.relError(outs.get(v)![0]!, outs.get(opPlans)![0]!, 0);
         if (!(rel > 0.1)) throw new Error(`M = ${M}: variant plan's output matches the op's (rel ${rel}): WEFT_TP_SCATTER_VARIANT was not applied`);
       }
     }
@@ -176,15 +146,9 @@ for (const { op, shape, mover } of CASES) {
       }
     }
     if (only) variants.splice(0, variants.length, ...variants.filter((v) => only.includes(v.name)));
-    const iters = variants.map((v) => {
-      v.issue();
-      const once = loopMs(v.issue, 1);
-      return Math.max(1, Math.min(400, Math.ceil(LOOP_MS / Math.max(once, 1e-3))));
-    });
-    const samples = variants.map(() => [] as number[]);
-    for (let s = 0; s < SAMPLES; s++) variants.forEach((v, i) => samples[i]!.push(loopMs(v.issue, iters[i]!)));
-    const us = Object.fromEntries(variants.map((v, i) => [v.name, +(median(samples[i]!) * 1e3).toFixed(2)]));
-    const host = Object.fromEntries(variants.map((v) => [v.name, +hostUs(v.issue).toFixed(1)]));
+    const ms = timing.timeAll(variants.map((v) => v.issue), SAMPLES, LOOP_MS, 400);
+    const us = Object.fromEntries(variants.map((v, i) => [v.name, +(ms[i]! * 1e3).toFixed(2)]));
+    const host = Object.fromEntries(variants.map((v) => [v.name, +(timing.hostMs(v.issue) * 1e3).toFixed(1)]));
     const c = opPlans[0]!.choice;
     const diff = (x: string, y: string) => (us[x] !== undefined && us[y] !== undefined ? +(us[x]! - us[y]!).toFixed(2) : undefined);
     const row = { op, M, N, K, path: `${c.path} ${c.tileN} ${c.mover}`, us, hostUs: host,

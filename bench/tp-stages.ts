@@ -18,12 +18,11 @@ import { join } from "node:path";
 
 import { Communicator } from "../lib/comm.ts";
 import { deviceCount } from "../lib/device.ts";
-import { check, native } from "../lib/native.ts";
 import { gemmSync } from "../lib/ops/gemm.ts";
 import { TpPlan, type TpConfig } from "../lib/ops/tp.ts";
-import { Event, type Stream } from "../lib/stream.ts";
 import { Tensor } from "../lib/tensor.ts";
 import { setNativeEnv } from "../test/support/native-env.ts";
+import { median, randomOperands, RankTiming } from "./support/rank-timing.ts";
 
 const args = process.argv.slice(2);
 const opt = (name: string, fallback: string) => (args.includes(name) ? args[args.indexOf(name) + 1]! : fallback);
@@ -46,7 +45,6 @@ if (deviceCount() < 2) {
 const devices = [0, 1];
 const W = devices.length;
 const comms = await Communicator.local({ devices, heapBytes: 16 * 2 ** 30 });  // room for TP_STAGES_ALSO plans
-const events = devices.map((d) => [Event.create(d), Event.create(d)] as const);
 const streams = comms.map((c) => c.stream);
 
 type Op = "gemmReduceScatter" | "gemmAllReduce";
@@ -66,28 +64,7 @@ const CASES: { op: Op; shape: [number, number, number]; tileN?: 64 | 128 | 256 }
     : []),
 ];
 
-/** ms per launch (slower rank) over a back-to-back loop of `iters` launches. */
-function loopMs(issue: () => void, iters: number): number {
-  streams.forEach((s: Stream, r) => events[r]![0].record(s));
-  for (let i = 0; i < iters; i++) issue();
-  streams.forEach((s: Stream, r) => events[r]![1].record(s));
-  events.forEach(([, e]) => e.synchronize());
-  return Math.max(...events.map(([a, b]) => b.elapsedSince(a))) / iters;
-}
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-
-/** Alternates the variants sample by sample (the card's clocks drift); returns each one's median ms. */
-function timeAll(issues: (() => void)[]): number[] {
-  const iters = issues.map((issue) => {
-    issue();
-    const once = loopMs(issue, 1);
-    return Math.max(1, Math.min(50 * LOOP_MS, Math.ceil(LOOP_MS / Math.max(once, 1e-3))));
-  });
-  const samples = issues.map(() => [] as number[]);
-  for (let s = 0; s < SAMPLES; s++) issues.forEach((issue, i) => samples[i]!.push(loopMs(issue, iters[i]!)));
-  return samples.map(median);
-}
+const timing = new RankTiming(streams);
 
 /** Host ms of one issue() (every rank's launch) on idle GPUs: what the host spends before the last
  * rank's kernel is even queued (median of 5). */
@@ -103,23 +80,6 @@ function hostOnceMs(issue: () => void): number {
   return median(xs);
 }
 
-/** Host ms per issue() (every rank's launch), over 50 issues: when it nears the GPU time, the loop
- * measures the host, not the kernel (or the host blocks on a full launch queue). */
-function hostMs(issue: () => void): number {
-  const t0 = performance.now();
-  for (let i = 0; i < 50; i++) issue();
-  const ms = (performance.now() - t0) / 50;
-  streams.forEach((s) => s.synchronize());
-  return ms;
-}
-
-const scratch = devices.map((d) => Tensor.empty([6], "f32", { device: d }));
-function relError(x: Tensor, ref: Tensor, r: number): number {
-  check(native().weft_diff_norms(x.ptr, 0, ref.ptr, 0, x.numel, scratch[r]!.ptr, null), "relError");
-  const d = new Float64Array((scratch[r]!.download() as Float32Array).buffer, 0, 3);
-  return d[2]! > 0 ? NaN : Math.sqrt(d[0]!) / Math.sqrt(d[1]!);
-}
-
 for (const { op, shape, tileN } of CASES) {
   const [M, N, K] = shape;
   const k = K / W;
@@ -127,8 +87,7 @@ for (const { op, shape, tileN } of CASES) {
   const owned: { dispose(): void }[] = [];
   const keep = <T extends { dispose(): void }>(t: T): T => (owned.push(t), t);
   try {
-    const a = comms.map((c, r) => keep(Tensor.empty([M, k], "bf16", { device: c.device }).fillRandom(11 + r)));
-    const b = comms.map((c, r) => keep(Tensor.empty([k, N], "bf16", { device: c.device }).fillRandom(23 + r)));
+    const { a, b } = randomOperands(comms, M, k, N, keep);
     const make = (config: TpConfig) => {
       const out = comms.map((c) => keep(c.empty([outRows, N], "bf16")));
       const plans: TpPlan[] = comms.map((c, r) => keep(op === "gemmReduceScatter"
@@ -159,7 +118,7 @@ for (const { op, shape, tileN } of CASES) {
         setNativeEnv("WEFT_TP_SCATTER_VARIANT", saved);
       }
     });
-    const times = timeAll([fused.issue, gemm, ...also.map((x) => x.plan.issue)]);
+    const times = timing.timeAll([fused.issue, gemm, ...also.map((x) => x.plan.issue)], SAMPLES, LOOP_MS, 50 * LOOP_MS);
     const fusedMs = times[0]!, gemmMs = times[1]!;
     for (const [i, x] of also.entries()) {
       const ms = times[2 + i]!;
@@ -168,7 +127,7 @@ for (const { op, shape, tileN } of CASES) {
       console.log(JSON.stringify(extra));
       if (process.env.OUT) appendFileSync(join(process.env.OUT, `stages-${label}.jsonl`), JSON.stringify(extra) + "\n");
     }
-    const hostFusedMs = hostMs(fused.issue), hostGemmMs = hostMs(gemm), hostOnceFusedMs = hostOnceMs(fused.issue);
+    const hostFusedMs = timing.hostMs(fused.issue), hostGemmMs = timing.hostMs(gemm), hostOnceFusedMs = hostOnceMs(fused.issue);
     let rel: number | undefined;
     if (variant === 0) {
       // The last timed launch's output against our sequential path on the same inputs.
@@ -177,7 +136,7 @@ for (const { op, shape, tileN } of CASES) {
       fused.issue();
       seq.issue();
       streams.forEach((s) => s.synchronize());
-      rel = Math.max(...comms.map((_, r) => relError(fused.out[r]!, seq.out[r]!, r)));
+      rel = Math.max(...comms.map((_, r) => timing.relError(fused.out[r]!, seq.out[r]!, r)));
     }
     const row = { label, mover, variant, lagEnv: process.env.WEFT_TP_SCATTER_LAG ?? null, op, M, N, K, tileN: fused.plans[0]!.choice.tileN, groupM: fused.plans[0]!.choice.groupM,
       fusedMs, gemmMs, ratio: fusedMs / gemmMs, loopMs: LOOP_MS, hostFusedMs, hostGemmMs, hostOnceFusedMs, rel };

@@ -1,0 +1,79 @@
+// rank-timing.ts — how bench/tp-stages.ts and bench/tp-split.ts time and check launches that span
+// the ranks of one process (one stream per rank): CUDA-event time of back-to-back loops (the slower
+// rank counts), variants alternated sample by sample (the card's clocks drift under its power cap),
+// the host's time per launch, and an output's relative error.
+import { check, native } from "../../lib/native.ts";
+import { Event, type Stream } from "../../lib/stream.ts";
+import { Tensor } from "../../lib/tensor.ts";
+
+export const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+export class RankTiming {
+  readonly streams: readonly Stream[];
+  /** Record an event after every launch, so that no kernel overlaps its predecessor. */
+  serial = false;
+  readonly #events: (readonly [Event, Event])[];
+  readonly #gaps: Event[];
+  readonly #scratch: Tensor[];
+
+  constructor(streams: readonly Stream[]) {
+    this.streams = streams;
+    this.#events = streams.map((s) => [Event.create(s.device), Event.create(s.device)] as const);
+    this.#gaps = streams.map((s) => Event.create(s.device));
+    this.#scratch = streams.map((s) => Tensor.empty([6], "f32", { device: s.device }));
+  }
+
+  /** ms per launch (slower rank) over a back-to-back loop of `iters` launches. */
+  loopMs(issue: () => void, iters: number): number {
+    this.streams.forEach((s, r) => this.#events[r]![0].record(s));
+    for (let i = 0; i < iters; i++) {
+      issue();
+      if (this.serial) this.streams.forEach((s, r) => this.#gaps[r]!.record(s));
+    }
+    this.streams.forEach((s, r) => this.#events[r]![1].record(s));
+    this.#events.forEach(([, e]) => e.synchronize());
+    return Math.max(...this.#events.map(([a, b]) => b.elapsedSince(a))) / iters;
+  }
+
+  /** Each issue's median ms over `samples` loops of about `loopMs` ms (at most `maxIters`
+   * launches), the issues alternating sample by sample. */
+  timeAll(issues: readonly (() => void)[], samples: number, loopMs: number, maxIters: number): number[] {
+    const iters = issues.map((issue) => {
+      issue();
+      const once = this.loopMs(issue, 1);
+      return Math.max(1, Math.min(maxIters, Math.ceil(loopMs / Math.max(once, 1e-3))));
+    });
+    const times = issues.map(() => [] as number[]);
+    for (let s = 0; s < samples; s++) issues.forEach((issue, i) => times[i]!.push(this.loopMs(issue, iters[i]!)));
+    return times.map(median);
+  }
+
+  /** Host ms per issue() over 50 issues: when it nears the GPU time, a loop measures the host, not
+   * the kernel (or the host blocks on a full launch queue). */
+  hostMs(issue: () => void): number {
+    const t0 = performance.now();
+    for (let i = 0; i < 50; i++) issue();
+    const ms = (performance.now() - t0) / 50;
+    this.streams.forEach((s) => s.synchronize());
+    return ms;
+  }
+
+  /** ‖x − ref‖ / ‖ref‖ over ref's elements on rank r's device (x may be longer); NaN when x holds
+   * a non-finite value there. */
+  relError(x: Tensor, ref: Tensor, r: number): number {
+    const scratch = this.#scratch[r]!;
+    check(native().weft_diff_norms(x.ptr, 0, ref.ptr, 0, ref.numel, scratch.ptr, null), "relError");
+    const d = new Float64Array((scratch.download() as Float32Array).buffer, 0, 3);
+    return d[2]! > 0 ? NaN : Math.sqrt(d[0]!) / Math.sqrt(d[1]!);
+  }
+}
+
+/** Every rank's random operands of a row- or K-sharded TP case: a [m, k] and b [k, n], bf16, seeds
+ * 11 + r and 23 + r; `keep` owns them. */
+export function randomOperands<C extends { device: number }>(comms: readonly C[], m: number, k: number, n: number,
+  keep: <T extends { dispose(): void }>(t: T) => T): { a: Tensor[]; b: Tensor[] } {
+  return {
+    a: comms.map((c, r) => keep(Tensor.empty([m, k], "bf16", { device: c.device }).fillRandom(11 + r))),
+    b: comms.map((c, r) => keep(Tensor.empty([k, n], "bf16", { device: c.device }).fillRandom(23 + r))),
+  };
+}
