@@ -187,6 +187,12 @@ int32_t scatter_variant() {
   return known ? int32_t(v) : fused::kScatterFull;
 }
 
+// The stage-out variants only the exchange mover has (7 to 11: fused.h, ScatterVariant).
+bool exchange_only_variant(int32_t v) {
+  return v == fused::kScatterSmSends || v == fused::kScatterTmaExchange || v == fused::kScatterNoFinish ||
+         v == fused::kScatterNoExchange || v == fused::kScatterLoopback;
+}
+
 // WEFT_TP_CE_ADD=loads makes the copy-engine mover's own tiles read the received partials with
 // 4-byte global loads in the epilogue (the earlier design) instead of TMA boxes: for A/B in
 // bench/tp-stages.ts only.
@@ -294,10 +300,7 @@ void build_scatter(WeftTpPlan& plan) {
   s.m_shard = int32_t(p.m_shard);
   s.lag = ch.lag;
   s.variant = scatter_variant();
-  if ((s.variant == fused::kScatterSmSends || s.variant == fused::kScatterTmaExchange || s.variant == fused::kScatterNoFinish ||
-       s.variant == fused::kScatterNoExchange || s.variant == fused::kScatterLoopback) &&
-      ch.mover != WEFT_TP_MOVER_EXCHANGE)
-    s.variant = fused::kScatterFull;
+  if (exchange_only_variant(s.variant) && ch.mover != WEFT_TP_MOVER_EXCHANGE) s.variant = fused::kScatterFull;
   l.m = int32_t(p.m);
   l.n = int32_t(p.n);
   l.k = int32_t(p.k);
@@ -311,9 +314,8 @@ void build_scatter(WeftTpPlan& plan) {
     // Its stage-out variants (gemm_exchange.cuh): local only (1), no comm (3), every tile at once
     // (5), the first wave by the SMs (7), the TMA exchange where the register exchange applies (8),
     // deferred tiles never finished (9), the register exchange left out (10) or looped back (11).
-    if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterNoComm && s.variant != fused::kScatterPlainOrder &&
-        s.variant != fused::kScatterSmSends && s.variant != fused::kScatterTmaExchange && s.variant != fused::kScatterNoFinish &&
-        s.variant != fused::kScatterNoExchange && s.variant != fused::kScatterLoopback)
+    if (!exchange_only_variant(s.variant) && s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterNoComm &&
+        s.variant != fused::kScatterPlainOrder)
       s.variant = fused::kScatterFull;
     s.exchange = 1;
     s.ld = int32_t(p.n);
