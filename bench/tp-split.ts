@@ -6,13 +6,17 @@
 //   no comm     the fused kernel with no peer traffic and no waits (WEFT_TP_SCATTER_VARIANT 3, or 4 for
 //               the copy-engine mover): its structure (hooks, routing, tile order)
 //   op          the fused op
+// with the copy-engine mover (reduce-scatter), between "no comm" (4) and the op:
+//   counts      + the chunk counts (variant 3)
+//   local only  + the received partials' L2 prefetch and the epilogue's adds (variant 1: no copies,
+//               no waits)
 // and, where the register exchange applies (m <= 32):
 //   no exchange the fused kernel, each rank storing its own partial (variant 10)
 //   loopback    the register exchange into this rank's own region (variant 11): its cost without
 //               NVLink or the other rank
 //
 //   bun bench/tp-split.ts [--cases decode,rs,ar] [--decode-m 16,128,512] [--samples 15] [--loop-ms 2]
-//       [--variants gemm,gemm+done,...] [--serial] [--devices 0,1]
+//       [--variants gemm,gemm+done,...] [--serial] [--devices 0,1] [--also name:VAR=VALUE+...]
 //
 // So: done = (gemm+done) - gemm, structure = (no comm) - (gemm+done), traffic = op - (no comm).
 // One JSON line per case on stdout (and $OUT/split.jsonl), plus each variant's host µs per launch:
@@ -57,6 +61,14 @@ timing.serial = serial;
 const completions = devices.map((d) => Completion.create(d, { slots: 64 }));
 
 type Op = "gemmReduceScatter" | "gemmAllReduce";
+// --also at4:WEFT_TP_CE_COUNT_AT=4+late:WEFT_TP_CE_COUNT=late: the op again, planned under these
+// native environment settings (A/B of a planner knob in one process; ';' joins several settings).
+const also = (args.includes("--also") ? opt("--also", "") : "").split("+").filter(Boolean).map((spec) => {
+  const [name, settings] = spec.split(":");
+  const env = (settings ?? "").split(";").filter(Boolean).map((kv) => kv.split("=") as [string, string]);
+  if (!name || env.length === 0 || env.some((kv) => kv.length !== 2)) throw new Error(`--also ${spec}: expected name:VAR=VALUE[;VAR=VALUE]`);
+  return { name, env };
+});
 // --decode-m 16,128: which decode sizes (default all three).
 const decodeRows = opt("--decode-m", "16,128,512").split(",").map(Number);
 const CASES: { op: Op; shape: [number, number, number]; mover?: "copyEngine" }[] = [
@@ -74,10 +86,11 @@ for (const { op, shape, mover } of CASES) {
   try {
     const { a, b } = randomOperands(comms, M, k, N, keep);
     const outs = new Map<TpPlan[], Tensor[]>();
-    const fused = (variant: number, moverOverride?: "ctas") => {
+    const fused = (variant: number, moverOverride?: "ctas", env: [string, string][] = []) => {
       const m = moverOverride ?? mover;
       const config: TpConfig = { path: "fused", ...(m ? { mover: m } : {}) };
       setNativeEnv("WEFT_TP_SCATTER_VARIANT", variant ? String(variant) : undefined);
+      for (const [k, v] of env) setNativeEnv(k, v);
       try {
         const out = comms.map((c) => keep(c.empty([outRows, N], "bf16")));
         const plans = comms.map((c, r) => keep(op === "gemmReduceScatter" ? c.gemmReduceScatter({ a: a[r]!, b: b[r]!, out: out[r]!, config })
@@ -86,6 +99,7 @@ for (const { op, shape, mover } of CASES) {
         return plans;
       } finally {
         setNativeEnv("WEFT_TP_SCATTER_VARIANT", undefined);
+        for (const [k] of env) setNativeEnv(k, undefined);
       }
     };
     const opPlans = fused(0);  // (created even when not timed: the row reports its path)
@@ -120,6 +134,16 @@ for (const { op, shape, mover } of CASES) {
       { name: "no comm", issue: () => TpPlan.launchAll(noComm) },
       { name: "op", issue: () => TpPlan.launchAll(opPlans) },
     ];
+    for (const { name, env } of also) {
+      const plans = fused(0, undefined, env);
+      variants.push({ name, issue: () => TpPlan.launchAll(plans) });
+    }
+    if (mover === "copyEngine") {
+      // The copy-engine mover's steps between "no comm" (4) and the op: + the chunk counts (3),
+      // + the received partials' prefetch and adds (1: every local step, no copies, no waits).
+      const counts = fused(3), local = fused(1);
+      variants.push({ name: "counts", issue: () => TpPlan.launchAll(counts) }, { name: "local only", issue: () => TpPlan.launchAll(local) });
+    }
     if (op === "gemmAllReduce" && M <= 32) {
       const none = fused(10), loop = fused(11);
       variants.push({ name: "no exchange", issue: () => TpPlan.launchAll(none) }, { name: "loopback", issue: () => TpPlan.launchAll(loop) });
@@ -152,7 +176,8 @@ for (const { op, shape, mover } of CASES) {
     const c = opPlans[0]!.choice;
     const diff = (x: string, y: string) => (us[x] !== undefined && us[y] !== undefined ? +(us[x]! - us[y]!).toFixed(2) : undefined);
     const row = { op, M, N, K, path: `${c.path} ${c.tileN} ${c.mover}`, us, hostUs: host,
-      split: { done: diff("gemm+done", "gemm"), structure: diff("no comm", "gemm+done"), traffic: diff("op", "no comm") } };
+      split: { done: diff("gemm+done", "gemm"), structure: diff("no comm", "gemm+done"), traffic: diff("op", "no comm"),
+        counts: diff("counts", "no comm"), adds: diff("local only", "counts"), copies: diff("op", "local only") } };
     console.log(JSON.stringify(row));
     if (process.env.OUT) appendFileSync(join(process.env.OUT, "split.jsonl"), JSON.stringify(row) + "\n");
   } finally {

@@ -3,7 +3,7 @@
 # setting (the native planner reads its WEFT_TP_* switches at plan creation), then one line per
 # (setting, op, shape) with the ratio to our GEMM in the same process. Logs and JSON lines go to $OUT.
 #   bash .gpu/enter.sh bash bench/tp-variants.sh [--tests] [--trace] [--mover copyEngine] [--cases rs,ar] \
-#       early:WEFT_TP_CE_COUNT=early late:WEFT_TP_CE_COUNT=late ...
+#       at0:WEFT_TP_CE_COUNT_AT=0 late:WEFT_TP_CE_COUNT=late ...
 # A setting is label[:VAR=value[,VAR=value...]]. --tests runs test/ops/tp.test.ts first; --trace sets
 # WEFT_TP_TRACE=1 (the copy-engine mover's per-chunk stamps of one steady-state launch per plan, on
 # stderr in the setting's log). Loops of 8 ms (the host's launch skew amortised), 3 samples.

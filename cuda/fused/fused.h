@@ -136,7 +136,9 @@ struct ScatterState {
   int32_t tile_n;       // columns per tile
   int32_t ld;           // n: row stride of out, staging and recv, in elements
   int32_t recv_by_tma;  // 1: the epilogue loads received partials by TMA into its staging boxes; 0: 4-byte loads
-  int32_t count_early;  // 1: a half-tile's chunk count goes out with the next tile's first k-block; 0: a tile later
+  // When a half-tile's chunk count goes out: -1 a tile later (the next epilogue); 0..7 with the next
+  // tile's k-block k_blocks * count_at / 8 (0: the first).
+  int32_t count_at;
   // All-reduce: this rank's own tiles from tile row direct_tile_m on (the bands that hold a tile of
   // the kernel's final round; their last direct_chunks chunks) are stored into every peer's out by
   // the SMs from the epilogue instead of being broadcast by the copy engines after the math; each

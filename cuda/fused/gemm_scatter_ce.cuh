@@ -243,7 +243,12 @@ struct CeScatterHooks : gemm::DefaultHooks {
   // (NOTES-tp, version 3.2; WEFT_TP_CE_COUNT=late keeps the old timing). Nothing this CTA loads
   // next waits for these counts.
   static __device__ __forceinline__ bool settle_with_math(const State& s, const gemm::TileCoord&) {
-    return s.count_early != 0;
+    return s.count_at >= 0;
+  }
+  // The leader's wait for the stores to complete stalls its warpgroup's next wgmma; a later block
+  // finds them complete.
+  static __device__ __forceinline__ int32_t settle_block(const State& s, int32_t k_blocks) {
+    return k_blocks * s.count_at / 8;
   }
 
   // A half-tile's stores are complete and fenced (settle_pending): count it for its chunk; the last

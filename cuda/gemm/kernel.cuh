@@ -117,15 +117,12 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
       }
       const int sources = Hooks::kAddsReceived ? Hooks::received_sources(p.hooks, t) : 0;
       const int32_t k_blocks = k_blocks_of(t, p.problem);
-      const int32_t settle_block = settle_early ? Hooks::settle_block(p.hooks, k_blocks) : -1;
       const auto on_block = [&](int32_t kb) {
-        if (kb == 0) {
-          // (with kExchanges the received partials are written while this tile computes: receive_tile)
-          if (!Hooks::kExchanges && sources > 0 && wg::thread() == 0) prefetch_received<Cfg, Hooks>(p, s, t, consumer, staged);
-          if (settle_block == 0) settle_pending<Hooks>(p.hooks, pending, consumer, 1 + consumer);
-        } else if (Hooks::kExchanges && kb == settle_block) {
-          settle_pending<Hooks>(p.hooks, pending, consumer, 1 + consumer);  // a later block: the exchange only
-        }
+        // (with kExchanges the received partials are written while this tile computes: receive_tile)
+        if (!Hooks::kExchanges && kb == 0 && sources > 0 && wg::thread() == 0) prefetch_received<Cfg, Hooks>(p, s, t, consumer, staged);
+        // settle_block is recomputed from the parameters, not kept live through the k-loop: the
+        // 256-wide consumers have no register to spare.
+        if (settle_early && kb == Hooks::settle_block(p.hooks, k_blocks)) settle_pending<Hooks>(p.hooks, pending, consumer, 1 + consumer);
       };
       const bool rows_past_m = t.m0 + consumer * Cfg::kConsumerRows >= p.problem.m;
       accumulate_tile<Cfg>(acc, s, ring, k_blocks, consumer, ok, on_block, rows_past_m);

@@ -201,11 +201,15 @@ int32_t ce_recv_by_tma() {
   return env && std::strcmp(env, "loads") == 0 ? 0 : 1;
 }
 
-// WEFT_TP_CE_COUNT=late publishes the copy-engine mover's chunk counts a tile after the stores (the
-// earlier design) instead of with the next tile's first k-block: for A/B in bench/tp-stages.ts only.
-int32_t ce_count_early() {
+// When the copy-engine mover's chunk counts go out (ScatterState::count_at): with the next tile's
+// k-block k_blocks * kCeCountAt / 8. WEFT_TP_CE_COUNT=late (a tile after the stores, the earlier
+// design) and WEFT_TP_CE_COUNT_AT=0..7 are for A/B in bench/tp-split.ts and tp-stages.ts only.
+constexpr int32_t kCeCountAt = 2;
+int32_t ce_count_at() {
   const char* env = std::getenv("WEFT_TP_CE_COUNT");
-  return env && std::strcmp(env, "late") == 0 ? 0 : 1;
+  if (env && std::strcmp(env, "late") == 0) return -1;
+  const char* at = std::getenv("WEFT_TP_CE_COUNT_AT");
+  return at && *at >= '0' && *at <= '7' && at[1] == 0 ? *at - '0' : kCeCountAt;
 }
 
 // All-reduce with the copy-engine mover: the first of this rank's own bands that holds a tile of the
@@ -339,7 +343,7 @@ void build_scatter(WeftTpPlan& plan) {
     s.variant = fused::kScatterFull;
   s.copy_engine = 1;
   s.recv_by_tma = ce_recv_by_tma();
-  s.count_early = ce_count_early();
+  s.count_at = ce_count_at();
   set_direct_bands(plan, s);
   if (const char* env = std::getenv("WEFT_TP_TRACE"); env && *env && std::strcmp(env, "0") != 0) {
     WEFT_CUDA(cudaMalloc(reinterpret_cast<void**>(&plan.trace), fused::kTraceWords * sizeof(uint64_t)));
