@@ -136,6 +136,12 @@ struct ScatterState {
   int32_t tile_n;       // columns per tile
   int32_t ld;           // n: row stride of out, staging and recv, in elements
   int32_t recv_by_tma;  // 1: the epilogue loads received partials by TMA into its staging boxes; 0: 4-byte loads
+  // Reduce-scatter with two ranks: the peer, whose copy engines copy its partials of this rank's rows
+  // straight into this rank's out; the own tiles then add into out by TMA (cp.reduce.async.bulk)
+  // instead of loading that partial into the epilogue. -1: every peer's partials land in the receive
+  // slot (all-reduce, whose own tiles' sums go on to the peers; more than two ranks, where one out
+  // cannot take two peers' copies).
+  int32_t direct_from;
   // When a half-tile's chunk count goes out: -1 a tile later (the next epilogue); 0..7 with the next
   // tile's k-block k_blocks * count_at / 8 (0: the first).
   int32_t count_at;

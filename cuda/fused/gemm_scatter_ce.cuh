@@ -17,6 +17,13 @@
 //                  except for the last direct_chunks own chunks (the bands that hold a tile of the
 //                  kernel's final round): their tiles' epilogue stores them into every peer's out as
 //                  well (TMA), so the broadcast after the math is only what the copy engines had left.
+//   into out       reduce-scatter with two ranks: the peer (direct_from) copies its partials of my rows
+//                  straight into my out, not into my receive slot; my own tiles then add into out by
+//                  TMA (kAddIntoOutDest) rather than load that partial into the epilogue: the epilogue
+//                  of an own tile is the plain GEMM's but for the add.
+//                  Its copies wait (a stream wait on my entered word in its memory, GEQ epoch) until
+//                  my kernel of the same launch has started, which is after every earlier read of my
+//                  out on my stream.
 //   own tiles      the producer waits (bounded) until every peer's progress word covers the tile's
 //                  chunk, then prefetches the received partials of the tile into L2; each consumer
 //                  loads them box by box by TMA into its epilogue staging buffers (the first two
@@ -105,6 +112,12 @@ struct CeScatterHooks : gemm::DefaultHooks {
   static __device__ __forceinline__ int32_t owner(const State& s, const gemm::TileCoord& t) {
     return t.tile_m / s.shard_tiles;
   }
+
+  // After grid::wait_previous: every earlier piece of work on this rank's stream, the caller's reads
+  // of the previous out included, is done, so direct_from's copies may land in out from now on.
+  static __device__ void on_kernel_start(const State& s) {
+    if (s.direct_from >= 0 && waits(s) && blockIdx.x == 0) sys::signal_store(s.entered[s.direct_from] + s.rank, s.epoch);
+  }
   static constexpr uint64_t kDoneMask = (uint64_t(1) << kProgressShift) - 1;
   // q's progress word of `kind` towards `dest`, as mapped here.
   static __device__ __forceinline__ const uint64_t* word(const State& s, int32_t q, int kind, int32_t dest) {
@@ -124,17 +137,32 @@ struct CeScatterHooks : gemm::DefaultHooks {
   static __device__ __forceinline__ sys::WaitBudget budget(const State& s) { return sys::WaitBudget{s.timeout_ns, nullptr}; }
 
   // Destination q < kMaxRanks: rank q's out (this rank's, and every peer's for all-reduce's direct
-  // bands); destination kStagingDest: the local staging buffer (peer tiles). Own tiles of an
-  // all-reduce signal too: their chunks are what the broadcast copies wait for.
+  // bands); destination kStagingDest: the local staging buffer (peer tiles); kAddIntoOutDest: this
+  // rank's out, added into (reduce-scatter's own tiles with direct_from: a destination rather than
+  // Route::reduce, which would keep one more register live through the 256-wide epilogue and
+  // spill). Own tiles of an all-reduce signal too: their chunks are what the broadcast copies wait for.
   static constexpr int kStagingDest = kMaxRanks;
+  static constexpr int kAddIntoOutDest = kMaxRanks + 1;
+  static __device__ __forceinline__ constexpr bool adds_into(int dest) { return dest == kAddIntoOutDest; }
   static __device__ __forceinline__ gemm::Route route(const State& s, const gemm::TileCoord& t) {
     if (owner(s, t) != s.rank) return gemm::Route{1u << kStagingDest, 0, false, counts(s)};
-    if (!s.all_reduce) return gemm::Route{1u << s.rank, s.rank * s.m_shard, false, false};
+    if (!s.all_reduce) {
+      const int dest = s.direct_from >= 0 && adds(s) ? kAddIntoOutDest : s.rank;
+      return gemm::Route{1u << dest, s.rank * s.m_shard, false, false};
+    }
     const uint32_t dests = t.tile_m < s.direct_tile_m ? 1u << s.rank : (1u << s.world) - 1u;
     return gemm::Route{dests, 0, false, counts(s)};
   }
   static __device__ __forceinline__ const CUtensorMap* out_map(const State& s, int dest) {
-    return dest == kStagingDest ? &s.staging : &s.out[dest];
+    return dest == kStagingDest ? &s.staging : dest == kAddIntoOutDest ? &s.out[s.rank] : &s.out[dest];
+  }
+  // The leader, before an own tile's adds into out: the copy engine's writes there were acquired with
+  // the progress word (producer, then the ring's mbarrier); TMA reads them through the async proxy.
+  template <class C>
+  static __device__ __forceinline__ bool before_tile_stores(const State&, C&, const gemm::TileCoord&,
+                                                            const gemm::Route& route, int) {
+    if (route.dests >> kAddIntoOutDest & 1u) cta::fence_proxy_async_global();
+    return true;
   }
   // Own chunks the copy engines broadcast (all-reduce): the rest go out from the epilogue.
   static __device__ __forceinline__ int32_t broadcast_chunks(const State& s) { return s.chunks - s.direct_chunks; }
@@ -169,22 +197,26 @@ struct CeScatterHooks : gemm::DefaultHooks {
         for (int32_t c = ps.seen; c < seen && c < kTraceChunks; ++c) stamp(s, kTraceLanded + c);
       ps.seen = ok ? seen : 0;
     }
-    // The tile's received partials, into L2 while the tile's math runs (the epilogue reads them).
+    // The tile's received partials, into L2 while the tile's math runs (the epilogue reads them, or
+    // its adds into out do).
     const int32_t row = s.recv_row0 + (t.m0 - s.rank * s.m_shard);
     for (int32_t q = 0; q < s.world; ++q) {
       if (q == s.rank) continue;
+      const bool direct = q == s.direct_from;
+      const CUtensorMap* map = direct ? &s.out[s.rank] : &s.recv_map;
+      const int32_t r = direct ? t.m0 - s.rank * s.m_shard : row + q * s.m_shard;
       for (int32_t c = t.n0; c < t.n0 + s.tile_n && c < s.ld; c += 64) {
-        cta::prefetch_l2_2d(&s.recv_map, c, row + q * s.m_shard);
-        cta::prefetch_l2_2d(&s.recv_map, c, row + q * s.m_shard + 64);
+        cta::prefetch_l2_2d(map, c, r);
+        cta::prefetch_l2_2d(map, c, r + 64);
       }
     }
     return ok;
   }
 
-  // Own tiles with recv_by_tma: every peer's partial, loaded by the engine (epilogue.cuh). Source j
-  // is the j-th rank other than this one.
+  // Own tiles with recv_by_tma: every peer's partial in the receive slot, loaded by the engine
+  // (epilogue.cuh). Source j is the j-th rank other than this one. None with direct_from (two ranks).
   static __device__ __forceinline__ int received_sources(const State& s, const gemm::TileCoord& t) {
-    return s.recv_by_tma && s.world > 1 && owner(s, t) == s.rank && adds(s) ? s.world - 1 : 0;
+    return s.recv_by_tma && s.direct_from < 0 && s.world > 1 && owner(s, t) == s.rank && adds(s) ? s.world - 1 : 0;
   }
   static __device__ __forceinline__ const CUtensorMap* received_box(const State& s, const gemm::TileCoord& t,
                                                                     int consumer, int source, int32_t& row) {
@@ -201,7 +233,7 @@ struct CeScatterHooks : gemm::DefaultHooks {
     if (s.world == 1 || owner(s, t) != s.rank || !adds(s) || s.recv_by_tma) return;
     const int th = wg::thread();
     for (int32_t q = 0; q < s.world; ++q) {
-      if (q == s.rank) continue;
+      if (q == s.rank || q == s.direct_from) continue;  // (direct_from: already in out)
       // Recomputed per peer rather than kept live: the consumer has no registers to spare.
       const int32_t row = q * s.m_shard + (t.m0 - s.rank * s.m_shard) + consumer * Cfg::kConsumerRows + (th / 32) * 16 +
                           (th % 32) / 4;
@@ -285,6 +317,13 @@ struct CeScatterHooks : gemm::DefaultHooks {
     const int32_t bcast = s.all_reduce ? broadcast_chunks(s) : 0;
     for (int32_t q = 0; q < s.world; ++q)
       if (q != s.rank) ok = ok && wait_landed(s, word(s, s.rank, bcast > 0 ? 1 : 0, q), bcast > 0 ? bcast : s.chunks);
+    if (!ok && s.direct_from >= 0) {
+      // The launch has failed (a wait ran out: the peer never started this launch, say). My copies
+      // into the peer's out wait for its entered word here; raise it, so that my side stream drains
+      // instead of waiting forever (the peer's out is then overwritten: the status says the launch
+      // failed).
+      sys::signal_store(s.entered[s.rank] + s.direct_from, s.epoch);
+    }
     if (blockIdx.x == 0) stamp(s, kTraceOwnCopiesDone);
     if (!s.all_reduce) return ok;
     if (s.trace && blockIdx.x == 0) {

@@ -212,6 +212,17 @@ int32_t ce_count_at() {
   return at && *at >= '0' && *at <= '7' && at[1] == 0 ? *at - '0' : kCeCountAt;
 }
 
+// Reduce-scatter with the copy-engine mover and two ranks: the peer, whose copy engines copy its
+// partials of my rows straight into my out (ScatterState::direct_from), or -1. A third rank's copy
+// would overwrite the second's, so wider worlds keep the receive slots (their mapping of sources
+// to slots is the all-reduce's). WEFT_TP_CE_INTO_OUT=0 keeps them at two ranks too (A/B only).
+int32_t ce_direct_from(const WeftTpPlan& plan) {
+  const tp::Problem& p = plan.problem;
+  const char* env = std::getenv("WEFT_TP_CE_INTO_OUT");
+  if (p.op == WEFT_TP_GEMM_ALL_REDUCE || p.world != 2 || (env && std::strcmp(env, "0") == 0)) return -1;
+  return 1 - p.rank;
+}
+
 // All-reduce with the copy-engine mover: the first of this rank's own bands that holds a tile of the
 // kernel's final round (CeScheduler's order: the own rows come last, band by band). Those bands are
 // ready only when the math ends; the SMs store them into the peers from the epilogue instead
@@ -344,6 +355,7 @@ void build_scatter(WeftTpPlan& plan) {
   s.copy_engine = 1;
   s.recv_by_tma = ce_recv_by_tma();
   s.count_at = ce_count_at();
+  s.direct_from = ce_direct_from(plan);
   set_direct_bands(plan, s);
   if (const char* env = std::getenv("WEFT_TP_TRACE"); env && *env && std::strcmp(env, "0") != 0) {
     WEFT_CUDA(cudaMalloc(reinterpret_cast<void**>(&plan.trace), fused::kTraceWords * sizeof(uint64_t)));
@@ -463,9 +475,13 @@ void enqueue_scatter_copies(WeftTpPlan& plan, uint64_t epoch) {
     const int dest = (p.rank + 1 + j) % p.world;
     cudaStream_t st = plan.side[j];
     char* recv = on_rank(c, dest, ws + ch.layout.recv.offset);
+    // Two ranks, and I am the peer's direct_from: my partials of its rows go into its out
+    // (launch_scatter_copies made this stream wait until its kernel of this launch has started).
+    const bool into_out = plan.scatter.state.direct_from >= 0;
     for (int32_t chunk = 0; chunk < ch.chunks; ++chunk) {
-      // My partial of dest's rows (staging rows dest * m_shard ..) into dest's slot for me.
-      chunk_copy(st, dest, chunk, recv, parity_row0 + uint64_t(p.rank) * p.m_shard, staging, uint64_t(dest) * p.m_shard);
+      // My partial of dest's rows (staging rows dest * m_shard ..) into dest's slot for me, or its out.
+      if (into_out) chunk_copy(st, dest, chunk, on_rank(c, dest, out), 0, staging, uint64_t(dest) * p.m_shard);
+      else chunk_copy(st, dest, chunk, recv, parity_row0 + uint64_t(p.rank) * p.m_shard, staging, uint64_t(dest) * p.m_shard);
       advance(st, 0, dest, chunk + 1);
     }
     if (p.op == WEFT_TP_GEMM_ALL_REDUCE) {
@@ -603,12 +619,23 @@ void launch_scatter_copies(WeftTpPlan& plan) {
     return;
   }
   if (!l.state.copy_engine || l.state.variant != fused::kScatterFull) return;  // stage-out variants move nothing
+  // Copies into the peer's out (direct_from, two ranks: side stream 0's peer, where the graph starts)
+  // wait until its kernel of this launch has started: it raises entered[peer] here from
+  // on_kernel_start. The value is this launch's epoch, so the wait stays out of the graph, whose
+  // values are those of the launch class.
+  const auto wait_peer_entered = [&] {
+    if (l.state.direct_from < 0) return;
+    const auto* entered = reinterpret_cast<const uint64_t*>(plan.workspace + plan.choice.layout.entered.offset);
+    stream_wait(plan.side[0], entered + l.state.direct_from, plan.epoch, CU_STREAM_WAIT_VALUE_GEQ);
+  };
   if (cudaGraphExec_t g = plan.copies[plan.epoch & 3]) {
     WEFT_CUDA(cudaStreamWaitEvent(plan.side[0], plan.start, 0));
+    wait_peer_entered();
     WEFT_CUDA(cudaGraphLaunch(g, plan.side[0]));
     return;
   }
   for (cudaStream_t st : plan.side) WEFT_CUDA(cudaStreamWaitEvent(st, plan.start, 0));
+  wait_peer_entered();
   enqueue_scatter_copies(plan, plan.epoch);
 }
 
