@@ -15,7 +15,7 @@
 //   loopback    the register exchange into this rank's own region (variant 11): its cost without
 //               NVLink or the other rank
 //
-//   bun bench/tp-split.ts [--cases decode,rs,ar] [--decode-m 16,128,512] [--samples 15] [--loop-ms 2]
+//   bun bench/tp-split.ts [--cases decode,rs,ar,ar-ce] [--decode-m 16,128,512] [--samples 15] [--loop-ms 2]
 //       [--variants gemm,gemm+done,...] [--serial] [--devices 0,1] [--also name:VAR=VALUE+...]
 //
 // So: done = (gemm+done) - gemm, structure = (no comm) - (gemm+done), traffic = op - (no comm).
@@ -75,6 +75,7 @@ const CASES: { op: Op; shape: [number, number, number]; mover?: "copyEngine" }[]
   ...(groups.includes("decode") ? decodeRows.map((m) => ({ op: "gemmAllReduce" as Op, shape: [m, 8192, 4096 * devices.length] as [number, number, number] })) : []),
   ...(groups.includes("rs") ? [{ op: "gemmReduceScatter" as Op, shape: [4096, 14336, 4096] as [number, number, number], mover: "copyEngine" as const }] : []),
   ...(groups.includes("ar") ? [{ op: "gemmAllReduce" as Op, shape: [4096, 14336, 4096] as [number, number, number] }] : []),
+  ...(groups.includes("ar-ce") ? [{ op: "gemmAllReduce" as Op, shape: [4096, 14336, 4096] as [number, number, number], mover: "copyEngine" as const }] : []),
 ];
 
 for (const { op, shape, mover } of CASES) {

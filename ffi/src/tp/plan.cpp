@@ -235,9 +235,12 @@ void set_direct_bands(const WeftTpPlan& plan, fused::ScatterState& s) {
   const int64_t tiles_m = (p.m + gemm::kTileM - 1) / gemm::kTileM;
   const int64_t own0 = int64_t(p.world - 1) * ch.shard_tiles * tiles_n;  // the first own unit
   const int64_t final0 = std::max(own0, (tiles_m * tiles_n - 1) / ch.gemm_ctas * ch.gemm_ctas);
-  const int64_t band = (final0 - own0) / (int64_t(ch.group_m) * tiles_n);
   const int64_t bands = ch.shard_tiles / ch.group_m;
   const char* env = std::getenv("WEFT_TP_CE_DIRECT");
+  // WEFT_TP_CE_DIRECT=all / half: every own band, or the later half of them, goes out from the
+  // epilogue (for A/B only).
+  const int64_t final_band = (final0 - own0) / (int64_t(ch.group_m) * tiles_n);
+  const int64_t band = env && std::strcmp(env, "all") == 0 ? 0 : env && std::strcmp(env, "half") == 0 ? std::min(final_band, bands / 2) : final_band;
   const bool off = p.op != WEFT_TP_GEMM_ALL_REDUCE || s.variant != fused::kScatterFull || (env && std::strcmp(env, "0") == 0);
   s.direct_tile_m = off ? int32_t(tiles_m) : int32_t(int64_t(p.rank) * ch.shard_tiles + band * ch.group_m);
   s.direct_chunks = off ? 0 : int32_t((bands - band) * ch.slabs);
