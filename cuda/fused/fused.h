@@ -151,8 +151,11 @@ struct ScatterState {
   // CTA then raises done[q][rank * ctas + cta].
   int32_t direct_tile_m;
   int32_t direct_chunks;
-  uint64_t* counts;     // [world][chunks] local: half-tiles stored per chunk of owner q's rows (atom.add)
-  uint64_t* ready;      // [world][chunks] local: "chunk complete in staging / out", value ready_bit(epoch)
+  // [2][world][chunks] local, by epoch parity: half-tiles stored per chunk of owner q's rows
+  // (red.add); a side stream copies chunk c once its count reaches chunk_halves(c). Launch e's kernel
+  // zeroes parity (e + 1)'s counts at its start: launch e - 1's side streams were done with them
+  // before its kernel finished, and launch e + 1's start behind launch e's kernel.
+  uint64_t* counts;
   // Progress words, written by the copy-engine streams (cuStreamWriteValue64) in the SENDER's memory:
   // progress[q] = rank q's [2 parities][2 kinds][world dest] words, kind 0: q's partials of dest's
   // rows, kind 1: q's final rows in dest's out (all-reduce); value progress_tag(epoch) <<
@@ -205,15 +208,19 @@ constexpr int kTraceChunks = 64;
 
 // The side streams' work is a CUDA graph per launch class (epoch mod 4), so every value they wait for
 // or write is one of a few constants, never the epoch itself:
-//   ready_bit     1 or 2 by epoch parity; a side stream waits for (ready & bit) != 0. The previous
-//                 launch wrote the other bit and nothing older survives (each launch's kernel writes
-//                 every ready word before it finishes).
+//   chunk counts  one set per parity, zeroed between its uses (ScatterState::counts); a side stream
+//                 waits for count >= the chunk's half-tiles (chunk_halves).
 //   progress word one per parity, its tag alternating 1, 2 between its successive uses (epochs e
 //                 and e + 2), so a reader of launch e never takes e - 2's value for its own; launch
 //                 e + 2 cannot write it before the reader's launch e has finished (e + 2's copies
 //                 follow the writer's kernel e + 1, which waited for the reader's partials of e + 1).
 constexpr int kProgressShift = 20;
-__host__ __device__ constexpr uint64_t ready_bit(uint64_t epoch) { return 1 + (epoch & 1); }
+// Half-tiles in chunk c of any owner (copy-engine mover): group_m tile rows x the slab's tile columns x 2.
+__host__ __device__ constexpr uint64_t chunk_halves(int32_t c, int32_t group_m, int32_t slabs, int32_t slab_tiles,
+                                                    int32_t tiles_n) {
+  return uint64_t(group_m) * 2 *
+         uint64_t(slab_tiles < tiles_n - (c % slabs) * slab_tiles ? slab_tiles : tiles_n - (c % slabs) * slab_tiles);
+}
 __host__ __device__ constexpr uint64_t progress_tag(uint64_t epoch) { return 1 + ((epoch >> 1) & 1); }
 __host__ __device__ constexpr int64_t progress_index(uint64_t epoch, int kind, int world, int dest) {
   return (int64_t(epoch & 1) * 2 + kind) * world + dest;

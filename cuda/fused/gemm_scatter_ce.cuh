@@ -5,14 +5,14 @@
 //                  row shard and ends with its own: every peer-owned tile comes before any own tile
 //                  (CeScheduler). Ownership is by row shard (m_shard a multiple of 128).
 //   peer tiles     stored (bf16 partial) into the local staging buffer [m, n] at the tile's global row;
-//                  once a half-tile's stores are complete, counts[owner][chunk] += 1, and the half-tile
-//                  that completes the chunk sets ready[owner][chunk] = ready_bit(epoch) (fused.h).
+//                  once a half-tile's stores are complete, counts[parity][owner][chunk] += 1 (red: the
+//                  leader does not wait for the add, which would stall its warpgroup's math).
 //   copy engines   one side stream per peer, replayed as a CUDA graph per launch class (epoch mod 4,
 //                  so that every value in it is a constant): for each chunk of that peer's rows,
-//                  cuStreamWaitValue64(ready & bit), a 2-D cudaMemcpyAsync of the chunk into the
+//                  cuStreamWaitValue64(count >= the chunk's half-tiles), a 2-D cudaMemcpyAsync of the chunk into the
 //                  peer's receive slot (its rows of my partial), then cuStreamWriteValue64 of my
 //                  progress word for that peer (tag << kProgressShift | chunks landed). All-reduce
-//                  then broadcasts: for each chunk of my own rows, wait for its ready bit, copy the
+//                  then broadcasts: for each chunk of my own rows, wait for its count, copy the
 //                  final rows into the peer's out, write my second progress word for that peer,
 //                  except for the last direct_chunks own chunks (the bands that hold a tile of the
 //                  kernel's final round): their tiles' epilogue stores them into every peer's out as
@@ -105,7 +105,7 @@ struct CeScatterHooks : gemm::DefaultHooks {
   static constexpr bool kRouted = true;
   static constexpr bool kSignalsAfterStore = true;
   static constexpr bool kAddsReceived = true;
-  // The chunk counts are read by this GPU only: its copy engines' stream waits (ready) and this
+  // The chunk counts are read by this GPU only: its copy engines' stream waits and this
   // kernel's atomics (counts). The copy engines read staging and out through this GPU's L2.
   static constexpr bool kDeviceScopeSignals = true;
 
@@ -115,8 +115,12 @@ struct CeScatterHooks : gemm::DefaultHooks {
 
   // After grid::wait_previous: every earlier piece of work on this rank's stream, the caller's reads
   // of the previous out included, is done, so direct_from's copies may land in out from now on.
+  // Also the next launch's chunk counts start from zero (fused.h, ScatterState::counts).
   static __device__ void on_kernel_start(const State& s) {
-    if (s.direct_from >= 0 && waits(s) && blockIdx.x == 0) sys::signal_store(s.entered[s.direct_from] + s.rank, s.epoch);
+    if (blockIdx.x != 0) return;
+    if (s.direct_from >= 0 && waits(s)) sys::signal_store(s.entered[s.direct_from] + s.rank, s.epoch);
+    uint64_t* next = counts_of(s, s.epoch + 1);
+    for (int32_t i = 0; i < s.world * s.chunks; ++i) next[i] = 0;
   }
   static constexpr uint64_t kDoneMask = (uint64_t(1) << kProgressShift) - 1;
   // q's progress word of `kind` towards `dest`, as mapped here.
@@ -129,10 +133,9 @@ struct CeScatterHooks : gemm::DefaultHooks {
     const auto done = [&](uint64_t v) { return (v >> kProgressShift) == tag && int64_t(v & kDoneMask) >= need; };
     return sys::wait_until(w, done, budget(s)) == sys::WaitResult::kOk;
   }
-  // Half-tiles in chunk c of any owner: group_m tile rows x the slab's tile columns x 2.
-  static __device__ __forceinline__ uint64_t halves(const State& s, int32_t c) {
-    const int32_t slab = c % s.slabs;
-    return uint64_t(s.group_m) * 2 * min(s.slab_tiles, s.tiles_n - slab * s.slab_tiles);
+  // This launch's chunk counts, [world][chunks].
+  static __device__ __forceinline__ uint64_t* counts_of(const State& s, uint64_t epoch) {
+    return s.counts + int64_t(epoch & 1) * s.world * s.chunks;
   }
   static __device__ __forceinline__ sys::WaitBudget budget(const State& s) { return sys::WaitBudget{s.timeout_ns, nullptr}; }
 
@@ -283,18 +286,20 @@ struct CeScatterHooks : gemm::DefaultHooks {
     return k_blocks * s.count_at / 8;
   }
 
-  // A half-tile's stores are complete and fenced (settle_pending): count it for its chunk; the last
-  // half-tile of the chunk (its acq_rel add sees every other one's release) marks the chunk ready
-  // for the side stream.
+  // A half-tile's stores are complete and fenced (settle_pending): count it for its chunk (release:
+  // the side stream that sees the chunk's full count copies what every counted half-tile stored).
+  // With the trace on, the add that completes the chunk stamps it.
   static __device__ void after_tile_stored(const State& s, const gemm::TileCoord& t, int) {
     const int32_t o = owner(s, t);
     const int32_t c = ce_chunk(s, t, o);
-    const int64_t at = int64_t(o) * s.chunks + c;
-    const uint64_t old = sys::device_signal_fetch_add(s.counts + at, 1);
-    if (old + 1 == s.epoch * halves(s, c)) {
-      sys::device_signal_store(s.ready + at, ready_bit(s.epoch));
-      if (o < 8 && c < kTraceChunks) stamp(s, kTraceReady + o * kTraceChunks + c);
+    uint64_t* count = counts_of(s, s.epoch) + int64_t(o) * s.chunks + c;
+    if (!s.trace) {
+      sys::device_signal_add(count, 1);
+      return;
     }
+    const uint64_t old = sys::device_signal_fetch_add(count, 1);
+    if (old + 1 == chunk_halves(c, s.group_m, s.slabs, s.slab_tiles, s.tiles_n) && o < 8 && c < kTraceChunks)
+      stamp(s, kTraceReady + o * kTraceChunks + c);
   }
 
   static __device__ bool before_finish(const State& s) {

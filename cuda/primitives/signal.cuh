@@ -40,6 +40,8 @@ __device__ __forceinline__ uint64_t signal_fetch_add(uint64_t* addr, uint64_t va
 // stream waits): no system-scope fence on the way.
 __device__ __forceinline__ void device_signal_store(uint64_t* addr, uint64_t value);
 __device__ __forceinline__ uint64_t device_signal_fetch_add(uint64_t* addr, uint64_t value);
+// A release add whose old value nobody needs (red): the thread does not wait for it.
+__device__ __forceinline__ void device_signal_add(uint64_t* addr, uint64_t value);
 // 16 bytes with ld / st.volatile (relaxed, system scope; a load is never served from a line an
 // earlier use left in L1): payloads that travel beside a signal, and flagged words (flagged.cuh).
 __device__ __forceinline__ uint4 load_volatile16(const void* src);

@@ -37,6 +37,10 @@ __device__ __forceinline__ uint64_t device_signal_fetch_add(uint64_t* addr, uint
   return old;
 }
 
+__device__ __forceinline__ void device_signal_add(uint64_t* addr, uint64_t value) {
+  asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(addr), "l"(value) : "memory");
+}
+
 __device__ __forceinline__ uint4 load_volatile16(const void* src) {
   uint4 v;
   asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"

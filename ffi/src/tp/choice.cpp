@@ -365,8 +365,7 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       add(l, l.ready, 8);                                                         // first wave stored
       add(l, l.progress, uint64_t(W) * 8);                                        // first wave sent [W]
     } else if (c.mover == WEFT_TP_MOVER_COPY_ENGINE) {
-      add(l, l.counts, uint64_t(W) * c.chunks * 8);
-      add(l, l.ready, uint64_t(W) * c.chunks * 8);
+      add(l, l.counts, 2ull * W * c.chunks * 8);  // [parity][W][chunks]
       add(l, l.progress, 4ull * W * 8);
       add(l, l.staging_ce, uint64_t(p.m) * p.n * 2);
       add(l, l.recv, 2ull * W * p.m_shard * p.n * 2);

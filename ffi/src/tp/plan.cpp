@@ -373,7 +373,6 @@ void build_scatter(WeftTpPlan& plan) {
   encode_bf16(&s.staging, ws + ch.layout.staging_ce.offset, p.n, p.m, p.n, boxes.c, "staging");
   encode_bf16(&s.recv_map, ws + ch.layout.recv.offset, p.n, 2ull * p.world * p.m_shard, p.n, boxes.c, "receive slots");
   s.counts = reinterpret_cast<uint64_t*>(ws + ch.layout.counts.offset);
-  s.ready = reinterpret_cast<uint64_t*>(ws + ch.layout.ready.offset);
   for (int q = 0; q < p.world; ++q)
     s.progress[q] = reinterpret_cast<const uint64_t*>(on_rank(c, q, ws + ch.layout.progress.offset));
   create_side_streams(plan);
@@ -443,9 +442,10 @@ void launch_all_gather_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
 // Copy-engine reduce-scatter / all-reduce: the side stream to each peer (see gemm_scatter_ce.cuh),
 // for launches of class `epoch` mod 4 (every value below depends on that class only, so the same
 // work can be captured once as a graph). For every chunk of the peer's rows: wait until the kernel
-// marks the chunk ready in staging, copy it into the peer's receive slot, advance the progress word;
-// all-reduce then does the same for this rank's final rows into the peer's out. The ready words are
-// set by the kernel's peer tiles, which wait for nothing, so these waits always end.
+// has counted every half-tile of the chunk in staging, copy it into the peer's receive slot (or its
+// out), advance the progress word; all-reduce then does the same for this rank's final rows into the
+// peer's out. The peer tiles' counts come from tiles that wait for nothing, so these waits always
+// end (and the own tiles' counts of all-reduce from tiles whose waits are bounded).
 void enqueue_scatter_copies(WeftTpPlan& plan, uint64_t epoch) {
   const WeftComm& c = *plan.comm;
   const tp::Problem& p = plan.problem;
@@ -454,12 +454,15 @@ void enqueue_scatter_copies(WeftTpPlan& plan, uint64_t epoch) {
   const uint64_t row_bytes = uint64_t(p.n) * 2;
   const int64_t band_rows = int64_t(ch.group_m) * gemm::kTileM;
   const uint64_t parity_row0 = (epoch & 1) * uint64_t(p.world) * p.m_shard;
-  const auto* ready = reinterpret_cast<const uint64_t*>(ws + ch.layout.ready.offset);
+  // This launch class's chunk counts [world][chunks] (fused.h, ScatterState::counts).
+  const auto* counts = reinterpret_cast<const uint64_t*>(ws + ch.layout.counts.offset) + (epoch & 1) * uint64_t(p.world) * ch.chunks;
+  const int32_t tiles_n = int32_t((p.n + ch.tile_n - 1) / ch.tile_n);
   auto* progress = reinterpret_cast<uint64_t*>(ws + ch.layout.progress.offset);  // this rank's words
   // Chunk `chunk` of owner o's rows: from src (row src_row0 + the chunk's shard row) to dst.
   auto chunk_copy = [&](cudaStream_t st, int o, int32_t chunk, char* dst, uint64_t dst_row0, const char* src,
                         uint64_t src_row0) {
-    stream_wait(st, ready + int64_t(o) * ch.chunks + chunk, fused::ready_bit(epoch), CU_STREAM_WAIT_VALUE_AND);
+    stream_wait(st, counts + int64_t(o) * ch.chunks + chunk, fused::chunk_halves(chunk, ch.group_m, ch.slabs, ch.slab_tiles, tiles_n),
+                CU_STREAM_WAIT_VALUE_GEQ);
     const int64_t band = chunk / ch.slabs, slab = chunk % ch.slabs;
     const int64_t col0 = slab * ch.slab_tiles * ch.tile_n;
     const int64_t cols = std::min<int64_t>(int64_t(ch.slab_tiles) * ch.tile_n, p.n - col0);
