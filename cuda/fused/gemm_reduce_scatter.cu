@@ -20,7 +20,8 @@ using Config = ScatterConfig<TileN, BNMajor, WEFT_TP_GEMM_REDUCE_SCATTER>;
 template <int TileN, bool BNMajor>
 cudaError_t launch(const ScatterLaunch& l) {
   using C = Config<TileN, BNMajor>;
-  return l.state.copy_engine ? launch_scatter_kernel<C, CeScatterHooks>(l) : launch_scatter_kernel<C, ScatterHooks>(l);
+  if (!l.state.copy_engine) return launch_scatter_kernel<C, ScatterHooks>(l);
+  return l.state.direct_from >= 0 ? launch_scatter_kernel<C, CeIntoOutHooks>(l) : launch_scatter_kernel<C, CeScatterHooks>(l);
 }
 
 }  // namespace

@@ -350,4 +350,11 @@ struct CeScatterHooks : gemm::DefaultHooks {
   }
 };
 
+// Reduce-scatter with two ranks (direct_from): the peer's partial is already in out, so no own tile
+// ever receives anything into its epilogue, and the engine is built without that machinery (no
+// received boxes, no add, no barrier for them per tile).
+struct CeIntoOutHooks : CeScatterHooks {
+  static constexpr bool kAddsReceived = false;
+};
+
 }  // namespace weft::fused
