@@ -10,6 +10,7 @@
 //   counts      + the chunk counts (variant 3)
 //   local only  + the received partials' L2 prefetch and the epilogue's adds (variant 1: no copies,
 //               no waits)
+//   plain order "no comm" in the plain GEMM's tile order (variant 5: not rotated by a shard)
 // and, where the register exchange applies (m <= 32):
 //   no exchange the fused kernel, each rank storing its own partial (variant 10)
 //   loopback    the register exchange into this rank's own region (variant 11): its cost without
@@ -142,8 +143,9 @@ for (const { op, shape, mover } of CASES) {
     if (mover === "copyEngine") {
       // The copy-engine mover's steps between "no comm" (4) and the op: + the chunk counts (3),
       // + the received partials' prefetch and adds (1: every local step, no copies, no waits).
-      const counts = fused(3), local = fused(1);
-      variants.push({ name: "counts", issue: () => TpPlan.launchAll(counts) }, { name: "local only", issue: () => TpPlan.launchAll(local) });
+      const counts = fused(3), local = fused(1), plainOrder = fused(5);
+      variants.push({ name: "counts", issue: () => TpPlan.launchAll(counts) }, { name: "local only", issue: () => TpPlan.launchAll(local) },
+        { name: "plain order", issue: () => TpPlan.launchAll(plainOrder) });
     }
     if (op === "gemmAllReduce" && M <= 32) {
       const none = fused(10), loop = fused(11);

@@ -71,7 +71,8 @@ class CeScheduler {
       : tiles_n_(s.tiles_n),
         tiles_m_(s.tiles_m),
         group_(s.group_m),
-        first_(((s.rank + 1) % s.world) * s.shard_tiles),
+        // (kScatterPlainOrder, a benchmark variant: not rotated, the plain GEMM's order)
+        first_(s.variant == kScatterPlainOrder ? 0 : ((s.rank + 1) % s.world) * s.shard_tiles),
         unit_(static_cast<int32_t>(blockIdx.x)),
         stride_(static_cast<int32_t>(gridDim.x)) {}
 
@@ -174,7 +175,8 @@ struct CeScatterHooks : gemm::DefaultHooks {
   // kScatterLocalOnly keeps every local step (staging, counts, prefetch, the epilogue's adds of
   // whatever the receive slot holds) but waits for nothing; kScatterNoComm also drops the prefetch and
   // the adds (the GEMM in this mover's order with staging stores); kScatterNoHandshake also drops the
-  // chunk counts (no store-completion waits, fences or atomics: the plain GEMM's epilogue).
+  // chunk counts (no store-completion waits, fences or atomics: the plain GEMM's epilogue);
+  // kScatterPlainOrder is kScatterNoHandshake in the plain GEMM's tile order (CeScheduler unrotated).
   static __device__ __forceinline__ bool waits(const State& s) { return s.variant == kScatterFull; }
   static __device__ __forceinline__ bool adds(const State& s) { return s.variant < kScatterNoComm; }
   static __device__ __forceinline__ bool counts(const State& s) { return s.variant < kScatterNoHandshake; }

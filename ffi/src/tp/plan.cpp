@@ -352,8 +352,10 @@ void build_scatter(WeftTpPlan& plan) {
     return;
   }
   if (ch.mover != WEFT_TP_MOVER_COPY_ENGINE) return;
-  // This mover's stage-out variants: local only (1) and no comm (3); the others measure the full op.
-  if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterNoComm && s.variant != fused::kScatterNoHandshake)
+  // This mover's stage-out variants: local only (1), no comm (3), no counts (4) and no counts in the
+  // plain GEMM's tile order (5); the others measure the full op.
+  if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterNoComm && s.variant != fused::kScatterNoHandshake &&
+      s.variant != fused::kScatterPlainOrder)
     s.variant = fused::kScatterFull;
   s.copy_engine = 1;
   s.recv_by_tma = ce_recv_by_tma();
