@@ -16,7 +16,7 @@
 //   loopback    the register exchange into this rank's own region (variant 11): its cost without
 //               NVLink or the other rank
 //
-//   bun bench/tp-split.ts [--cases decode,rs,ar,ar-ce] [--decode-m 16,128,512] [--samples 15] [--loop-ms 2]
+//   bun bench/tp-split.ts [--cases decode,rs,ar,ar-ce] [--shapes 4096x14336x4096,...] [--decode-m 16,128,512] [--samples 15] [--loop-ms 2]
 //       [--variants gemm,gemm+done,...] [--serial] [--devices 0,1] [--also name:VAR=VALUE+...]
 //
 // So: done = (gemm+done) - gemm, structure = (no comm) - (gemm+done), traffic = op - (no comm).
@@ -70,13 +70,17 @@ const also = (args.includes("--also") ? opt("--also", "") : "").split("+").filte
   if (!name || env.length === 0 || env.some((kv) => kv.length !== 2)) throw new Error(`--also ${spec}: expected name:VAR=VALUE[;VAR=VALUE]`);
   return { name, env };
 });
+// --shapes 4096x8192x8192,...: the rs / ar / ar-ce cases' shapes (default 4096x14336x4096).
+const large = opt("--shapes", "4096x14336x4096").split(",").map((s) => s.split("x").map(Number) as [number, number, number]);
 // --decode-m 16,128: which decode sizes (default all three).
 const decodeRows = opt("--decode-m", "16,128,512").split(",").map(Number);
 const CASES: { op: Op; shape: [number, number, number]; mover?: "copyEngine" }[] = [
   ...(groups.includes("decode") ? decodeRows.map((m) => ({ op: "gemmAllReduce" as Op, shape: [m, 8192, 4096 * devices.length] as [number, number, number] })) : []),
-  ...(groups.includes("rs") ? [{ op: "gemmReduceScatter" as Op, shape: [4096, 14336, 4096] as [number, number, number], mover: "copyEngine" as const }] : []),
-  ...(groups.includes("ar") ? [{ op: "gemmAllReduce" as Op, shape: [4096, 14336, 4096] as [number, number, number] }] : []),
-  ...(groups.includes("ar-ce") ? [{ op: "gemmAllReduce" as Op, shape: [4096, 14336, 4096] as [number, number, number], mover: "copyEngine" as const }] : []),
+  ...large.flatMap((shape) => [
+    ...(groups.includes("rs") ? [{ op: "gemmReduceScatter" as Op, shape, mover: "copyEngine" as const }] : []),
+    ...(groups.includes("ar") ? [{ op: "gemmAllReduce" as Op, shape }] : []),
+    ...(groups.includes("ar-ce") ? [{ op: "gemmAllReduce" as Op, shape, mover: "copyEngine" as const }] : []),
+  ]),
 ];
 
 for (const { op, shape, mover } of CASES) {
@@ -105,7 +109,14 @@ for (const { op, shape, mover } of CASES) {
       }
     };
     const opPlans = fused(0);  // (created even when not timed: the row reports its path)
-    const noComm = fused(mover === "copyEngine" ? 4 : 3);
+    // With --variants, only what is timed is created (every plan holds a workspace in the heap).
+    const want = (name: string) => !only || only.includes(name);
+    const variants: { name: string; issue: () => void }[] = [];
+    const addFused = (name: string, make: () => TpPlan[]) => {
+      if (!want(name)) return;
+      const plans = make();
+      variants.push({ name, issue: () => TpPlan.launchAll(plans) });
+    };
     const gOut = comms.map((c) => keep(Tensor.empty([M, N], "bf16", { device: c.device })));
     // Packed once per rank (packGemmParams returns a shared buffer: copied).
     const packed = (done: boolean) => comms.map((c, r) => {
@@ -114,40 +125,36 @@ for (const { op, shape, mover } of CASES) {
       return new Uint8Array(packGemmParams(plan, a[r]!, b[r]!, gOut[r]!, c.stream, slot));
     });
     const gemmParams = packed(false), doneParams = packed(true);
-    // The same GEMM with its operands and output in the symmetric heap (where the fused op's output
-    // and workspace live): does that memory cost the GEMM anything?
-    const symA = comms.map((c, r) => keep(c.empty([M, k], "bf16").copyFrom(a[r]!)));
-    const symB = comms.map((c, r) => keep(c.empty([k, N], "bf16").copyFrom(b[r]!)));
-    const symOut = comms.map((c) => keep(c.empty([M, N], "bf16")));
-    const symParams = comms.map((c, r) => {
-      const plan = planGemm(symA[r]!, symB[r]!, symOut[r]!, {}, "tp-split");
-      return new Uint8Array(packGemmParams(plan, symA[r]!, symB[r]!, symOut[r]!, c.stream, completions[r]!.slot()));
-    });
-    const outOnly = comms.map((c, r) => {
-      const plan = planGemm(a[r]!, b[r]!, symOut[r]!, {}, "tp-split");
-      return new Uint8Array(packGemmParams(plan, a[r]!, b[r]!, symOut[r]!, c.stream, completions[r]!.slot()));
-    });
     const launchGemm = (ps: Uint8Array[]) => () => ps.forEach((p) => check(native().weft_gemm(p), "tp-split gemm"));
-    const variants: { name: string; issue: () => void }[] = [
-      { name: "gemm", issue: launchGemm(gemmParams) },
-      { name: "gemm+done", issue: launchGemm(doneParams) },
-      { name: "gemm+done sym out", issue: launchGemm(outOnly) },
-      { name: "gemm+done sym all", issue: launchGemm(symParams) },
-      { name: "no comm", issue: () => TpPlan.launchAll(noComm) },
-      { name: "op", issue: () => TpPlan.launchAll(opPlans) },
-    ];
-    for (const { name, env } of also) {
-      const plans = fused(0, undefined, env);
-      variants.push({ name, issue: () => TpPlan.launchAll(plans) });
+    if (want("gemm")) variants.push({ name: "gemm", issue: launchGemm(gemmParams) });
+    if (want("gemm+done")) variants.push({ name: "gemm+done", issue: launchGemm(doneParams) });
+    if (want("gemm+done sym out") || want("gemm+done sym all")) {
+      // The same GEMM with its operands and output in the symmetric heap (where the fused op's output
+      // and workspace live): does that memory cost the GEMM anything?
+      const symA = comms.map((c, r) => keep(c.empty([M, k], "bf16").copyFrom(a[r]!)));
+      const symB = comms.map((c, r) => keep(c.empty([k, N], "bf16").copyFrom(b[r]!)));
+      const symOut = comms.map((c) => keep(c.empty([M, N], "bf16")));
+      const symParams = comms.map((c, r) => {
+        const plan = planGemm(symA[r]!, symB[r]!, symOut[r]!, {}, "tp-split");
+        return new Uint8Array(packGemmParams(plan, symA[r]!, symB[r]!, symOut[r]!, c.stream, completions[r]!.slot()));
+      });
+      const outOnly = comms.map((c, r) => {
+        const plan = planGemm(a[r]!, b[r]!, symOut[r]!, {}, "tp-split");
+        return new Uint8Array(packGemmParams(plan, a[r]!, b[r]!, symOut[r]!, c.stream, completions[r]!.slot()));
+      });
+      variants.push({ name: "gemm+done sym out", issue: launchGemm(outOnly) }, { name: "gemm+done sym all", issue: launchGemm(symParams) });
     }
+    addFused("no comm", () => fused(mover === "copyEngine" ? 4 : 3));
+    if (want("op")) variants.push({ name: "op", issue: () => TpPlan.launchAll(opPlans) });
+    for (const { name, env } of also) addFused(name, () => fused(0, undefined, env));
     if (mover === "copyEngine") {
       // The copy-engine mover's steps between "no comm" (4) and the op: + the chunk counts (3),
       // + the received partials' prefetch and adds (1: every local step, no copies, no waits).
-      const counts = fused(3), local = fused(1), plainOrder = fused(5);
-      variants.push({ name: "counts", issue: () => TpPlan.launchAll(counts) }, { name: "local only", issue: () => TpPlan.launchAll(local) },
-        { name: "plain order", issue: () => TpPlan.launchAll(plainOrder) });
+      addFused("counts", () => fused(3));
+      addFused("local only", () => fused(1));
+      addFused("plain order", () => fused(5));
     }
-    if (op === "gemmAllReduce" && M <= 32) {
+    if (op === "gemmAllReduce" && M <= 32 && (want("no exchange") || want("loopback"))) {
       const none = fused(10), loop = fused(11);
       variants.push({ name: "no exchange", issue: () => TpPlan.launchAll(none) }, { name: "loopback", issue: () => TpPlan.launchAll(loop) });
       // A variant the planner did not take would be the op itself, timed under another name: each
@@ -162,7 +169,7 @@ for (const { op, shape, mover } of CASES) {
         if (!(rel > 0.1)) throw new Error(`M = ${M}: variant plan's output matches the op's (rel ${rel}): WEFT_TP_SCATTER_VARIANT was not applied`);
       }
     }
-    if (op === "gemmAllReduce" && M <= 512) {
+    if (op === "gemmAllReduce" && M <= 512 && want("ctas no comm")) {
       // The same stage left out with the other kernel (the owner scheme's hooks): is the cost the
       // exchange hooks' or every fused kernel's?
       try {

@@ -46,7 +46,10 @@ struct Machine {
   // Copy-engine reduce-scatter / all-reduce: bytes per chunk (one 2-D copy, one flag), the most
   // chunks per owner (graph nodes, or ~3 driver calls each without the graph), and the GEMM's
   // slowdown from the staging stores and the own rows' extra reads (predicted, NOTES-tp version 3).
-  double ce_chunk_bytes = 4 << 20;
+  // 16 MiB, not 4: the side streams' graph costs the host ~2 us per node at launch, ~250 us per
+  // launch pair at (4096, 14336, 4096) with 4 MiB, which made all-reduce there host-bound (600 us
+  // against 481 with 16 MiB); the GPU time elsewhere moved within +-1% (NOTES-tp 5.13).
+  double ce_chunk_bytes = 16 << 20;
   int64_t ce_max_chunks = 32;
   double ce_gemm_factor = 1.03;
   // Where "auto" takes the copy-engine mover: at least this many rows per rank (reduce-scatter:
@@ -277,7 +280,10 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
         const int64_t tiles_n = ceil_div(p.n, c.tile_n);
         const int64_t bands = c.shard_tiles / c.group_m;
         const double slab_bytes = double(c.group_m) * gemm::kTileM * c.tile_n * 2;
-        int64_t slab = std::clamp<int64_t>(int64_t(std::llround(kMachine.ce_chunk_bytes / slab_bytes)), 1, tiles_n);
+        // WEFT_TP_CE_CHUNK_MIB: another chunk size (A/B in bench/tp-split.ts only).
+        const char* chunk_env = std::getenv("WEFT_TP_CE_CHUNK_MIB");
+        const double chunk_bytes = chunk_env && std::atoi(chunk_env) > 0 ? double(std::atoi(chunk_env)) * (1 << 20) : kMachine.ce_chunk_bytes;
+        int64_t slab = std::clamp<int64_t>(int64_t(std::llround(chunk_bytes / slab_bytes)), 1, tiles_n);
         while (bands * ceil_div(tiles_n, slab) > kMachine.ce_max_chunks && slab < tiles_n) ++slab;
         c.slab_tiles = int(slab);
         c.slabs = int(ceil_div(tiles_n, slab));
