@@ -54,12 +54,14 @@ struct Machine {
   double ce_gemm_factor = 1.03;
   // Where "auto" takes the copy-engine mover: at least this many rows per rank (reduce-scatter:
   // faster than the CTA mover at all five M >= 4096 shapes, 1.06-1.30x of our GEMM against
-  // 1.12-1.36x, NOTES-tp run 8). All-reduce also needs its partials to land within the peer phase
-  // and its traffic (the CTA mover's bytes over NVLink) to be at least this share of the GEMM: with
-  // chunk counts published with the next tile's math (version 3.2) it measured 1.08-1.28x against
-  // the CTA mover's 1.15-1.36x where that holds, but 1.80x against 1.54x at (4096, 14336, 4096),
-  // where the copies outlast the peer phase, and 1.09x against 1.00x at (8192, 8192, 28672), where
-  // the traffic is 14% of a long GEMM that either mover hides (NOTES-tp runs 13, 14).
+  // 1.12-1.36x, NOTES-tp run 8). All-reduce also needs its traffic (the CTA mover's bytes over
+  // NVLink) to be at least this share of the GEMM: with chunk counts published with the next tile's
+  // math (version 3.2) it measured 1.08-1.28x against the CTA mover's 1.15-1.36x where that holds,
+  // and 1.09x against 1.00x at (8192, 8192, 28672), where the traffic is 14% of a long GEMM that
+  // either mover hides (NOTES-tp runs 13, 14). It used to need its partials to land within the
+  // peer phase too: at (4096, 14336, 4096), where they do not, it measured 1.80x against 1.54x
+  // with 4 MiB chunks, but that was the host enqueueing the copies; with 16 MiB chunks it is
+  // 1.26x against 1.42x (NOTES-tp 5.13, run 31).
   int64_t ce_min_shard_rows = 2048;
   double ce_all_reduce_min_traffic = 0.25;
 };
@@ -297,7 +299,7 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       }
       const bool ce_measured =
           p.m_shard >= kMachine.ce_min_shard_rows &&
-          (!all_reduce || (ce_late_us == 0 && transfer_us(sent, kMachine.nvlink_gbs) >= kMachine.ce_all_reduce_min_traffic * gemm));
+          (!all_reduce || transfer_us(sent, kMachine.nvlink_gbs) >= kMachine.ce_all_reduce_min_traffic * gemm);
       c.mover = params.mover == WEFT_TP_MOVER_COPY_ENGINE ? WEFT_TP_MOVER_COPY_ENGINE
                 : params.mover == WEFT_TP_MOVER_CTAS || !ce_ok || !ce_measured ? WEFT_TP_MOVER_CTAS
                                                                               : WEFT_TP_MOVER_COPY_ENGINE;
