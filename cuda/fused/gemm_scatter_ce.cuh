@@ -113,6 +113,13 @@ struct CeScatterHooks : gemm::DefaultHooks {
   static __device__ __forceinline__ int32_t owner(const State& s, const gemm::TileCoord& t) {
     return t.tile_m / s.shard_tiles;
   }
+  // Whether this rank owns tile t, by a range test rather than owner()'s division: CeIntoOutHooks'
+  // route (its epilogue measured ~10 us slower at (4096, 14336, 4096) with the division and a
+  // three-way map select: NOTES-tp 5.14). Elsewhere owner() stays: with own() in every per-tile
+  // test ptxas spills 32 bytes in the 256-wide receiving kernels, with owner() none.
+  static __device__ __forceinline__ bool own(const State& s, const gemm::TileCoord& t) {
+    return uint32_t(t.m0 - s.rank * s.m_shard) < uint32_t(s.m_shard);
+  }
 
   // After grid::wait_previous: every earlier piece of work on this rank's stream, the caller's reads
   // of the previous out included, is done, so direct_from's copies may land in out from now on.
@@ -141,32 +148,17 @@ struct CeScatterHooks : gemm::DefaultHooks {
   static __device__ __forceinline__ sys::WaitBudget budget(const State& s) { return sys::WaitBudget{s.timeout_ns, nullptr}; }
 
   // Destination q < kMaxRanks: rank q's out (this rank's, and every peer's for all-reduce's direct
-  // bands); destination kStagingDest: the local staging buffer (peer tiles); kAddIntoOutDest: this
-  // rank's out, added into (reduce-scatter's own tiles with direct_from: a destination rather than
-  // Route::reduce, which would keep one more register live through the 256-wide epilogue and
-  // spill). Own tiles of an all-reduce signal too: their chunks are what the broadcast copies wait for.
+  // bands); destination kStagingDest: the local staging buffer (peer tiles). Own tiles of an
+  // all-reduce signal too: their chunks are what the broadcast copies wait for.
   static constexpr int kStagingDest = kMaxRanks;
-  static constexpr int kAddIntoOutDest = kMaxRanks + 1;
-  static __device__ __forceinline__ constexpr bool adds_into(int dest) { return dest == kAddIntoOutDest; }
   static __device__ __forceinline__ gemm::Route route(const State& s, const gemm::TileCoord& t) {
     if (owner(s, t) != s.rank) return gemm::Route{1u << kStagingDest, 0, false, counts(s)};
-    if (!s.all_reduce) {
-      const int dest = s.direct_from >= 0 && adds(s) ? kAddIntoOutDest : s.rank;
-      return gemm::Route{1u << dest, s.rank * s.m_shard, false, false};
-    }
+    if (!s.all_reduce) return gemm::Route{1u << s.rank, s.rank * s.m_shard, false, false};
     const uint32_t dests = t.tile_m < s.direct_tile_m ? 1u << s.rank : (1u << s.world) - 1u;
     return gemm::Route{dests, 0, false, counts(s)};
   }
   static __device__ __forceinline__ const CUtensorMap* out_map(const State& s, int dest) {
-    return dest == kStagingDest ? &s.staging : dest == kAddIntoOutDest ? &s.out[s.rank] : &s.out[dest];
-  }
-  // The leader, before an own tile's adds into out: the copy engine's writes there were acquired with
-  // the progress word (producer, then the ring's mbarrier); TMA reads them through the async proxy.
-  template <class C>
-  static __device__ __forceinline__ bool before_tile_stores(const State&, C&, const gemm::TileCoord&,
-                                                            const gemm::Route& route, int) {
-    if (route.dests >> kAddIntoOutDest & 1u) cta::fence_proxy_async_global();
-    return true;
+    return dest == kStagingDest ? &s.staging : &s.out[dest];
   }
   // Own chunks the copy engines broadcast (all-reduce): the rest go out from the epilogue.
   static __device__ __forceinline__ int32_t broadcast_chunks(const State& s) { return s.chunks - s.direct_chunks; }
@@ -177,6 +169,7 @@ struct CeScatterHooks : gemm::DefaultHooks {
   // the adds (the GEMM in this mover's order with staging stores); kScatterNoHandshake also drops the
   // chunk counts (no store-completion waits, fences or atomics: the plain GEMM's epilogue);
   // kScatterPlainOrder is kScatterNoHandshake in the plain GEMM's tile order (CeScheduler unrotated).
+  // With CeIntoOutHooks the own tiles add into out in every variant (its only own destination).
   static __device__ __forceinline__ bool waits(const State& s) { return s.variant == kScatterFull; }
   static __device__ __forceinline__ bool adds(const State& s) { return s.variant < kScatterNoComm; }
   static __device__ __forceinline__ bool counts(const State& s) { return s.variant < kScatterNoHandshake; }
@@ -354,9 +347,91 @@ struct CeScatterHooks : gemm::DefaultHooks {
 
 // Reduce-scatter with two ranks (direct_from): the peer's partial is already in out, so no own tile
 // ever receives anything into its epilogue, and the engine is built without that machinery (no
-// received boxes, no add, no barrier for them per tile).
+// received boxes, no add, no barrier for them per tile). Own tiles go to kAddIntoOutDest, this
+// rank's out, always added into (a destination rather than Route::reduce, which would keep one more
+// register live through the 256-wide epilogue; in the stage-out variants too, which then add into
+// whatever out holds). Two destinations, a two-way map select: each piece of route code here costs
+// the epilogue measurably (NOTES-tp 5.14).
 struct CeIntoOutHooks : CeScatterHooks {
   static constexpr bool kAddsReceived = false;
+  static constexpr int kAddIntoOutDest = kMaxRanks + 1;
+  static __device__ __forceinline__ constexpr bool adds_into(int dest) { return dest == kAddIntoOutDest; }
+  static __device__ __forceinline__ gemm::Route route(const State& s, const gemm::TileCoord& t) {
+    return own(s, t) ? gemm::Route{1u << kAddIntoOutDest, s.rank * s.m_shard, false, false}
+                     : gemm::Route{1u << kStagingDest, 0, false, counts(s)};
+  }
+  static __device__ __forceinline__ const CUtensorMap* out_map(const State& s, int dest) {
+    return dest == kStagingDest ? &s.staging : &s.out[s.rank];
+  }
+  // The leader, before an own tile's adds into out: the copy engine's writes there were acquired with
+  // the progress word (producer, then the ring's mbarrier); TMA reads them through the async proxy.
+  template <class C>
+  static __device__ __forceinline__ bool before_tile_stores(const State&, C&, const gemm::TileCoord&,
+                                                            const gemm::Route& route, int) {
+    if (route.dests >> kAddIntoOutDest & 1u) cta::fence_proxy_async_global();
+    return true;
+  }
+};
+
+// Benchmark-only (kScatterBare, kScatterBareRouted, kScatterBareSignals: wrong results, nothing
+// moved): the plain engine under this kernel's parameters, then the copy-engine kernel's epilogue
+// features one at a time, every tile stored into staging. Where between these and kScatterPlainOrder
+// (CeIntoOutHooks with no counts, no waits, the plain order) does the fused kernel's structure cost
+// go (NOTES-tp, session 8)?
+template <bool Routed, bool Signals>
+struct BareScatterHooks : gemm::DefaultHooks {
+  using State = ScatterState;
+  static constexpr bool kRouted = Routed;
+  static constexpr bool kSignalsAfterStore = Signals;
+  static constexpr bool kDeviceScopeSignals = true;
+  static __device__ __forceinline__ gemm::Route route(const State&, const gemm::TileCoord&) {
+    return gemm::Route{1u << kMaxRanks, 0, false, false};
+  }
+  static __device__ __forceinline__ const CUtensorMap* out_map(const State& s, int) { return &s.staging; }
+};
+
+// kScatterBareCe* (benchmark-only): kScatterBareSignals with one piece of CeIntoOutHooks each: its
+// routes (own tiles into out, peer tiles into staging), its tile order, its producer hook, its
+// kernel start and finish hooks.
+using BareSignals = BareScatterHooks<true, true>;
+struct BareCeRoute : BareSignals {
+  static __device__ __forceinline__ gemm::Route route(const State& s, const gemm::TileCoord& t) { return CeIntoOutHooks::route(s, t); }
+  static __device__ __forceinline__ const CUtensorMap* out_map(const State& s, int d) { return CeIntoOutHooks::out_map(s, d); }
+  static __device__ __forceinline__ constexpr bool adds_into(int d) { return CeIntoOutHooks::adds_into(d); }
+};
+// 19: the own tiles into the receive slot map instead of out (same rows as staging); 20: into out, by
+// a route without the division and a two-way map select.
+struct BareOwnToSlots : BareSignals {
+  static __device__ __forceinline__ gemm::Route route(const State& s, const gemm::TileCoord& t) {
+    const bool own = uint32_t(t.m0 - s.rank * s.m_shard) < uint32_t(s.m_shard);
+    return gemm::Route{own ? 1u : 1u << kMaxRanks, 0, false, false};
+  }
+  static __device__ __forceinline__ const CUtensorMap* out_map(const State& s, int d) {
+    return d == kMaxRanks ? &s.staging : &s.recv_map;
+  }
+};
+struct BareOwnToOut : BareSignals {
+  static __device__ __forceinline__ gemm::Route route(const State& s, const gemm::TileCoord& t) {
+    const bool own = uint32_t(t.m0 - s.rank * s.m_shard) < uint32_t(s.m_shard);
+    return gemm::Route{own ? 1u : 1u << kMaxRanks, own ? s.rank * s.m_shard : 0, false, false};
+  }
+  static __device__ __forceinline__ const CUtensorMap* out_map(const State& s, int d) {
+    return d == kMaxRanks ? &s.staging : &s.out[s.rank];
+  }
+};
+struct BareCeOrder : BareSignals {
+  template <class Cfg>
+  using Scheduler = CeScheduler<Cfg>;
+};
+struct BareCeProducer : BareSignals {
+  using ProducerState = CeScatterHooks::ProducerState;
+  static __device__ bool before_tile_loads(const State& s, ProducerState& ps, const gemm::TileCoord& t) {
+    return CeScatterHooks::before_tile_loads(s, ps, t);
+  }
+};
+struct BareCeFinish : BareSignals {
+  static __device__ void on_kernel_start(const State& s) { CeScatterHooks::on_kernel_start(s); }
+  static __device__ bool before_finish(const State& s) { return CeScatterHooks::before_finish(s); }
 };
 
 }  // namespace weft::fused
