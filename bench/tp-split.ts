@@ -11,10 +11,6 @@
 //   local only  + the received partials' L2 prefetch and the epilogue's adds (variant 1: no copies,
 //               no waits)
 //   plain order "no comm" in the plain GEMM's tile order (variant 5: not rotated by a shard)
-//   bare        the plain engine with this kernel's parameters (variant 12), + routed stores (13),
-//               + the pending-signal machinery (14), then that with one piece of the copy-engine
-//               kernel's hooks each: +route (15), +order (16), +producer (17), +finish (18); the
-//               own tiles routed into the receive slots (19) or into out by leaner code (20)
 // and, where the register exchange applies (m <= 32):
 //   no exchange the fused kernel, each rank storing its own partial (variant 10)
 //   loopback    the register exchange into this rank's own region (variant 11): its cost without
@@ -157,17 +153,6 @@ for (const { op, shape, mover } of CASES) {
       addFused("counts", () => fused(3));
       addFused("local only", () => fused(1));
       addFused("plain order", () => fused(5));
-      if (op === "gemmReduceScatter") {
-        addFused("bare", () => fused(12));
-        addFused("bare routed", () => fused(13));
-        addFused("bare signals", () => fused(14));
-        addFused("bare +route", () => fused(15));
-        addFused("bare +order", () => fused(16));
-        addFused("bare +producer", () => fused(17));
-        addFused("bare +finish", () => fused(18));
-        addFused("bare own->slots", () => fused(19));
-        addFused("bare own->out", () => fused(20));
-      }
     }
     if (op === "gemmAllReduce" && M <= 32 && (want("no exchange") || want("loopback"))) {
       const none = fused(10), loop = fused(11);

@@ -81,14 +81,7 @@ bool all_gather_gemm_supported(int tile_n);
 //   kScatterNoFinish       exchange mover only: deferred tiles are never finished (wrong sums)
 //   kScatterNoExchange     register exchange only: nothing is sent or received, each rank stores
 //                          its own partial (the fused kernel's own cost; wrong sums)
-//   kScatterBare           copy-engine reduce-scatter only: the plain engine (DefaultHooks: the plain
-//                          tile order, stores, no hooks) with this kernel's parameters, every tile
-//                          stored into staging (BareScatterHooks)
-//   kScatterBareRouted     kScatterBare with routed stores
-//   kScatterBareSignals    kScatterBareRouted with the pending-signal machinery (never used)
-//   kScatterBareCe*        kScatterBareSignals with one piece of CeIntoOutHooks each (15 its routes,
-//                          16 its tile order, 17 its producer hook, 18 its start and finish hooks);
-//                          19 and 20: its routes by other code and maps (gemm_scatter_ce.cuh)
+//   (12-20: the bare copy-engine kernels of NOTES-tp session 8, commit 3dc3156, removed again)
 //   kScatterLoopback       register exchange only: the flagged words go into this rank's own region,
 //                          where it polls them (the mechanism without NVLink or the other rank)
 enum ScatterVariant : int32_t {
@@ -103,15 +96,6 @@ enum ScatterVariant : int32_t {
   kScatterNoFinish = 9,
   kScatterNoExchange = 10,
   kScatterLoopback = 11,
-  kScatterBare = 12,
-  kScatterBareRouted = 13,
-  kScatterBareSignals = 14,
-  kScatterBareCeRoute = 15,
-  kScatterBareCeOrder = 16,
-  kScatterBareCeProducer = 17,
-  kScatterBareCeFinish = 18,
-  kScatterBareOwnToSlots = 19,
-  kScatterBareOwnToOut = 20,
 };
 
 // The register exchange's layout in one source's slot of a receive region: per 16-row group of a

@@ -17,26 +17,10 @@ namespace {
 template <int TileN, bool BNMajor>
 using Config = ScatterConfig<TileN, BNMajor, WEFT_TP_GEMM_REDUCE_SCATTER>;
 
-// The benchmark-only bare kernels store every tile into staging ([m, n]: every row fits).
-template <class C, class Hooks>
-cudaError_t launch_bare(const ScatterLaunch& l) {
-  return launch_persistent<typename C::Gemm, scatter_kernel<C, Hooks>>(fused_params(l, l.a, l.state.staging, l.a_box_rows), l.ctas,
-                                                                          l.stream);
-}
-
 template <int TileN, bool BNMajor>
 cudaError_t launch(const ScatterLaunch& l) {
   using C = Config<TileN, BNMajor>;
   if (!l.state.copy_engine) return launch_scatter_kernel<C, ScatterHooks>(l);
-  if (l.state.variant == kScatterBare) return launch_bare<C, BareScatterHooks<false, false>>(l);
-  if (l.state.variant == kScatterBareRouted) return launch_bare<C, BareScatterHooks<true, false>>(l);
-  if (l.state.variant == kScatterBareSignals) return launch_bare<C, BareSignals>(l);
-  if (l.state.variant == kScatterBareCeRoute) return launch_bare<C, BareCeRoute>(l);
-  if (l.state.variant == kScatterBareCeOrder) return launch_bare<C, BareCeOrder>(l);
-  if (l.state.variant == kScatterBareCeProducer) return launch_bare<C, BareCeProducer>(l);
-  if (l.state.variant == kScatterBareCeFinish) return launch_bare<C, BareCeFinish>(l);
-  if (l.state.variant == kScatterBareOwnToSlots) return launch_bare<C, BareOwnToSlots>(l);
-  if (l.state.variant == kScatterBareOwnToOut) return launch_bare<C, BareOwnToOut>(l);
   return l.state.direct_from >= 0 ? launch_scatter_kernel<C, CeIntoOutHooks>(l) : launch_scatter_kernel<C, CeScatterHooks>(l);
 }
 

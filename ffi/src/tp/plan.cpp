@@ -183,13 +183,8 @@ int32_t scatter_variant() {
   const char* env = std::getenv("WEFT_TP_SCATTER_VARIANT");
   if (!env || !*env) return fused::kScatterFull;
   const long v = std::strtol(env, nullptr, 10);
-  const bool known = v >= fused::kScatterFull && v <= fused::kScatterBareOwnToOut && v != 6;  // 6: retired
+  const bool known = v >= fused::kScatterFull && v <= fused::kScatterLoopback && v != 6;  // 6: retired
   return known ? int32_t(v) : fused::kScatterFull;
-}
-
-// The stage-out variants only the copy-engine reduce-scatter has (12 to 20: fused.h, ScatterVariant).
-bool bare_variant(int32_t v) {
-  return v >= fused::kScatterBare && v <= fused::kScatterBareOwnToOut;
 }
 
 // The stage-out variants only the exchange mover has (7 to 11: fused.h, ScatterVariant).
@@ -323,9 +318,7 @@ void build_scatter(WeftTpPlan& plan) {
   s.m_shard = int32_t(p.m_shard);
   s.lag = ch.lag;
   s.variant = scatter_variant();
-  if ((exchange_only_variant(s.variant) && ch.mover != WEFT_TP_MOVER_EXCHANGE) ||
-      (bare_variant(s.variant) && ch.mover != WEFT_TP_MOVER_COPY_ENGINE))
-    s.variant = fused::kScatterFull;
+  if (exchange_only_variant(s.variant) && ch.mover != WEFT_TP_MOVER_EXCHANGE) s.variant = fused::kScatterFull;
   l.m = int32_t(p.m);
   l.n = int32_t(p.n);
   l.k = int32_t(p.k);
@@ -359,12 +352,10 @@ void build_scatter(WeftTpPlan& plan) {
     return;
   }
   if (ch.mover != WEFT_TP_MOVER_COPY_ENGINE) return;
-  // This mover's stage-out variants: local only (1), no comm (3), no counts (4), no counts in the
-  // plain GEMM's tile order (5) and, reduce-scatter only, the bare kernels (12-14); the others
-  // measure the full op.
-  const bool bare = !s.all_reduce && bare_variant(s.variant);
+  // This mover's stage-out variants: local only (1), no comm (3), no counts (4) and no counts in the
+  // plain GEMM's tile order (5); the others measure the full op.
   if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterNoComm && s.variant != fused::kScatterNoHandshake &&
-      s.variant != fused::kScatterPlainOrder && !bare)
+      s.variant != fused::kScatterPlainOrder)
     s.variant = fused::kScatterFull;
   s.copy_engine = 1;
   s.recv_by_tma = ce_recv_by_tma();
