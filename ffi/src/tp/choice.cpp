@@ -278,7 +278,7 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
                    static_cast<long long>(p.m));
       double ce_us = 0, ce_late_us = 0;
       if (ce_ok) {
-        // Chunks of ~4 MiB (a 2-D copy each), at most 32 per owner (nodes of the side streams' graph).
+        // Chunks of ~ce_chunk_bytes (a 2-D copy each), at most 32 per owner (nodes of the side streams' graph).
         const int64_t tiles_n = ceil_div(p.n, c.tile_n);
         const int64_t bands = c.shard_tiles / c.group_m;
         const double slab_bytes = double(c.group_m) * gemm::kTileM * c.tile_n * 2;
