@@ -33,7 +33,8 @@ import { packGemmParams, planGemm } from "../lib/ops/gemm.ts";
 import { TpPlan, type TpConfig } from "../lib/ops/tp.ts";
 import { Tensor } from "../lib/tensor.ts";
 import { setNativeEnv } from "../test/support/native-env.ts";
-import { randomOperands, RankTiming } from "./support/rank-timing.ts";
+import { RankTiming } from "./support/rank-timing.ts";
+import { ScatterCase, type ScatterOp } from "./support/scatter-case.ts";
 
 const args = process.argv.slice(2);
 const opt = (name: string, fallback: string) => (args.includes(name) ? args[args.indexOf(name) + 1]! : fallback);
@@ -61,7 +62,6 @@ const timing = new RankTiming(streams);
 timing.serial = serial;
 const completions = devices.map((d) => Completion.create(d, { slots: 64 }));
 
-type Op = "gemmReduceScatter" | "gemmAllReduce";
 // --also at4:WEFT_TP_CE_COUNT_AT=4+late:WEFT_TP_CE_COUNT=late: the op again, planned under these
 // native environment settings (A/B of a planner knob in one process; ';' joins several settings).
 const also = (args.includes("--also") ? opt("--also", "") : "").split("+").filter(Boolean).map((spec) => {
@@ -74,23 +74,21 @@ const also = (args.includes("--also") ? opt("--also", "") : "").split("+").filte
 const large = opt("--shapes", "4096x14336x4096").split(",").map((s) => s.split("x").map(Number) as [number, number, number]);
 // --decode-m 16,128: which decode sizes (default all three).
 const decodeRows = opt("--decode-m", "16,128,512").split(",").map(Number);
-const CASES: { op: Op; shape: [number, number, number]; mover?: "copyEngine" }[] = [
-  ...(groups.includes("decode") ? decodeRows.map((m) => ({ op: "gemmAllReduce" as Op, shape: [m, 8192, 4096 * devices.length] as [number, number, number] })) : []),
+const CASES: { op: ScatterOp; shape: [number, number, number]; mover?: "copyEngine" }[] = [
+  ...(groups.includes("decode") ? decodeRows.map((m) => ({ op: "gemmAllReduce" as ScatterOp, shape: [m, 8192, 4096 * devices.length] as [number, number, number] })) : []),
   ...large.flatMap((shape) => [
-    ...(groups.includes("rs") ? [{ op: "gemmReduceScatter" as Op, shape, mover: "copyEngine" as const }] : []),
-    ...(groups.includes("ar") ? [{ op: "gemmAllReduce" as Op, shape }] : []),
-    ...(groups.includes("ar-ce") ? [{ op: "gemmAllReduce" as Op, shape, mover: "copyEngine" as const }] : []),
+    ...(groups.includes("rs") ? [{ op: "gemmReduceScatter" as ScatterOp, shape, mover: "copyEngine" as const }] : []),
+    ...(groups.includes("ar") ? [{ op: "gemmAllReduce" as ScatterOp, shape }] : []),
+    ...(groups.includes("ar-ce") ? [{ op: "gemmAllReduce" as ScatterOp, shape, mover: "copyEngine" as const }] : []),
   ]),
 ];
 
 for (const { op, shape, mover } of CASES) {
   const [M, N, K] = shape;
-  const k = K / W;
-  const outRows = op === "gemmReduceScatter" ? M / W : M;
-  const owned: { dispose(): void }[] = [];
-  const keep = <T extends { dispose(): void }>(t: T): T => (owned.push(t), t);
+  const kase = new ScatterCase(comms, op, shape);
+  const { a, b, k } = kase;
+  const keep = <T extends { dispose(): void }>(t: T): T => kase.keep(t);
   try {
-    const { a, b } = randomOperands(comms, M, k, N, keep);
     const outs = new Map<TpPlan[], Tensor[]>();
     const fused = (variant: number, moverOverride?: "ctas", env: [string, string][] = []) => {
       const m = moverOverride ?? mover;
@@ -98,9 +96,7 @@ for (const { op, shape, mover } of CASES) {
       setNativeEnv("WEFT_TP_SCATTER_VARIANT", variant ? String(variant) : undefined);
       for (const [k, v] of env) setNativeEnv(k, v);
       try {
-        const out = comms.map((c) => keep(c.empty([outRows, N], "bf16")));
-        const plans = comms.map((c, r) => keep(op === "gemmReduceScatter" ? c.gemmReduceScatter({ a: a[r]!, b: b[r]!, out: out[r]!, config })
-          : c.gemmAllReduce({ a: a[r]!, b: b[r]!, out: out[r]!, config })));
+        const { out, plans } = kase.plans(config);
         outs.set(plans, out);
         return plans;
       } finally {
@@ -191,7 +187,7 @@ for (const { op, shape, mover } of CASES) {
     console.log(JSON.stringify(row));
     if (process.env.OUT) appendFileSync(join(process.env.OUT, "split.jsonl"), JSON.stringify(row) + "\n");
   } finally {
-    for (const t of owned.reverse()) t.dispose();
+    kase.dispose();
   }
 }
 completions.forEach((c) => c.dispose());

@@ -22,7 +22,8 @@ import { gemmSync } from "../lib/ops/gemm.ts";
 import { TpPlan, type TpConfig } from "../lib/ops/tp.ts";
 import { Tensor } from "../lib/tensor.ts";
 import { setNativeEnv } from "../test/support/native-env.ts";
-import { median, randomOperands, RankTiming } from "./support/rank-timing.ts";
+import { median, RankTiming } from "./support/rank-timing.ts";
+import { ScatterCase, type ScatterOp } from "./support/scatter-case.ts";
 
 const args = process.argv.slice(2);
 const opt = (name: string, fallback: string) => (args.includes(name) ? args[args.indexOf(name) + 1]! : fallback);
@@ -43,11 +44,9 @@ if (deviceCount() < 2) {
   process.exit(1);
 }
 const devices = [0, 1];
-const W = devices.length;
 const comms = await Communicator.local({ devices, heapBytes: 16 * 2 ** 30 });  // room for TP_STAGES_ALSO plans
 const streams = comms.map((c) => c.stream);
 
-type Op = "gemmReduceScatter" | "gemmAllReduce";
 // TP_STAGES_DECODE_TILE=64|128: the decode cases' tile width (default: the cost model's).
 const decodeTile = process.env.TP_STAGES_DECODE_TILE ? (Number(process.env.TP_STAGES_DECODE_TILE) as 64 | 128) : undefined;
 const LARGE: [number, number, number][] = [
@@ -56,11 +55,11 @@ const LARGE: [number, number, number][] = [
 // TP_STAGES_SHAPES=4096x14336x4096+...: only these of the large shapes.
 const shapesEnv = process.env.TP_STAGES_SHAPES?.split(/[+,]/);
 const large = LARGE.filter((s) => !shapesEnv || shapesEnv.includes(s.join("x")));
-const CASES: { op: Op; shape: [number, number, number]; tileN?: 64 | 128 | 256 }[] = [
-  ...(groups.includes("rs") ? large.map((shape) => ({ op: "gemmReduceScatter" as Op, shape })) : []),
-  ...(groups.includes("ar") ? large.map((shape) => ({ op: "gemmAllReduce" as Op, shape })) : []),
+const CASES: { op: ScatterOp; shape: [number, number, number]; tileN?: 64 | 128 | 256 }[] = [
+  ...(groups.includes("rs") ? large.map((shape) => ({ op: "gemmReduceScatter" as ScatterOp, shape })) : []),
+  ...(groups.includes("ar") ? large.map((shape) => ({ op: "gemmAllReduce" as ScatterOp, shape })) : []),
   ...(groups.includes("decode") && mover !== "copyEngine"
-    ? ([16, 128, 512] as const).map((m) => ({ op: "gemmAllReduce" as Op, shape: [m, 8192, 8192] as [number, number, number], tileN: decodeTile }))
+    ? ([16, 128, 512] as const).map((m) => ({ op: "gemmAllReduce" as ScatterOp, shape: [m, 8192, 8192] as [number, number, number], tileN: decodeTile }))
     : []),
 ];
 
@@ -82,17 +81,12 @@ function hostOnceMs(issue: () => void): number {
 
 for (const { op, shape, tileN } of CASES) {
   const [M, N, K] = shape;
-  const k = K / W;
-  const outRows = op === "gemmReduceScatter" ? M / W : M;
-  const owned: { dispose(): void }[] = [];
-  const keep = <T extends { dispose(): void }>(t: T): T => (owned.push(t), t);
+  const kase = new ScatterCase(comms, op, shape);
+  const { a, b } = kase;
+  const keep = <T extends { dispose(): void }>(t: T): T => kase.keep(t);
   try {
-    const { a, b } = randomOperands(comms, M, k, N, keep);
     const make = (config: TpConfig) => {
-      const out = comms.map((c) => keep(c.empty([outRows, N], "bf16")));
-      const plans: TpPlan[] = comms.map((c, r) => keep(op === "gemmReduceScatter"
-        ? c.gemmReduceScatter({ a: a[r]!, b: b[r]!, out: out[r]!, config })
-        : c.gemmAllReduce({ a: a[r]!, b: b[r]!, out: out[r]!, config })));
+      const { out, plans } = kase.plans(config);
       return { out, plans, issue: () => TpPlan.launchAll(plans) };
     };
     // TP_STAGES_GROUP_M: the fused kernel's band height (default: the planner's).
@@ -149,7 +143,7 @@ for (const { op, shape, tileN } of CASES) {
     }
     if (process.env.OUT) appendFileSync(join(process.env.OUT, `stages-${label}.jsonl`), JSON.stringify(row) + "\n");
   } finally {
-    for (const t of owned.reverse()) t.dispose();
+    kase.dispose();
   }
 }
 await Communicator.disposeAll(comms);

@@ -67,13 +67,3 @@ export class RankTiming {
     return d[2]! > 0 ? NaN : Math.sqrt(d[0]!) / Math.sqrt(d[1]!);
   }
 }
-
-/** Every rank's random operands of a row- or K-sharded TP case: a [m, k] and b [k, n], bf16, seeds
- * 11 + r and 23 + r; `keep` owns them. */
-export function randomOperands<C extends { device: number }>(comms: readonly C[], m: number, k: number, n: number,
-  keep: <T extends { dispose(): void }>(t: T) => T): { a: Tensor[]; b: Tensor[] } {
-  return {
-    a: comms.map((c, r) => keep(Tensor.empty([m, k], "bf16", { device: c.device }).fillRandom(11 + r))),
-    b: comms.map((c, r) => keep(Tensor.empty([k, n], "bf16", { device: c.device }).fillRandom(23 + r))),
-  };
-}
