@@ -81,9 +81,9 @@ bool all_gather_gemm_supported(int tile_n);
 //   kScatterNoFinish       exchange mover only: deferred tiles are never finished (wrong sums)
 //   kScatterNoExchange     register exchange only: nothing is sent or received, each rank stores
 //                          its own partial (the fused kernel's own cost; wrong sums)
-//   (12-20: the bare copy-engine kernels of NOTES-tp session 8, commit 3dc3156, removed again)
 //   kScatterLoopback       register exchange only: the flagged words go into this rank's own region,
 //                          where it polls them (the mechanism without NVLink or the other rank)
+//   (12-20: the bare copy-engine kernels of NOTES-tp session 8, commit 3dc3156, removed again)
 enum ScatterVariant : int32_t {
   kScatterFull = 0,
   kScatterLocalOnly = 1,

@@ -176,9 +176,9 @@ void build_all_gather(WeftTpPlan& plan) {
   if (ch.mover == WEFT_TP_MOVER_COPY_ENGINE) create_side_streams(plan);
 }
 
-// WEFT_TP_SCATTER_VARIANT=1..9 leaves one stage of the fused reduce-scatter / all-reduce out
+// WEFT_TP_SCATTER_VARIANT=1..11 leaves one stage of the fused reduce-scatter / all-reduce out
 // (fused::ScatterVariant; wrong results by design, but 7 and 8, other movers): for bench/tp-stages.ts
-// only.
+// and tp-split.ts only.
 int32_t scatter_variant() {
   const char* env = std::getenv("WEFT_TP_SCATTER_VARIANT");
   if (!env || !*env) return fused::kScatterFull;
