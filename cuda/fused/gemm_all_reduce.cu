@@ -26,7 +26,13 @@ template <int TileN, bool BNMajor>
 cudaError_t launch(const ScatterLaunch& l) {
   using C = Config<TileN, BNMajor>;
   // 256-wide exchange tiles come in one wave only (ExchangeHooks::kAtOnce; the planner's rule).
-  if (l.state.exchange) return launch_scatter_kernel<C, ExchangeHooks>(l);
+  if (l.state.exchange) {
+    // (the register exchange: m <= 32 and tiles narrower than 256, the planner's rule)
+    if constexpr (TileN != 256) {
+      if (l.state.register_rows > 0) return launch_scatter_kernel<C, RegisterExchangeHooks>(l);
+    }
+    return launch_scatter_kernel<C, ExchangeHooks>(l);
+  }
   return l.state.copy_engine ? launch_scatter_kernel<C, CeScatterHooks>(l) : launch_scatter_kernel<C, ScatterHooks>(l);
 }
 

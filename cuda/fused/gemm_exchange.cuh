@@ -20,10 +20,11 @@
 // own out.
 //
 // At m <= 32 (fused.h kRegisterExchangeRows) the register exchange replaces send and receive
-// (State::register_rows, exchange_in_registers below): each warp's fragment goes from the
-// accumulators straight into the peers as flagged words (primitives/flagged.cuh, NCCL's LL format),
-// and the peers' are polled and added in registers; no staging, fence or flag round trip. It moves
-// twice the bytes, which only pays when they are this few (m = 16: 256 KiB per peer).
+// (State::register_rows; its own kernel, RegisterExchangeHooks at the end of this file, whose
+// add_received is exchange_in_registers): each warp's fragment goes from the accumulators straight
+// into the peers as flagged words (primitives/flagged.cuh, NCCL's LL format), and the peers' are
+// polled and added in registers; no staging, fence or flag round trip. It moves twice the bytes,
+// which only pays when they are this few (m = 16: 256 KiB per peer).
 //
 // With two ranks and exactly two waves (M = 512), the first wave's deferred tiles go to the peer by
 // copy engine instead (State::ce_tile_cols, launched by ffi/src/tp/plan.cpp): SM-issued NVLink
@@ -106,9 +107,7 @@ struct ExchangeHooks : gemm::DefaultHooks {
   // deferral and the register exchange are compiled out, since at this width they spill.
   template <class Cfg>
   static constexpr bool kAtOnce = Cfg::kTileN == 256;
-  static __device__ __forceinline__ bool defers(const State& s) {
-    return s.variant != kScatterPlainOrder && s.register_rows == 0;
-  }
+  static __device__ __forceinline__ bool defers(const State& s) { return s.variant != kScatterPlainOrder; }
   // A deferred tile's flags go out halfway through the next tile's math, by when its stores have
   // long drained (a wave's 4 MiB at M = 512 takes ~11 us of a ~30 us tile), and not at the next
   // epilogue: there they would queue on NVLink behind the last wave's sends, and the peers' second
@@ -231,7 +230,6 @@ struct ExchangeHooks : gemm::DefaultHooks {
   // fragment of the partial, bf16, as flagged words into every peer's slot for this rank, then polls
   // its own slots for the same words from every peer and adds them, peers in rank order, to its own
   // fp32 partial (as the TMA exchange's receive does).
-  static __device__ __forceinline__ bool exchanges_in_registers(const State& s) { return s.register_rows > 0; }
   template <class Cfg>
   static __device__ bool exchange_in_registers(const State& s, const gemm::TileCoord& t, int consumer,
                                                float (&acc)[Cfg::kTileN / 2]) {
@@ -338,6 +336,22 @@ struct ExchangeHooks : gemm::DefaultHooks {
   static __device__ __forceinline__ bool before_finish(const State& s) {
     if (s.ce_tile_cols == 0 || blockIdx.x != 0) return true;
     return wait_own_copies(s);
+  }
+};
+
+// The register exchange's kernel (register_rows > 0): the engine's plain epilogue with the exchange
+// as the hook that adds what other ranks contributed (add_received), none of the TMA exchange's steps
+// compiled in. As a step of ExchangeHooks' kernel it cost ~4 us more at M = 16 with the exchange
+// itself left out (27.2 against 23.3 us; ncu: the same B streamed at 38% of DRAM bandwidth against
+// 47%), though the TMA exchange's steps never ran there (NOTES-tp session 9).
+struct RegisterExchangeHooks : ExchangeHooks {
+  static constexpr bool kExchanges = false;
+  static constexpr bool kAddsReceived = true;
+  static constexpr bool kSignalsAfterStore = false;
+  static __device__ __forceinline__ int received_sources(const State&, const gemm::TileCoord&) { return 0; }
+  template <class Cfg>
+  static __device__ bool add_received(const State& s, const gemm::TileCoord& t, int consumer, float (&acc)[Cfg::kTileN / 2]) {
+    return exchange_in_registers<Cfg>(s, t, consumer, acc);
   }
 };
 

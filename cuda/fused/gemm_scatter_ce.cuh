@@ -227,8 +227,8 @@ struct CeScatterHooks : gemm::DefaultHooks {
   // acquired their progress words before the tile's first load, and this warpgroup waited on that
   // load's barrier (release/acquire through the mbarrier) before its math.
   template <class Cfg>
-  static __device__ void add_received(const State& s, const gemm::TileCoord& t, int consumer, float (&acc)[Cfg::kTileN / 2]) {
-    if (s.world == 1 || owner(s, t) != s.rank || !adds(s) || s.recv_by_tma) return;
+  static __device__ bool add_received(const State& s, const gemm::TileCoord& t, int consumer, float (&acc)[Cfg::kTileN / 2]) {
+    if (s.world == 1 || owner(s, t) != s.rank || !adds(s) || s.recv_by_tma) return true;
     const int th = wg::thread();
     for (int32_t q = 0; q < s.world; ++q) {
       if (q == s.rank || q == s.direct_from) continue;  // (direct_from: already in out)
@@ -259,6 +259,7 @@ struct CeScatterHooks : gemm::DefaultHooks {
         }
       }
     }
+    return true;
   }
 
   // The last peer tile's count must not wait behind an own tile's load, which may wait for a peer

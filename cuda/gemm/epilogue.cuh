@@ -144,10 +144,7 @@ __device__ __forceinline__ void stage_for_store(const float (&acc)[Cfg::kTileN /
 //             waited for, loaded and added (receive_tile), the sum stored.
 // So one wave's exchange overlaps the next wave's math, and the deferred tiles' finishing overlaps
 // the last wave's traffic; only that traffic, a flag and one local load follow.
-//   kInRegisters  every tile, when Hooks::exchanges_in_registers: the partials go from the accumulators
-//             straight into the peers with a flag beside every 4 bytes (Hooks::exchange_in_registers),
-//             the peers' are added in registers, and the sum is stored like a plain tile.
-enum class ExchangeStep { kStore, kDefer, kSend, kReceive, kInRegisters };
+enum class ExchangeStep { kStore, kDefer, kSend, kReceive };
 
 // This consumer's half-tile, rounded, goes to every send destination box by box (the two staging
 // buffers alternating as in store_tile); kDefer adds the own slot as a destination. The caller
@@ -267,10 +264,7 @@ __device__ __forceinline__ void store_tile(float (&acc)[Cfg::kTileN / 2], const 
   settle_pending<Hooks>(p.hooks, pending, consumer, barrier_id);
   if constexpr (Hooks::kExchanges) {
     static_assert(Hooks::kSignalsAfterStore, "every exchanged tile is published as a pending signal");
-    if (step == ExchangeStep::kInRegisters) {
-      hook_ok = Hooks::template exchange_in_registers<Cfg>(p.hooks, t, consumer, acc) && hook_ok;
-      sources = 0;
-    } else if (step != ExchangeStep::kReceive) {
+    if (step != ExchangeStep::kReceive) {
       send_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, barrier_id, step);
       pending.tile = t;  // published by settle_pending (after_tile_stored): Hooks::settle_block, or later
       pending.valid = true;
@@ -286,7 +280,7 @@ __device__ __forceinline__ void store_tile(float (&acc)[Cfg::kTileN / 2], const 
   if (leader) hook_ok = hook_ok && Hooks::before_tile_stores(p.hooks, hook_state, t, route, consumer);
   if constexpr (Hooks::kAddsReceived) {
     wg::sync(barrier_id);  // after the leader's wait
-    if (sources == 0) Hooks::template add_received<Cfg>(p.hooks, t, consumer, acc);
+    if (sources == 0) hook_ok = Hooks::template add_received<Cfg>(p.hooks, t, consumer, acc) && hook_ok;
   }
 #pragma unroll
   for (int box = 0; box < Cfg::kOutBoxes; ++box) {

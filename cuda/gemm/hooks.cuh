@@ -54,13 +54,14 @@
 //       Called before the first store of a consumer's half-tile (64 rows); it may wait (e.g. "the
 //       owner has stored this tile, so adding into it is safe"). false: a bounded wait ran out.
 //   static constexpr bool kAddsReceived;
-//   template <class Cfg> static __device__ void add_received(const State&, const TileCoord&, int consumer,
+//   template <class Cfg> static __device__ bool add_received(const State&, const TileCoord&, int consumer,
 //                                                           float (&acc)[Cfg::kTileN / 2]);
 //       When kAddsReceived, called by every thread of the consumer warpgroup after before_tile_stores
 //       (and a warpgroup barrier), before the tile is rounded and staged: add what other ranks
 //       contributed to this tile into the fp32 accumulators (fragment layout: epilogue.cuh), so the
 //       tile is rounded once. Data it reads must have been acquired by before_tile_loads or
-//       before_tile_stores.
+//       before_tile_stores, or by its own bounded waits (the register exchange's). false, from
+//       the leader: a wait ran out.
 //   static __device__ int received_sources(const State&, const TileCoord&);
 //   static __device__ const CUtensorMap* received_box(const State&, const TileCoord&, int consumer,
 //                                                     int source, int32_t& row);
@@ -97,14 +98,6 @@
 //       received boxes (received_box, sources 0..received_sources()-1: the other ranks) loaded and
 //       added, the sum stored as routed. defers() false exchanges every tile at once, as the last
 //       (an A/B variant for benchmarks).
-//   static __device__ bool exchanges_in_registers(const State&);
-//   template <class Cfg> static __device__ bool exchange_in_registers(const State&, const TileCoord&, int consumer,
-//                                                                    float (&acc)[Cfg::kTileN / 2]);
-//       With exchanges_in_registers() true (decode: a few rows per tile), ExchangeStep::kInRegisters
-//       replaces all of the above for every tile: the consumer warpgroup sends its partial straight
-//       from the accumulators into the peers and adds theirs into acc (false: a wait ran out), then
-//       the sum is stored as routed. No staging, no bulk group, no pending signal.
-//
 //   static constexpr bool kSignalsAfterStore;
 //   static __device__ void after_tile_stored(const State&, const TileCoord&, int consumer);
 //       When kSignalsAfterStore (and, with routing, route().signal), called once per consumer
@@ -205,7 +198,9 @@ struct DefaultHooks {
     return true;
   }
   template <class Cfg, class S>
-  static __device__ __forceinline__ void add_received(const S&, const TileCoord&, int, float (&)[Cfg::kTileN / 2]) {}
+  static __device__ __forceinline__ bool add_received(const S&, const TileCoord&, int, float (&)[Cfg::kTileN / 2]) {
+    return true;
+  }
   template <class S>
   static __device__ __forceinline__ int received_sources(const S&, const TileCoord&) { return 0; }
   template <class S>

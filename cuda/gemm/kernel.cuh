@@ -129,15 +129,6 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
       if (k_blocks == 0) on_block(0);  // no k-block to overlap (k >= 1 everywhere today)
       if constexpr (Hooks::kExchanges) {
         constexpr bool at_once = Hooks::template kAtOnce<Cfg>;
-        if constexpr (!at_once) {
-          if (Hooks::exchanges_in_registers(p.hooks)) {
-            store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, 0, phases,
-                                   ExchangeStep::kInRegisters);
-            last = t;
-            any_tile = true;
-            continue;
-          }
-        }
         const bool defer = !at_once && Hooks::defers(p.hooks) && !is_last_tile(scheduler);
         store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, sources, phases,
                                defer ? ExchangeStep::kDefer : ExchangeStep::kSend);
