@@ -104,7 +104,8 @@ struct ExchangeHooks : gemm::DefaultHooks {
     return ((1u << s.world) - 1u) & ~(keep_own ? 0u : 1u << s.rank);
   }
   // 256-wide tiles: every tile is exchanged at once (the planner gives them one wave only); the
-  // deferral and the register exchange are compiled out, since at this width they spill.
+  // deferral is compiled out, since at this width it spills (as the register exchange would: its
+  // kernel is never built at 256).
   template <class Cfg>
   static constexpr bool kAtOnce = Cfg::kTileN == 256;
   static __device__ __forceinline__ bool defers(const State& s) { return s.variant != kScatterPlainOrder; }
