@@ -219,8 +219,8 @@ constexpr int kProgressShift = 20;
 // Half-tiles in chunk c of any owner (copy-engine mover): group_m tile rows x the slab's tile columns x 2.
 __host__ __device__ constexpr uint64_t chunk_halves(int32_t c, int32_t group_m, int32_t slabs, int32_t slab_tiles,
                                                     int32_t tiles_n) {
-  return uint64_t(group_m) * 2 *
-         uint64_t(slab_tiles < tiles_n - (c % slabs) * slab_tiles ? slab_tiles : tiles_n - (c % slabs) * slab_tiles);
+  const int32_t left = tiles_n - (c % slabs) * slab_tiles;  // tile columns from the slab's first on
+  return uint64_t(group_m) * 2 * uint64_t(slab_tiles < left ? slab_tiles : left);
 }
 __host__ __device__ constexpr uint64_t progress_tag(uint64_t epoch) { return 1 + ((epoch >> 1) & 1); }
 __host__ __device__ constexpr int64_t progress_index(uint64_t epoch, int kind, int world, int dest) {

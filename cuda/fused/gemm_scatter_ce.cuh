@@ -212,9 +212,10 @@ struct CeScatterHooks : gemm::DefaultHooks {
   }
 
   // Own tiles with recv_by_tma: every peer's partial in the receive slot, loaded by the engine
-  // (epilogue.cuh). Source j is the j-th rank other than this one. None with direct_from (two ranks).
+  // (epilogue.cuh). Source j is the j-th rank other than this one. (With direct_from the kernel is
+  // CeIntoOutHooks', which receives nothing.)
   static __device__ __forceinline__ int received_sources(const State& s, const gemm::TileCoord& t) {
-    return s.recv_by_tma && s.direct_from < 0 && s.world > 1 && owner(s, t) == s.rank && adds(s) ? s.world - 1 : 0;
+    return s.recv_by_tma && s.world > 1 && owner(s, t) == s.rank && adds(s) ? s.world - 1 : 0;
   }
   static __device__ __forceinline__ const CUtensorMap* received_box(const State& s, const gemm::TileCoord& t,
                                                                     int consumer, int source, int32_t& row) {
@@ -231,7 +232,7 @@ struct CeScatterHooks : gemm::DefaultHooks {
     if (s.world == 1 || owner(s, t) != s.rank || !adds(s) || s.recv_by_tma) return true;
     const int th = wg::thread();
     for (int32_t q = 0; q < s.world; ++q) {
-      if (q == s.rank || q == s.direct_from) continue;  // (direct_from: already in out)
+      if (q == s.rank) continue;
       // Recomputed per peer rather than kept live: the consumer has no registers to spare.
       const int32_t row = q * s.m_shard + (t.m0 - s.rank * s.m_shard) + consumer * Cfg::kConsumerRows + (th / 32) * 16 +
                           (th % 32) / 4;

@@ -458,7 +458,7 @@ void enqueue_scatter_copies(WeftTpPlan& plan, uint64_t epoch) {
   const uint64_t parity_row0 = (epoch & 1) * uint64_t(p.world) * p.m_shard;
   // This launch class's chunk counts [world][chunks] (fused.h, ScatterState::counts).
   const auto* counts = reinterpret_cast<const uint64_t*>(ws + ch.layout.counts.offset) + (epoch & 1) * uint64_t(p.world) * ch.chunks;
-  const int32_t tiles_n = int32_t((p.n + ch.tile_n - 1) / ch.tile_n);
+  const int32_t tiles_n = plan.scatter.state.tiles_n;
   auto* progress = reinterpret_cast<uint64_t*>(ws + ch.layout.progress.offset);  // this rank's words
   // Chunk `chunk` of owner o's rows: from src (row src_row0 + the chunk's shard row) to dst.
   auto chunk_copy = [&](cudaStream_t st, int o, int32_t chunk, char* dst, uint64_t dst_row0, const char* src,
