@@ -11,13 +11,20 @@
 //   local only  + the received partials' L2 prefetch and the epilogue's adds (variant 1: no copies,
 //               no waits)
 //   plain order "no comm" in the plain GEMM's tile order (variant 5: not rotated by a shard)
+// and for the reduce-scatter / all-reduce cases with M >= 1024 (not with --no-bound), the best any
+// copy-engine design could do, timed in a set of its own: our GEMM on each rank's stream while a
+// side stream copies the bytes that design must move to the other ranks (no dependency between the
+// two: perfect overlap, no first wave to wait for, no last wave to send after the math):
+//   copies rs / ar       the copies alone: (W-1)/W of M x N bf16 per rank (reduce-scatter's
+//                        partials), twice that for all-reduce (partials, then the final rows)
+//   gemm ‖ copies rs/ar  both at once; each stream's own loop time, the slower stream counts
 // and, where the register exchange applies (m <= 32):
 //   no exchange the fused kernel, each rank storing its own partial (variant 10)
 //   loopback    the register exchange into this rank's own region (variant 11): its cost without
 //               NVLink or the other rank
 //
 //   bun bench/tp-split.ts [--cases decode,rs,ar,ar-ce] [--shapes 4096x14336x4096,...] [--decode-m 16,128,512] [--samples 15] [--loop-ms 2]
-//       [--variants gemm,gemm+done,...] [--serial] [--devices 0,1] [--also name:VAR=VALUE+...]
+//       [--variants gemm,gemm+done,...] [--serial] [--devices 0,1] [--also name:VAR=VALUE+...] [--no-bound]
 //
 // So: done = (gemm+done) - gemm, structure = (no comm) - (gemm+done), traffic = op - (no comm).
 // One JSON line per case on stdout (and $OUT/split.jsonl), plus each variant's host µs per launch:
@@ -31,6 +38,7 @@ import { deviceCount } from "../lib/device.ts";
 import { check, native } from "../lib/native.ts";
 import { packGemmParams, planGemm } from "../lib/ops/gemm.ts";
 import { TpPlan, type TpConfig } from "../lib/ops/tp.ts";
+import { Stream } from "../lib/stream.ts";
 import { Tensor } from "../lib/tensor.ts";
 import { setNativeEnv } from "../test/support/native-env.ts";
 import { RankTiming } from "./support/rank-timing.ts";
@@ -47,6 +55,8 @@ const LOOP_MS = Number(opt("--loop-ms", "2"));
 // (programmatic dependent launch off): per-launch time without the chain's overlap.
 const serial = args.includes("--serial");
 const only = args.includes("--variants") ? decodeURIComponent(opt("--variants", "")).split(",") : undefined;
+// (not with --variants, which is for ncu)
+const bound = !args.includes("--no-bound") && !only;
 
 // --devices 0: one rank (the fused kernels with no peer: their own cost, on a one-GPU machine). The
 // decode cases keep each rank's K at 4096 whatever the world size.
@@ -186,9 +196,52 @@ for (const { op, shape, mover } of CASES) {
         counts: diff("counts", "no comm"), adds: diff("local only", "counts"), copies: diff("op", "local only") } };
     console.log(JSON.stringify(row));
     if (process.env.OUT) appendFileSync(join(process.env.OUT, "split.jsonl"), JSON.stringify(row) + "\n");
+    if (bound && W > 1 && M >= 1024) {
+      const b = { op: "bound", M, N, K, ...overlapBound(gemmParams, M, N) };
+      console.log(JSON.stringify(b));
+      if (process.env.OUT) appendFileSync(join(process.env.OUT, "split.jsonl"), JSON.stringify(b) + "\n");
+    }
   } finally {
     kase.dispose();
   }
 }
 completions.forEach((c) => c.dispose());
 await Communicator.disposeAll(comms);
+
+/** The overlap bound: our GEMM and the copies a design must make, on two streams per rank with no dependency
+ * between them; returns each variant's µs per launch and the copies' GB/s per direction. */
+function overlapBound(gemm: Uint8Array[], M: number, N: number) {
+  const side = comms.map((c) => Stream.create(c.device));
+  const twoStreams = new RankTiming([...streams, ...side]);
+  const rsBytes = ((W - 1) / W) * M * N * 2;
+  const chunk = 16 * 2 ** 20;
+  const owned: { dispose(): void }[] = [...side, twoStreams];  // released last first: the timer before its streams
+  // Each rank sends to the next one (W = 2: both directions at once), from a source of its own:
+  // all-reduce's bytes, 2 x rsBytes, are rsBytes bf16 elements.
+  const src = comms.map((c) => Tensor.empty([rsBytes], "bf16", { device: c.device }).fillRandom(5));
+  const dst = comms.map((c) => Tensor.empty([rsBytes], "bf16", { device: c.device }));
+  owned.push(...src, ...dst);
+  const copies = (bytes: number) => () => comms.forEach((c, r) => {
+    const to = (r + 1) % W;
+    for (let at = 0; at < bytes; at += chunk) {
+      const n = Math.min(chunk, bytes - at);
+      check(native().weft_memcpy_peer(dst[to]!.ptr + at, comms[to]!.device, src[r]!.ptr + at, c.device, n, side[r]!.handle), "tp-split copies");
+    }
+  });
+  const launchGemm = () => gemm.forEach((p) => check(native().weft_gemm(p), "tp-split gemm"));
+  const issues: [string, () => void][] = [["gemm", launchGemm]];
+  for (const [name, bytes] of [["rs", rsBytes], ["ar", 2 * rsBytes]] as const) {
+    const copy = copies(bytes);
+    issues.push([`copies ${name}`, copy], [`gemm ‖ copies ${name}`, () => { launchGemm(); copy(); }]);
+  }
+  try {
+    const ms = twoStreams.timeAll(issues.map(([, f]) => f), SAMPLES, LOOP_MS, 400);
+    const us = Object.fromEntries(issues.map(([name], i) => [name, +(ms[i]! * 1e3).toFixed(2)]));
+    const gbps = { rs: +(rsBytes / (us["copies rs"]! * 1e3)).toFixed(1), ar: +(2 * rsBytes / (us["copies ar"]! * 1e3)).toFixed(1) };
+    return { us, gbps, ratio: { rs: +(us["gemm ‖ copies rs"]! / us.gemm!).toFixed(3), ar: +(us["gemm ‖ copies ar"]! / us.gemm!).toFixed(3) } };
+  } finally {
+    streams.forEach((st) => st.synchronize());
+    side.forEach((st) => st.synchronize());
+    for (const o of owned.reverse()) o.dispose();
+  }
+}

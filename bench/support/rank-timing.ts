@@ -58,6 +58,13 @@ export class RankTiming {
     return ms;
   }
 
+  /** Releases its events and scratch. */
+  dispose(): void {
+    for (const [a, b] of this.#events) { a.dispose(); b.dispose(); }
+    this.#gaps.forEach((e) => e.dispose());
+    this.#scratch.forEach((t) => t.dispose());
+  }
+
   /** ‖x − ref‖ / ‖ref‖ over ref's elements on rank r's device (x may be longer); NaN when x holds
    * a non-finite value there. */
   relError(x: Tensor, ref: Tensor, r: number): number {
