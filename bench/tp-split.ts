@@ -197,7 +197,10 @@ for (const { op, shape, mover } of CASES) {
     console.log(JSON.stringify(row));
     if (process.env.OUT) appendFileSync(join(process.env.OUT, "split.jsonl"), JSON.stringify(row) + "\n");
     if (bound && W > 1 && M >= 1024) {
-      const b = { op: "bound", M, N, K, ...overlapBound(gemmParams, M, N) };
+      // Our GEMM, and the fused kernel's stage-out variants that move nothing (do its local steps make
+      // it slower beside the same traffic than the GEMM is?).
+      const computes = variants.filter((v) => ["gemm", "no comm", "counts", "local only"].includes(v.name));
+      const b = { op: "bound", M, N, K, ...overlapBound(computes.map((v) => [v.name, v.issue] as [string, () => void]), M, N) };
       console.log(JSON.stringify(b));
       if (process.env.OUT) appendFileSync(join(process.env.OUT, "split.jsonl"), JSON.stringify(b) + "\n");
     }
@@ -208,9 +211,10 @@ for (const { op, shape, mover } of CASES) {
 completions.forEach((c) => c.dispose());
 await Communicator.disposeAll(comms);
 
-/** The overlap bound: our GEMM and the copies a design must make, on two streams per rank with no dependency
- * between them; returns each variant's µs per launch and the copies' GB/s per direction. */
-function overlapBound(gemm: Uint8Array[], M: number, N: number) {
+/** The overlap bound: each compute issue (our GEMM first) beside the copies a design must make, on two
+ * streams per rank with no dependency between them; returns each one's µs per launch, the copies'
+ * GB/s per direction and each compute's time beside the copies over its time alone. */
+function overlapBound(computes: [string, () => void][], M: number, N: number) {
   const side = comms.map((c) => Stream.create(c.device));
   const twoStreams = new RankTiming([...streams, ...side]);
   const rsBytes = ((W - 1) / W) * M * N * 2;
@@ -228,17 +232,18 @@ function overlapBound(gemm: Uint8Array[], M: number, N: number) {
       check(native().weft_memcpy_peer(dst[to]!.ptr + at, comms[to]!.device, src[r]!.ptr + at, c.device, n, side[r]!.handle), "tp-split copies");
     }
   });
-  const launchGemm = () => gemm.forEach((p) => check(native().weft_gemm(p), "tp-split gemm"));
-  const issues: [string, () => void][] = [["gemm", launchGemm]];
+  const issues: [string, () => void][] = [...computes];
   for (const [name, bytes] of [["rs", rsBytes], ["ar", 2 * rsBytes]] as const) {
     const copy = copies(bytes);
-    issues.push([`copies ${name}`, copy], [`gemm ‖ copies ${name}`, () => { launchGemm(); copy(); }]);
+    issues.push([`copies ${name}`, copy]);
+    for (const [c, run] of computes) issues.push([`${c} ‖ copies ${name}`, () => { run(); copy(); }]);
   }
   try {
     const ms = twoStreams.timeAll(issues.map(([, f]) => f), SAMPLES, LOOP_MS, 400);
     const us = Object.fromEntries(issues.map(([name], i) => [name, +(ms[i]! * 1e3).toFixed(2)]));
     const gbps = { rs: +(rsBytes / (us["copies rs"]! * 1e3)).toFixed(1), ar: +(2 * rsBytes / (us["copies ar"]! * 1e3)).toFixed(1) };
-    return { us, gbps, ratio: { rs: +(us["gemm ‖ copies rs"]! / us.gemm!).toFixed(3), ar: +(us["gemm ‖ copies ar"]! / us.gemm!).toFixed(3) } };
+    const ratio = Object.fromEntries(computes.flatMap(([c]) => ["rs", "ar"].map((k) => [`${c} ${k}`, +(us[`${c} ‖ copies ${k}`]! / us[c]!).toFixed(3)])));
+    return { us, gbps, ratio };
   } finally {
     streams.forEach((st) => st.synchronize());
     side.forEach((st) => st.synchronize());
