@@ -42,8 +42,8 @@
 //                  direct stores completed).
 //
 // Reuse across launches: receive slots alternate by epoch parity. Rank q writes my slot e % 2 during
-// launch e only after its launch e-1 finished (its side streams start behind the kernel's previous
-// launch), which waited for my partials of e-1, which my side streams sent only after my launch e-2
+// launch e only after its launch e-1 finished (its side streams start once its kernel of launch e
+// has: entered[q] = e, written after grid::wait_previous), which waited for my partials of e-1, which my side streams sent only after my launch e-2
 // finished reading slot e % 2. A peer's final rows reach my out in launch e only after q's own
 // tiles of e got my partials of e, sent after my launch e started, so after every earlier read of
 // out on my stream; the same holds for q's direct stores, which come from q's own tiles of e. The
@@ -122,10 +122,16 @@ struct CeScatterHooks : gemm::DefaultHooks {
   }
 
   // After grid::wait_previous: every earlier piece of work on this rank's stream, the caller's reads
-  // of the previous out included, is done, so direct_from's copies may land in out from now on.
-  // Also the next launch's chunk counts start from zero (fused.h, ScatterState::counts).
+  // of the previous out included, is done. So this rank's side streams may start (they wait for
+  // entered[rank] = epoch here, rather than for an event recorded between two launches' kernels,
+  // which would keep the second from overlapping the first's tail), and direct_from's copies may
+  // land in out from now on. Also the next launch's chunk counts start from zero (fused.h,
+  // ScatterState::counts).
   static __device__ void on_kernel_start(const State& s) {
     if (blockIdx.x != 0) return;
+    // (copy_engine is always set for these hooks: written unconditionally, or through a pointer
+    // of its own, the store made ptxas spill 16 bytes in the 256-wide all-reduce kernels.)
+    if (s.copy_engine) sys::signal_store(s.entered[s.rank] + s.rank, s.epoch);
     if (s.direct_from >= 0 && waits(s)) sys::signal_store(s.entered[s.direct_from] + s.rank, s.epoch);
     uint64_t* next = counts_of(s, s.epoch + 1);
     for (int32_t i = 0; i < s.world * s.chunks; ++i) next[i] = 0;

@@ -378,7 +378,7 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       add(l, l.staging_ce, uint64_t(p.m) * p.n * 2);
       add(l, l.recv, 2ull * W * p.m_shard * p.n * 2);
       if (p.op == WEFT_TP_GEMM_ALL_REDUCE) add(l, l.done, uint64_t(W) * c.gemm_ctas * 8);  // direct chunks' flags
-      else add(l, l.entered, uint64_t(W) * 8);  // entered[q]: rank q's kernel has started launch (value)
+      add(l, l.entered, uint64_t(W) * 8);  // entered[q]: rank q's kernel has started launch (value)
     } else {
       const int64_t tiles_m = ceil_div(p.m, gemm::kTileM);
       add(l, l.stored, uint64_t(tiles_m) * 2 * ceil_div(p.n, c.tile_n) * 8);

@@ -585,9 +585,8 @@ void launch_scatter_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
     const uint64_t row0 = (plan.epoch & 1) * slot_rows;
     l.state.recv = reinterpret_cast<const uint16_t*>(plan.workspace + plan.choice.layout.recv.offset + row0 * uint64_t(p.n) * 2);
     l.state.recv_row0 = int32_t(row0);
+    // No event before the kernel: the side streams start once it has (launch_scatter_copies).
     if (plan.trace) WEFT_CUDA(cudaMemsetAsync(plan.trace, 0, fused::kTraceWords * sizeof(uint64_t), plan.stream));
-    // The side streams start behind everything before this launch (the previous launch included).
-    WEFT_CUDA(cudaEventRecord(plan.start, plan.stream));
   }
   if (l.state.all_reduce) WEFT_CUDA(fused::launch_gemm_all_reduce(l));
   else WEFT_CUDA(fused::launch_gemm_reduce_scatter(l));
@@ -636,13 +635,21 @@ void launch_scatter_copies(WeftTpPlan& plan) {
     const auto* entered = reinterpret_cast<const uint64_t*>(plan.workspace + plan.choice.layout.entered.offset);
     stream_wait(plan.side[0], entered + l.state.direct_from, plan.epoch, CU_STREAM_WAIT_VALUE_GEQ);
   };
+  // Behind everything before this launch on the plan's stream: this rank's kernel of this launch has
+  // started (it writes entered[rank] = epoch here after grid::wait_previous: gemm_scatter_ce.cuh).
+  // An event recorded before the kernel would do too, but it would keep the kernel from overlapping
+  // the previous launch's tail (primitives/grid_dependency.cuh).
+  const auto wait_start = [&](cudaStream_t st) {
+    const auto* entered = reinterpret_cast<const uint64_t*>(plan.workspace + plan.choice.layout.entered.offset);
+    stream_wait(st, entered + plan.problem.rank, plan.epoch, CU_STREAM_WAIT_VALUE_GEQ);
+  };
   if (cudaGraphExec_t g = plan.copies[plan.epoch & 3]) {
-    WEFT_CUDA(cudaStreamWaitEvent(plan.side[0], plan.start, 0));
+    wait_start(plan.side[0]);
     wait_peer_entered();
     WEFT_CUDA(cudaGraphLaunch(g, plan.side[0]));
     return;
   }
-  for (cudaStream_t st : plan.side) WEFT_CUDA(cudaStreamWaitEvent(st, plan.start, 0));
+  for (cudaStream_t st : plan.side) wait_start(st);
   wait_peer_entered();
   enqueue_scatter_copies(plan, plan.epoch);
 }
