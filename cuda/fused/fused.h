@@ -130,6 +130,7 @@ struct ScatterState {
   int32_t slabs;        // column slabs per band
   int32_t slab_tiles;   // tile columns per slab
   CUtensorMap staging;  // this rank's partials of the peers' rows [m, n], by global row (local memory)
+  CUtensorMap own_out_map;  // out[rank] again, at a fixed offset (CeIntoOutHooks' compile-time route)
   CUtensorMap recv_map; // both parity slots [2 * world * m_shard, n] (L2 prefetch of received partials)
   const uint16_t* recv; // this launch's slot [world][m_shard, n]: recv[q] = rank q's partial of my rows
                         // (exchange: [world][slot_rows, n], this launch's parity half)

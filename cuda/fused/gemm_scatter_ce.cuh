@@ -355,22 +355,31 @@ struct CeScatterHooks : gemm::DefaultHooks {
 
 // Reduce-scatter with two ranks (direct_from): the peer's partial is already in out, so no own tile
 // ever receives anything into its epilogue, and the engine is built without that machinery (no
-// received boxes, no add, no barrier for them per tile). Own tiles go to kAddIntoOutDest, this
-// rank's out, always added into (a destination rather than Route::reduce, which would keep one more
-// register live through the 256-wide epilogue; in the stage-out variants too, which then add into
-// whatever out holds). Two destinations, a two-way map select: each piece of route code here costs
-// the epilogue measurably (NOTES-tp 5.14).
+// received boxes, no add, no per-tile barrier for them). Its tiles are in two phases (hooks.cuh,
+// kPhases), each with its destination fixed at compile time:
+//   phase 0  peer tiles: stored into staging and counted;
+//   phase 1  own tiles: added into this rank's out (own_out_map: out[rank] at a fixed parameter
+//            offset), in the stage-out variants too (which then add into whatever out holds).
+// A route chosen at run time, even one that always picked the same map, cost the kernel ~8 us at
+// (4096, 14336, 4096) (NOTES-tp, session 10). (CeScatterHooks, whose own tiles also receive
+// partials, spilled 144 bytes in its 256-wide kernels with two phases: it keeps route().)
 struct CeIntoOutHooks : CeScatterHooks {
   static constexpr bool kAddsReceived = false;
   static constexpr int kAddIntoOutDest = kMaxRanks + 1;
-  static __device__ __forceinline__ constexpr bool adds_into(int dest) { return dest == kAddIntoOutDest; }
-  static __device__ __forceinline__ gemm::Route route(const State& s, const gemm::TileCoord& t) {
-    return own(s, t) ? gemm::Route{1u << kAddIntoOutDest, s.rank * s.m_shard, false, false}
-                     : gemm::Route{1u << kStagingDest, 0, false, counts(s)};
+  static constexpr int kPhases = 2;
+  static __device__ __forceinline__ int phase(const State& s, const gemm::TileCoord& t) { return own(s, t) ? 1 : 0; }
+  template <int Phase>
+  static __device__ __forceinline__ gemm::Route phase_route(const State& s, const gemm::TileCoord&) {
+    if constexpr (Phase == 0) return gemm::Route{1u << kStagingDest, 0, false, counts(s)};
+    else return gemm::Route{1u << kAddIntoOutDest, s.rank * s.m_shard, false, false};
   }
-  static __device__ __forceinline__ const CUtensorMap* out_map(const State& s, int dest) {
-    return dest == kStagingDest ? &s.staging : &s.out[s.rank];
+  template <int Phase>
+  static __device__ __forceinline__ const CUtensorMap* phase_map(const State& s) {
+    if constexpr (Phase == 0) return &s.staging;
+    else return &s.own_out_map;
   }
+  template <int Phase>
+  static constexpr bool kPhaseAdds = Phase == 1;
   // The leader, before an own tile's adds into out: the copy engine's writes there were acquired with
   // the progress word (producer, then the ring's mbarrier); TMA reads them through the async proxy.
   template <class C>

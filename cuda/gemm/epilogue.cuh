@@ -251,7 +251,8 @@ __device__ __forceinline__ void settle_pending(const typename Hooks::State& stat
 // `sources` is Hooks::received_sources for t (0 without kAddsReceived); prefetch_received has run
 // for the tile when it is > 0.
 // `step` matters with Hooks::kExchanges only (kStore otherwise).
-template <class Cfg, class Hooks>
+// `Phase`: with Hooks::kPhases > 1, the phase t is in (its route and map are compile-time).
+template <class Cfg, class Hooks, int Phase = 0>
 __device__ __forceinline__ void store_tile(float (&acc)[Cfg::kTileN / 2], const KernelParams<typename Hooks::State>& p,
                                            const SharedStorage<Cfg>& s, const TileCoord& t, int consumer, uint32_t& staged,
                                            typename Hooks::ConsumerState& hook_state, PendingSignal& pending,
@@ -274,7 +275,10 @@ __device__ __forceinline__ void store_tile(float (&acc)[Cfg::kTileN / 2], const 
       if (leader) hook_ok = receive_tile<Cfg, Hooks>(p, s, t, consumer, staged) && hook_ok;
     }
   }
-  const Route route = Hooks::route(p.hooks, t);
+  const Route route = [&] {
+    if constexpr (Hooks::kPhases > 1) return Hooks::template phase_route<Phase>(p.hooks, t);
+    else return Hooks::route(p.hooks, t);
+  }();
   // Only the leader issues stores, so only it needs to have waited; the others stage the first box
   // meanwhile and meet it at the first named barrier.
   if (leader) hook_ok = hook_ok && Hooks::before_tile_stores(p.hooks, hook_state, t, route, consumer);
@@ -313,7 +317,11 @@ __device__ __forceinline__ void store_tile(float (&acc)[Cfg::kTileN / 2], const 
     }
     stage_for_store<Cfg>(acc, buf, box, barrier_id, received);
     if (leader) {
-      if constexpr (Hooks::kRouted) {
+      if constexpr (Hooks::kRouted && Hooks::kPhases > 1) {
+        const CUtensorMap* map = Hooks::template phase_map<Phase>(p.hooks);
+        if constexpr (Hooks::template kPhaseAdds<Phase>) cta::reduce_add_2d(map, buf, col0, row0 - route.row_offset);
+        else cta::store_2d(map, buf, col0, row0 - route.row_offset);
+      } else if constexpr (Hooks::kRouted) {
         // One staged box feeds every destination (the same bulk group: wait_read covers them all).
         for (uint32_t d = route.dests; d != 0; d &= d - 1) {
           const int dest = __ffs(d) - 1;

@@ -50,6 +50,17 @@
 //       destination. Routed outputs need n to fill whole 16-byte chunks (no plain-store tail
 //       columns).
 //   static constexpr bool adds_into(int dest);
+//   static constexpr int kPhases;
+//   static __device__ int phase(const State&, const TileCoord&);
+//   template <int Phase> static __device__ Route phase_route(const State&, const TileCoord&);
+//   template <int Phase> static __device__ const CUtensorMap* phase_map(const State&);
+//   template <int Phase> static constexpr bool kPhaseAdds;
+//       With kRouted and kPhases == 2, every tile is in phase 0 or 1 (phase()), and each phase has
+//       one destination known at compile time: phase_map<Phase>(), stored or added (kPhaseAdds),
+//       with phase_route<Phase>()'s row_offset and signal (its dests and reduce are ignored). The
+//       engine compiles the tile's math and epilogue once per phase and picks one per tile, so no
+//       run-time choice of map or operation is left inside them: route() and out_map() cost the
+//       copy-engine reduce-scatter ~8 us at (4096, 14336, 4096) (NOTES-tp, session 10).
 //   static __device__ bool before_tile_stores(const State&, ConsumerState&, const TileCoord&, const Route&, int consumer);
 //       Called before the first store of a consumer's half-tile (64 rows); it may wait (e.g. "the
 //       owner has stored this tile, so adding into it is safe"). false: a bounded wait ran out.
@@ -171,6 +182,7 @@ struct DefaultHooks {
   static constexpr bool kDeviceScopeSignals = false;
   static constexpr bool kExchanges = false;
   static constexpr bool kAddsReceived = false;
+  static constexpr int kPhases = 1;
 
   // Templates, so that a derived Hooks type with its own State, ProducerState and ConsumerState
   // inherits whichever of them it does not hide.

@@ -6,6 +6,8 @@
 // in the rest; its scheduler then counts only the GEMM CTAs.
 #pragma once
 
+#include <type_traits>
+
 #include "../primitives/cluster.cuh"
 #include "../primitives/completion.cuh"
 #include "../primitives/grid_dependency.cuh"
@@ -106,7 +108,10 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
       store_tile<Cfg, Hooks>(acc, p, s, r, consumer, staged, hook_state, pending, hook_ok,
                              Hooks::received_sources(p.hooks, r), phases, ExchangeStep::kReceive);
     };
-    while (scheduler.next(t)) {
+    // One tile: its math, then its epilogue. kPhase: with Hooks::kPhases > 1, the phase the tile
+    // is in, so that its route is a compile-time one (hooks.cuh).
+    const auto tile = [&](auto phase_tag) {
+      constexpr int kPhase = decltype(phase_tag)::value;
       bool settle_early = false;
       if constexpr (Hooks::kSignalsAfterStore) {
         // pending is tracked identically by every thread of the warpgroup: uniform branches.
@@ -135,10 +140,20 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
         // Every tile at once (kAtOnce, or defers() false): received right after its own sends.
         if (at_once || !Hooks::defers(p.hooks)) receive(t);
       } else {
-        store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, sources, phases);
+        store_tile<Cfg, Hooks, kPhase>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, sources, phases);
       }
       last = t;
       any_tile = true;
+    };
+    while (scheduler.next(t)) {
+      if constexpr (Hooks::kPhases > 1) {
+        static_assert(Hooks::kPhases == 2 && !Hooks::kExchanges, "two phases, without the exchange steps");
+        // Each phase's tile body is compiled on its own; the choice is made once per tile, here.
+        if (Hooks::phase(p.hooks, t) == 0) tile(std::integral_constant<int, 0>{});
+        else tile(std::integral_constant<int, 1>{});
+      } else {
+        tile(std::integral_constant<int, 0>{});
+      }
     }
     if constexpr (Hooks::kExchanges) {
       if (!Hooks::template kAtOnce<Cfg> && Hooks::defers(p.hooks) && any_tile) {

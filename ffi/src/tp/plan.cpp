@@ -373,6 +373,7 @@ void build_scatter(WeftTpPlan& plan) {
   s.ld = int32_t(p.n);
   char* ws = plan.workspace;
   encode_bf16(&s.staging, ws + ch.layout.staging_ce.offset, p.n, p.m, p.n, boxes.c, "staging");
+  s.own_out_map = s.out[p.rank];
   encode_bf16(&s.recv_map, ws + ch.layout.recv.offset, p.n, 2ull * p.world * p.m_shard, p.n, boxes.c, "receive slots");
   s.counts = reinterpret_cast<uint64_t*>(ws + ch.layout.counts.offset);
   for (int q = 0; q < p.world; ++q)
