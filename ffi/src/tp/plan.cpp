@@ -627,22 +627,21 @@ void launch_scatter_copies(WeftTpPlan& plan) {
     return;
   }
   if (!l.state.copy_engine || l.state.variant != fused::kScatterFull) return;  // stage-out variants move nothing
-  // Copies into the peer's out (direct_from, two ranks: side stream 0's peer, where the graph starts)
-  // wait until its kernel of this launch has started: it raises entered[peer] here from
-  // on_kernel_start. The value is this launch's epoch, so the wait stays out of the graph, whose
-  // values are those of the launch class.
-  const auto wait_peer_entered = [&] {
-    if (l.state.direct_from < 0) return;
-    const auto* entered = reinterpret_cast<const uint64_t*>(plan.workspace + plan.choice.layout.entered.offset);
-    stream_wait(plan.side[0], entered + l.state.direct_from, plan.epoch, CU_STREAM_WAIT_VALUE_GEQ);
-  };
+  // Both waits are on entered words in this rank's workspace, for this launch's epoch, so they stay
+  // out of the graph, whose values are those of the launch class.
+  const auto* entered = reinterpret_cast<const uint64_t*>(plan.workspace + plan.choice.layout.entered.offset);
   // Behind everything before this launch on the plan's stream: this rank's kernel of this launch has
   // started (it writes entered[rank] = epoch here after grid::wait_previous: gemm_scatter_ce.cuh).
   // An event recorded before the kernel would do too, but it would keep the kernel from overlapping
   // the previous launch's tail (primitives/grid_dependency.cuh).
   const auto wait_start = [&](cudaStream_t st) {
-    const auto* entered = reinterpret_cast<const uint64_t*>(plan.workspace + plan.choice.layout.entered.offset);
     stream_wait(st, entered + plan.problem.rank, plan.epoch, CU_STREAM_WAIT_VALUE_GEQ);
+  };
+  // Copies into the peer's out (direct_from, two ranks: side stream 0's peer, where the graph starts)
+  // also wait until its kernel of this launch has started: it raises entered[peer] here from
+  // on_kernel_start.
+  const auto wait_peer_entered = [&] {
+    if (l.state.direct_from >= 0) stream_wait(plan.side[0], entered + l.state.direct_from, plan.epoch, CU_STREAM_WAIT_VALUE_GEQ);
   };
   if (cudaGraphExec_t g = plan.copies[plan.epoch & 3]) {
     wait_start(plan.side[0]);
