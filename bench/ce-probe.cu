@@ -6,9 +6,9 @@
 //   band        a band of 512 rows, every column (2-D with width == pitch: the 16 MiB chunks)
 //   slab        a band of 512 rows x 14 tiles of 256 columns (7 KiB of each 28 KiB row: 4 MiB chunks)
 // each alone, and as the mover issues them: cuStreamWaitValue64 (already satisfied) before each
-// chunk and/or cuStreamWriteValue64 after (with its memory barrier, or without: not a usable flag,
-// only to see what the barrier costs), on 1, 2 or 4 streams taking chunks in turn (do more streams
-// hide the gap between one chunk's end and the next one's start?).
+// chunk and/or cuStreamWriteValue64 after, on 1, 2 or 4 streams taking chunks in turn (do more
+// streams hide the gap between one chunk's end and the next one's start?). (The write without its
+// memory barrier, CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER, is refused here: CUDA_ERROR_INVALID_VALUE.)
 // Standalone, one process, GPUs 0 and 1 with peer access.
 //   nvcc -O2 -std=c++17 -o build/ce-probe bench/ce-probe.cu -lcuda
 #include <cuda.h>
@@ -19,28 +19,26 @@
 #include <cstdlib>
 #include <vector>
 
-#define CK(x)                                                                                     \
-  do {                                                                                            \
-    cudaError_t e_ = (x);                                                                         \
-    if (e_ != cudaSuccess) {                                                                      \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));     \
-      std::exit(1);                                                                               \
-    }                                                                                             \
-  } while (0)
-#define CU(x)                                                                                     \
-  do {                                                                                            \
-    CUresult r_ = (x);                                                                            \
-    if (r_ != CUDA_SUCCESS) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: CUresult %d\n", __FILE__, __LINE__, #x, int(r_));          \
-      std::exit(1);                                                                               \
-    }                                                                                             \
-  } while (0)
+// One check for both APIs' status codes: the call's text and why it failed, then exit.
+const char* why(cudaError_t e) { return cudaGetErrorString(e); }
+const char* why(CUresult r) {
+  const char* s = nullptr;
+  return cuGetErrorString(r, &s) == CUDA_SUCCESS && s ? s : "unknown CUresult";
+}
+template <class Status>
+void check(Status status, Status ok, const char* call, int line) {
+  if (status == ok) return;
+  std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, line, call, why(status));
+  std::exit(1);
+}
+#define CK(x) check<cudaError_t>((x), cudaSuccess, #x, __LINE__)
+#define CU(x) check<CUresult>((x), CUDA_SUCCESS, #x, __LINE__)
 
 constexpr size_t kRows = 2048, kPitch = 14336 * 2, kBandRows = 512, kSlabBytes = 14 * 256 * 2;
 constexpr size_t kBytes = kRows * kPitch;
 
 enum class Shape { kFlat16, kFlat4, kBand, kSlab };
-enum Signals { kNone = 0, kWait = 1, kWrite = 2, kBoth = 3, kBothNoBarrier = 7 };
+enum Signals { kNone = 0, kWait = 1, kWrite = 2, kBoth = 3 };
 
 struct Side {
   int device;
@@ -78,8 +76,7 @@ void enqueue_set(Side& s, Shape shape, int streams, int signals) {
     if (signals & kWait) CU(cuStreamWaitValue64(st, CUdeviceptr(s.word), 1, CU_STREAM_WAIT_VALUE_GEQ));
     copy(st);
     if (signals & kWrite)
-      CU(cuStreamWriteValue64(st, CUdeviceptr(s.word + 8 + chunk % 32), 1,
-                              signals == kBothNoBarrier ? CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER : 0));
+      CU(cuStreamWriteValue64(st, CUdeviceptr(s.word + 8 + chunk % 32), 1, 0));
     ++chunk;
   };
   if (shape == Shape::kFlat16 || shape == Shape::kFlat4) {
@@ -139,7 +136,7 @@ int main() {
               "(slower GPU, median of 5)\n", kReps, kBytes >> 20);
   std::printf("%-8s %-14s %-8s %-8s %s\n", "shape", "signals", "streams", "GB/s", "us per 56 MiB");
   const struct { int signals; const char* name; } kinds[] = {
-      {kNone, "none"}, {kWait, "wait"}, {kWrite, "write"}, {kBoth, "wait+write"}, {kBothNoBarrier, "no barrier"}};
+      {kNone, "none"}, {kWait, "wait"}, {kWrite, "write"}, {kBoth, "wait+write"}};
   const struct { Shape shape; const char* name; } shapes[] = {
       {Shape::kFlat16, "1-D 16M"}, {Shape::kFlat4, "1-D 4M"}, {Shape::kBand, "band"}, {Shape::kSlab, "slab"}};
   for (const auto& sh : shapes) {

@@ -209,6 +209,7 @@ for (const { op, shape, mover } of CASES) {
   }
 }
 completions.forEach((c) => c.dispose());
+timing.dispose();
 await Communicator.disposeAll(comms);
 
 /** The overlap bound: each compute issue (our GEMM first) beside the copies a design must make, on two

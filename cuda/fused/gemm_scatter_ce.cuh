@@ -43,12 +43,13 @@
 //
 // Reuse across launches: receive slots alternate by epoch parity. Rank q writes my slot e % 2 during
 // launch e only after its launch e-1 finished (its side streams start once its kernel of launch e
-// has: entered[q] = e, written after grid::wait_previous), which waited for my partials of e-1, which my side streams sent only after my launch e-2
-// finished reading slot e % 2. A peer's final rows reach my out in launch e only after q's own
-// tiles of e got my partials of e, sent after my launch e started, so after every earlier read of
-// out on my stream; the same holds for q's direct stores, which come from q's own tiles of e. The
-// done flags are epochs, so they need no reset. Staging is rewritten by launch e+1 only after
-// launch e completed, which waited for its side streams.
+// has: entered[q] = e, written after grid::wait_previous), which waited for my partials of e-1,
+// which my side streams sent only after my launch e-2 finished reading slot e % 2. A peer's final
+// rows reach my out in launch e only after q's own tiles of e got my partials of e, sent after my
+// launch e started, so after every earlier read of out on my stream; the same holds for q's direct
+// stores, which come from q's own tiles of e. The done flags are epochs, so they need no reset.
+// Staging is rewritten by launch e+1 only after launch e completed, which waited for its side
+// streams.
 #pragma once
 
 #include "fused/fused.h"
@@ -114,9 +115,8 @@ struct CeScatterHooks : gemm::DefaultHooks {
     return t.tile_m / s.shard_tiles;
   }
   // Whether this rank owns tile t, by a range test rather than owner()'s division: CeIntoOutHooks'
-  // route (its epilogue measured ~10 us slower at (4096, 14336, 4096) with the division and a
-  // three-way map select: NOTES-tp 5.14). Elsewhere owner() stays: with own() in every per-tile
-  // test ptxas spills 32 bytes in the 256-wide receiving kernels, with owner() none.
+  // phase(). Elsewhere owner() stays: with own() in every per-tile test ptxas spills 32 bytes in the
+  // 256-wide receiving kernels, with owner() none.
   static __device__ __forceinline__ bool own(const State& s, const gemm::TileCoord& t) {
     return uint32_t(t.m0 - s.rank * s.m_shard) < uint32_t(s.m_shard);
   }

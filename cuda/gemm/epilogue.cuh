@@ -324,9 +324,8 @@ __device__ __forceinline__ void store_tile(float (&acc)[Cfg::kTileN / 2], const 
       } else if constexpr (Hooks::kRouted) {
         // One staged box feeds every destination (the same bulk group: wait_read covers them all).
         for (uint32_t d = route.dests; d != 0; d &= d - 1) {
-          const int dest = __ffs(d) - 1;
-          const CUtensorMap* map = Hooks::out_map(p.hooks, dest);
-          if (route.reduce || Hooks::adds_into(dest)) {
+          const CUtensorMap* map = Hooks::out_map(p.hooks, __ffs(d) - 1);
+          if (route.reduce) {
             cta::reduce_add_2d(map, buf, col0, row0 - route.row_offset);
           } else {
             cta::store_2d(map, buf, col0, row0 - route.row_offset);

@@ -45,11 +45,9 @@
 //   static __device__ Route route(const State&, const TileCoord&);
 //   static __device__ const CUtensorMap* out_map(const State&, int dest);
 //       With kRouted, each tile goes to the destinations in route().dests (bit d: out_map(d)),
-//       stored or added (route().reduce, or adds_into(d) for a destination that is always added
-//       into), at row m0 - route().row_offset of those maps; one staged shared-memory box feeds every
-//       destination. Routed outputs need n to fill whole 16-byte chunks (no plain-store tail
-//       columns).
-//   static constexpr bool adds_into(int dest);
+//       stored or added (route().reduce), at row m0 - route().row_offset of those maps; one staged
+//       shared-memory box feeds every destination. Routed outputs need n to fill whole 16-byte
+//       chunks (no plain-store tail columns).
 //   static constexpr int kPhases;
 //   static __device__ int phase(const State&, const TileCoord&);
 //   template <int Phase> static __device__ Route phase_route(const State&, const TileCoord&);
@@ -204,7 +202,6 @@ struct DefaultHooks {
   static __device__ __forceinline__ Route route(const S&, const TileCoord&) { return Route{1u, 0, false, true}; }
   template <class S>
   static __device__ __forceinline__ const CUtensorMap* out_map(const S&, int) { return nullptr; }
-  static __device__ __forceinline__ constexpr bool adds_into(int) { return false; }
   template <class S, class C>
   static __device__ __forceinline__ bool before_tile_stores(const S&, C&, const TileCoord&, const Route&, int) {
     return true;
