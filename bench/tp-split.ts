@@ -24,7 +24,7 @@
 //               NVLink or the other rank
 //
 //   bun bench/tp-split.ts [--cases decode,rs,ar,ar-ce] [--shapes 4096x14336x4096,...] [--decode-m 16,128,512] [--samples 15] [--loop-ms 2]
-//       [--variants gemm,gemm+done,...] [--serial] [--devices 0,1] [--also name:VAR=VALUE+...] [--no-bound]
+//       [--variants gemm,gemm+done,...] [--serial] [--cold] [--devices 0,1] [--also name:VAR=VALUE+...] [--no-bound]
 //
 // So: done = (gemm+done) - gemm, structure = (no comm) - (gemm+done), traffic = op - (no comm).
 // One JSON line per case on stdout (and $OUT/split.jsonl), plus each variant's host µs per launch:
@@ -54,6 +54,9 @@ const LOOP_MS = Number(opt("--loop-ms", "2"));
 // --serial: an event recorded after every launch, so that no kernel overlaps its predecessor
 // (programmatic dependent launch off): per-launch time without the chain's overlap.
 const serial = args.includes("--serial");
+// --cold: every loop starts from an idle GPU, its first launch's host enqueue timed too (the timing
+// before session 11: RankTiming, lead).
+const cold = args.includes("--cold");
 const only = args.includes("--variants") ? decodeURIComponent(opt("--variants", "")).split(",") : undefined;
 // (not with --variants, which is for ncu)
 const bound = !args.includes("--no-bound") && !only;
@@ -70,6 +73,7 @@ const comms = await Communicator.local({ devices, heapBytes: 8 * 2 ** 30 });
 const streams = comms.map((c) => c.stream);
 const timing = new RankTiming(streams);
 timing.serial = serial;
+timing.lead = !cold && !only;
 const completions = devices.map((d) => Completion.create(d, { slots: 64 }));
 
 // --also at4:WEFT_TP_CE_COUNT_AT=4+late:WEFT_TP_CE_COUNT=late: the op again, planned under these

@@ -13,8 +13,11 @@
 // collective alone (the communication without the GEMM).
 //
 // Timing: tinybench tasks whose overriddenDuration is CUDA-event time of a back-to-back loop (enough
-// launches for ~1 ms, so the host's launch skew between the two GPUs is amortised), the slower rank
-// counts. Variants alternate in rounds (the card's clocks drift under its power cap) and their
+// launches for ~1 ms), the slower rank counts. Each loop starts behind one untimed launch of the same
+// work, so the GPUs are busy while the host enqueues the loop: the loop measures back-to-back GPU
+// time, not the first launch's host enqueue (both ranks' one after the other: ~80 us for the
+// copy-engine ops, over a loop of 3; --cold times from an idle GPU, as before session 11). Variants
+// alternate in rounds (the card's clocks drift under its power cap) and their
 // samples are pooled: the median of >= 20. Every variant's output is compared with cuBLAS+NCCL's.
 // Writes bench/results/tp.json and tp.md (and copies them to $OUT when set).
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -40,6 +43,8 @@ const ROUNDS = 4;
 const MIN_M = Number(args.includes("--min-m") ? args[args.indexOf("--min-m") + 1] : 0);
 // --max-m M: only shapes with at most M rows (--only ar --max-m 512: the decode sizes).
 const MAX_M = Number(args.includes("--max-m") ? args[args.indexOf("--max-m") + 1] : Infinity);
+// --cold: each loop from an idle GPU (see Timing above).
+const COLD = args.includes("--cold");
 // --name NAME: write bench/results/NAME.{json,md} (default tp), so a partial run keeps the full tables.
 const NAME = args.includes("--name") ? args[args.indexOf("--name") + 1]! : "tp";
 
@@ -88,6 +93,7 @@ function torchFor(op: string, [M, N, K]: [number, number, number]): { ms: number
 // ---- timing -------------------------------------------------------------------------------------------------
 /** ms per launch of `issue` (every rank), the slower rank, over a loop of `iters` launches. */
 function loopMs(issue: () => void, streams: Stream[], iters: number): number {
+  if (!COLD) issue();
   streams.forEach((s, r) => events[r]![0].record(s));
   for (let i = 0; i < iters; i++) issue();
   streams.forEach((s, r) => events[r]![1].record(s));
@@ -314,7 +320,7 @@ function emit(final: boolean): void {
   const md: string[] = [
     `# Fused tensor-parallel ops (${W} x ${dev.name}, ${dev.smCount} SMs)`,
     "",
-    `bf16, b [K, n] layout, random data. Median of ${SAMPLES} CUDA-event samples per column (each a back-to-back loop of ~1 ms, slower rank), ` +
+    `bf16, b [K, n] layout, random data. Median of ${SAMPLES} CUDA-event samples per column (each a back-to-back loop of ~1 ms${COLD ? " from an idle GPU" : " behind one untimed launch"}, slower rank), ` +
     `variants alternating in ${ROUNDS} rounds. cuBLAS+NCCL: cuBLASLt ${cublas.available ? "" : "(missing) "}and NCCL ${ncclVersion() || "(missing)"} in this process. ` +
     `torch: ${torch.torch ? `torch ${torch.torch}, bench/peers/torch_tp.py under torchrun in the same device session` : "not run"}. ` +
     "best = min(cuBLAS+NCCL, torch); ours/best <= 1 means ours is faster. GEMM+AR has no fused op in torch: its column is its best matmul + all-reduce.",

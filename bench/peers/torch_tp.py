@@ -4,7 +4,9 @@ Run on the GPU host in the same session as the TS bench:
     torchrun --nproc-per-node=2 bench/peers/torch_tp.py --out $OUT/torch_tp.json
 
 Per shape (M, N, K) and world size W it times, with CUDA events, the median of >= 20 runs after
-warm-up, on random bf16 data:
+warm-up, on random bf16 data. Each timed run follows one untimed run of the same op, so the GPU is
+busy while Python enqueues the timed one (bench/tp.ts times its loops the same way; --cold times
+each run from an idle GPU, as before):
   ag_gemm   torch.ops.symm_mem.fused_all_gather_matmul   a [M/W, K] (gathered) x b [K, N/W]
   gemm_rs   torch.ops.symm_mem.fused_matmul_reduce_scatter a [M, K/W] x b [K/W, N] -> [M/W, N]
   gemm_ar   no fused op exists in torch: matmul then an all-reduce, the fastest of NCCL
@@ -31,6 +33,9 @@ SHAPES = [
 AR_DECODE = [(16, 8192, 8192), (128, 8192, 8192), (512, 8192, 8192)]
 
 
+COLD = False
+
+
 def time_ms(fn, warmup=5, iters=25):
     for _ in range(warmup):
         fn()
@@ -39,6 +44,8 @@ def time_ms(fn, warmup=5, iters=25):
     for _ in range(iters):
         dist.barrier()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if not COLD:
+            fn()
         start.record()
         fn()
         end.record()
@@ -58,7 +65,10 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--out", default="torch_tp.json")
     p.add_argument("--iters", type=int, default=25)
+    p.add_argument("--cold", action="store_true", help="time each run from an idle GPU")
     args = p.parse_args()
+    global COLD
+    COLD = args.cold
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
     dist.init_process_group("nccl")

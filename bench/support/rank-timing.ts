@@ -2,6 +2,12 @@
 // the ranks of one process (one stream per rank): CUDA-event time of back-to-back loops (the slower
 // rank counts), variants alternated sample by sample (the card's clocks drift under its power cap),
 // the host's time per launch, and an output's relative error.
+//
+// Each loop starts behind one untimed launch of the same work (`lead`): the GPUs are busy with it
+// while the host enqueues the loop, so the loop measures back-to-back GPU time, as in a steady
+// stream of launches. From an idle GPU the first launch's host enqueue is timed as well: the ops
+// of the copy-engine mover enqueue ~40 us per rank, and the ranks are issued one after the other,
+// so a loop of 3 launches would carry ~25 us per launch of host time (NOTES-tp, session 11).
 import { check, native } from "../../lib/native.ts";
 import { Event, type Stream } from "../../lib/stream.ts";
 import { Tensor } from "../../lib/tensor.ts";
@@ -12,6 +18,9 @@ export class RankTiming {
   readonly streams: readonly Stream[];
   /** Record an event after every launch, so that no kernel overlaps its predecessor. */
   serial = false;
+  /** One untimed launch before the start events (lead()): false times from an idle GPU, which
+   * adds the first launch's host enqueue (both ranks', one after the other) to the loop. */
+  lead = true;
   readonly #events: (readonly [Event, Event])[];
   readonly #gaps: Event[];
   readonly #scratch: Tensor[];
@@ -25,6 +34,7 @@ export class RankTiming {
 
   /** ms per launch (slower rank) over a back-to-back loop of `iters` launches. */
   loopMs(issue: () => void, iters: number): number {
+    if (this.lead) issue();
     this.streams.forEach((s, r) => this.#events[r]![0].record(s));
     for (let i = 0; i < iters; i++) {
       issue();

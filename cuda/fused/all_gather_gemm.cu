@@ -6,7 +6,10 @@
 // Data movement, chunk by chunk (chunk_rows rows, one epoch flag each):
 //   - copy-engine mover (comm_ctas = 0): the host enqueued, on side streams, a peer copy of every
 //     chunk of this rank's rows into every peer's landing buffer, each followed by a stream write of
-//     flags[dest][chunk] in this rank's memory. No SM is spent on moving.
+//     flags[dest][chunk] in this rank's memory. No SM is spent on moving. The side streams start
+//     once this kernel writes entered = epoch (after grid::wait_previous: every earlier write of `a`
+//     on this rank's stream is done, and so is launch e-1), not on an event recorded before the
+//     kernel, which would keep consecutive launches from overlapping (programmatic dependent launch).
 //   - CTA mover (comm_ctas > 0): CTAs [0, comm_ctas) copy the chunks with 16-byte stores into the
 //     peers' landing buffers, then publish the same flags with st.release.sys.
 // GEMM CTAs compute this rank's own rows first (A straight from `a`, nothing to wait for), then the
@@ -75,6 +78,10 @@ struct AgHooks : gemm::DefaultHooks {
   };
   template <class Cfg>
   using Scheduler = AgScheduler<Cfg>;
+
+  static __device__ void on_kernel_start(const State& s) {
+    if (blockIdx.x == 0 && s.entered) sys::signal_store(s.entered, s.epoch);
+  }
 
   static __device__ __forceinline__ const CUtensorMap* a_map(const State& s, const gemm::TileCoord& t, int32_t& row) {
     if (t.m0 / s.m_shard != s.rank) return nullptr;  // the landing buffer, at the tile's own row

@@ -45,6 +45,9 @@ struct AgState {
   int32_t group_m;      // band height in tile rows, dividing chunk_rows / 128
   int32_t row_bytes;    // k * 2
   int32_t wait_outgoing;  // copy-engine mover: finish only after this rank's own copies have landed
+  // Copy-engine mover: this rank's entered word (local), = epoch once its kernel of the launch is past
+  // grid::wait_previous; the side streams start on it. nullptr with the CTA mover.
+  uint64_t* entered;
 };
 
 struct AgLaunch {
@@ -78,6 +81,9 @@ bool all_gather_gemm_supported(int tile_n);
 //                          not by the copy engines
 //   kScatterTmaExchange    exchange mover only: the TMA exchange where the register exchange would
 //                          apply (m <= 32)
+//   kScatterNoTileWaits    copy-engine mover only: everything moves as in the op, but own tiles never
+//                          wait for the peers' progress words (the polls' and the dependencies' cost;
+//                          the finish still waits)
 //   kScatterNoFinish       exchange mover only: deferred tiles are never finished (wrong sums)
 //   kScatterNoExchange     register exchange only: nothing is sent or received, each rank stores
 //                          its own partial (the fused kernel's own cost; wrong sums)
@@ -96,6 +102,7 @@ enum ScatterVariant : int32_t {
   kScatterNoFinish = 9,
   kScatterNoExchange = 10,
   kScatterLoopback = 11,
+  kScatterNoTileWaits = 12,
 };
 
 // The register exchange's layout in one source's slot of a receive region: per 16-row group of a

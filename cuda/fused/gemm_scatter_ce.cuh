@@ -114,8 +114,8 @@ struct CeScatterHooks : gemm::DefaultHooks {
   static __device__ __forceinline__ int32_t owner(const State& s, const gemm::TileCoord& t) {
     return t.tile_m / s.shard_tiles;
   }
-  // Whether this rank owns tile t, by a range test rather than owner()'s division: CeIntoOutHooks'
-  // phase(). Elsewhere owner() stays: with own() in every per-tile test ptxas spills 32 bytes in the
+  // Whether this rank owns tile t, by a range test rather than owner()'s division: phase(), once per
+  // tile. Elsewhere owner() stays: with own() in every per-tile test ptxas spilled 32 bytes in the
   // 256-wide receiving kernels, with owner() none.
   static __device__ __forceinline__ bool own(const State& s, const gemm::TileCoord& t) {
     return uint32_t(t.m0 - s.rank * s.m_shard) < uint32_t(s.m_shard);
@@ -166,6 +166,25 @@ struct CeScatterHooks : gemm::DefaultHooks {
   static __device__ __forceinline__ const CUtensorMap* out_map(const State& s, int dest) {
     return dest == kStagingDest ? &s.staging : &s.out[dest];
   }
+  // Two phases (hooks.cuh, kPhases): peer tiles (0) go into staging and are counted, that route fixed
+  // at compile time and the phase built without receiving; own tiles (1) keep route() (this rank's
+  // out, or every rank's in the direct bands) and receive the peers' partials. The all-reduce's
+  // structure is ~4-7 us shorter for it at (4096, 14336, 4096), although its 256-wide kernels spill
+  // 44 bytes (NOTES-tp, session 11).
+  static constexpr int kPhases = 2;
+  static __device__ __forceinline__ int phase(const State& s, const gemm::TileCoord& t) { return own(s, t) ? 1 : 0; }
+  template <int Phase>
+  static __device__ __forceinline__ gemm::Route phase_route(const State& s, const gemm::TileCoord&) {
+    return gemm::Route{1u << kStagingDest, 0, false, counts(s)};
+  }
+  template <int Phase>
+  static __device__ __forceinline__ const CUtensorMap* phase_map(const State& s) { return &s.staging; }
+  template <int Phase>
+  static constexpr bool kPhaseAdds = false;
+  template <int Phase>
+  static constexpr bool kPhaseRouted = Phase == 1;
+  template <int Phase>
+  static constexpr bool kPhaseReceives = Phase == 1;
   // Own chunks the copy engines broadcast (all-reduce): the rest go out from the epilogue.
   static __device__ __forceinline__ int32_t broadcast_chunks(const State& s) { return s.chunks - s.direct_chunks; }
 
@@ -176,9 +195,11 @@ struct CeScatterHooks : gemm::DefaultHooks {
   // chunk counts (no store-completion waits, fences or atomics: the plain GEMM's epilogue);
   // kScatterPlainOrder is kScatterNoHandshake in the plain GEMM's tile order (CeScheduler unrotated).
   // With CeIntoOutHooks the own tiles add into out in every variant (its only own destination).
-  static __device__ __forceinline__ bool waits(const State& s) { return s.variant == kScatterFull; }
-  static __device__ __forceinline__ bool adds(const State& s) { return s.variant < kScatterNoComm; }
-  static __device__ __forceinline__ bool counts(const State& s) { return s.variant < kScatterNoHandshake; }
+  // kScatterNoTileWaits: the op without its own tiles' waits for progress words (tile_waits).
+  static __device__ __forceinline__ bool waits(const State& s) { return s.variant == kScatterFull || s.variant == kScatterNoTileWaits; }
+  static __device__ __forceinline__ bool tile_waits(const State& s) { return s.variant == kScatterFull; }
+  static __device__ __forceinline__ bool adds(const State& s) { return s.variant < kScatterNoComm || s.variant == kScatterNoTileWaits; }
+  static __device__ __forceinline__ bool counts(const State& s) { return s.variant < kScatterNoHandshake || s.variant == kScatterNoTileWaits; }
 
   static __device__ bool before_tile_loads(const State& s, ProducerState& ps, const gemm::TileCoord& t) {
     if (!ps.started) {
@@ -188,7 +209,7 @@ struct CeScatterHooks : gemm::DefaultHooks {
     if (s.world == 1 || owner(s, t) != s.rank || !adds(s)) return true;
     const int32_t need = ce_chunk(s, t, s.rank) + 1;
     bool ok = true;
-    if (ps.seen < need && waits(s)) {
+    if (ps.seen < need && tile_waits(s)) {
       int32_t seen = s.chunks;
       for (int32_t q = 0; q < s.world; ++q) {
         if (q == s.rank) continue;
@@ -361,8 +382,8 @@ struct CeScatterHooks : gemm::DefaultHooks {
 //   phase 1  own tiles: added into this rank's out (own_out_map: out[rank] at a fixed parameter
 //            offset), in the stage-out variants too (which then add into whatever out holds).
 // A route chosen at run time, even one that always picked the same map, cost the kernel ~8 us at
-// (4096, 14336, 4096) (NOTES-tp, session 10). (CeScatterHooks, whose own tiles also receive
-// partials, spilled 144 bytes in its 256-wide kernels with two phases: it keeps route().)
+// (4096, 14336, 4096) (NOTES-tp, session 10). (CeScatterHooks' own tiles, which receive partials and
+// may go to several outs, keep route() in their phase.)
 struct CeIntoOutHooks : CeScatterHooks {
   static constexpr bool kAddsReceived = false;
   static constexpr int kAddIntoOutDest = kMaxRanks + 1;
@@ -380,6 +401,8 @@ struct CeIntoOutHooks : CeScatterHooks {
   }
   template <int Phase>
   static constexpr bool kPhaseAdds = Phase == 1;
+  template <int Phase>
+  static constexpr bool kPhaseRouted = false;
   // The leader, before an own tile's adds into out: the copy engine's writes there were acquired with
   // the progress word (producer, then the ring's mbarrier); TMA reads them through the async proxy.
   template <class C>

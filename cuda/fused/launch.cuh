@@ -51,11 +51,12 @@ cudaError_t launch_tile_shape(const Launch& l, Fn&& launch) {
 
 // A fused kernel with mover CTAs: the first state.comm_ctas CTAs run Mover(state, completion), which
 // moves data and raises the flags the GEMM's hooks wait on, then report done like every CTA; the
-// rest run the GEMM engine with Hooks.
+// rest run the GEMM engine with Hooks. Hooks::on_kernel_start runs in every CTA, movers included.
 template <class Gemm, class State, class Hooks, auto Mover>
 __global__ void __launch_bounds__(Gemm::kThreads, 1)
     mover_gemm_kernel(const __grid_constant__ gemm::KernelParams<State> p) {
   grid::wait_previous();
+  if (threadIdx.x == 0) Hooks::on_kernel_start(p.hooks);
   if (blockIdx.x < static_cast<uint32_t>(p.hooks.comm_ctas)) {
     Mover(p.hooks, p.completion);
     grid::allow_next();

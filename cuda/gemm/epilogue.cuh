@@ -251,7 +251,8 @@ __device__ __forceinline__ void settle_pending(const typename Hooks::State& stat
 // `sources` is Hooks::received_sources for t (0 without kAddsReceived); prefetch_received has run
 // for the tile when it is > 0.
 // `step` matters with Hooks::kExchanges only (kStore otherwise).
-// `Phase`: with Hooks::kPhases > 1, the phase t is in (its route and map are compile-time).
+// `Phase`: with Hooks::kPhases > 1, the phase t is in (its route and map are compile-time, but in a
+// phase with Hooks::kPhaseRouted).
 template <class Cfg, class Hooks, int Phase = 0>
 __device__ __forceinline__ void store_tile(float (&acc)[Cfg::kTileN / 2], const KernelParams<typename Hooks::State>& p,
                                            const SharedStorage<Cfg>& s, const TileCoord& t, int consumer, uint32_t& staged,
@@ -276,7 +277,7 @@ __device__ __forceinline__ void store_tile(float (&acc)[Cfg::kTileN / 2], const 
     }
   }
   const Route route = [&] {
-    if constexpr (Hooks::kPhases > 1) return Hooks::template phase_route<Phase>(p.hooks, t);
+    if constexpr (Hooks::kPhases > 1 && !Hooks::template kPhaseRouted<Phase>) return Hooks::template phase_route<Phase>(p.hooks, t);
     else return Hooks::route(p.hooks, t);
   }();
   // Only the leader issues stores, so only it needs to have waited; the others stage the first box
@@ -317,7 +318,7 @@ __device__ __forceinline__ void store_tile(float (&acc)[Cfg::kTileN / 2], const 
     }
     stage_for_store<Cfg>(acc, buf, box, barrier_id, received);
     if (leader) {
-      if constexpr (Hooks::kRouted && Hooks::kPhases > 1) {
+      if constexpr (Hooks::kRouted && Hooks::kPhases > 1 && !Hooks::template kPhaseRouted<Phase>) {
         const CUtensorMap* map = Hooks::template phase_map<Phase>(p.hooks);
         if constexpr (Hooks::template kPhaseAdds<Phase>) cta::reduce_add_2d(map, buf, col0, row0 - route.row_offset);
         else cta::store_2d(map, buf, col0, row0 - route.row_offset);

@@ -59,6 +59,11 @@
 //       engine compiles the tile's math and epilogue once per phase and picks one per tile, so no
 //       run-time choice of map or operation is left inside them: route() and out_map() cost the
 //       copy-engine reduce-scatter ~8 us at (4096, 14336, 4096) (NOTES-tp, session 10).
+//   template <int Phase> static constexpr bool kPhaseRouted;    (default false)
+//   template <int Phase> static constexpr bool kPhaseReceives;  (default true)
+//       A phase with kPhaseRouted routes at run time after all (route(), out_map()): one whose tiles
+//       have several destinations. A phase without kPhaseReceives never receives (its tiles'
+//       received_sources() is 0), so its body has none of that machinery.
 //   static __device__ bool before_tile_stores(const State&, ConsumerState&, const TileCoord&, const Route&, int consumer);
 //       Called before the first store of a consumer's half-tile (64 rows); it may wait (e.g. "the
 //       owner has stored this tile, so adding into it is safe"). false: a bounded wait ran out.
@@ -181,6 +186,10 @@ struct DefaultHooks {
   static constexpr bool kExchanges = false;
   static constexpr bool kAddsReceived = false;
   static constexpr int kPhases = 1;
+  template <int Phase>
+  static constexpr bool kPhaseRouted = false;
+  template <int Phase>
+  static constexpr bool kPhaseReceives = true;
 
   // Templates, so that a derived Hooks type with its own State, ProducerState and ConsumerState
   // inherits whichever of them it does not hide.

@@ -120,7 +120,7 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
         }
         settle_early = pending.valid && Hooks::settle_with_math(p.hooks, pending.tile);
       }
-      const int sources = Hooks::kAddsReceived ? Hooks::received_sources(p.hooks, t) : 0;
+      const int sources = Hooks::kAddsReceived && Hooks::template kPhaseReceives<kPhase> ? Hooks::received_sources(p.hooks, t) : 0;
       const int32_t k_blocks = k_blocks_of(t, p.problem);
       const auto on_block = [&](int32_t kb) {
         // (with kExchanges the received partials are written while this tile computes: receive_tile)
@@ -145,15 +145,27 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
       last = t;
       any_tile = true;
     };
-    while (scheduler.next(t)) {
-      if constexpr (Hooks::kPhases > 1) {
-        static_assert(Hooks::kPhases == 2 && !Hooks::kExchanges, "two phases, without the exchange steps");
-        // Each phase's tile body is compiled on its own; the choice is made once per tile, here.
-        if (Hooks::phase(p.hooks, t) == 0) tile(std::integral_constant<int, 0>{});
-        else tile(std::integral_constant<int, 1>{});
-      } else {
-        tile(std::integral_constant<int, 0>{});
+    if constexpr (Hooks::kPhases > 1) {
+      static_assert(Hooks::kPhases == 2 && !Hooks::kExchanges, "two phases, without the exchange steps");
+      // Each phase's tile body is compiled on its own, in a loop of its own that runs while the
+      // tiles stay in that phase (a CTA's tiles come phase by phase in the copy-engine orders). One
+      // loop choosing the phase per tile made ptxas spill 136 bytes in the all-reduce kernels.
+      bool more = scheduler.next(t);
+      while (more) {
+        if (Hooks::phase(p.hooks, t) == 0) {
+          do {
+            tile(std::integral_constant<int, 0>{});
+            more = scheduler.next(t);
+          } while (more && Hooks::phase(p.hooks, t) == 0);
+        } else {
+          do {
+            tile(std::integral_constant<int, 1>{});
+            more = scheduler.next(t);
+          } while (more && Hooks::phase(p.hooks, t) != 0);
+        }
       }
+    } else {
+      while (scheduler.next(t)) tile(std::integral_constant<int, 0>{});
     }
     if constexpr (Hooks::kExchanges) {
       if (!Hooks::template kAtOnce<Cfg> && Hooks::defers(p.hooks) && any_tile) {

@@ -365,6 +365,7 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       const int64_t chunks = p.m_shard / c.chunk_rows;
       add(l, l.flags, uint64_t(W) * chunks * 8);
       add(l, l.landing, 2ull * W * p.m_shard * p.k * 2);
+      add(l, l.entered, uint64_t(W) * 8);  // entered[rank]: this rank's kernel has started launch (value)
     } else if (c.mover == WEFT_TP_MOVER_EXCHANGE) {
       const int64_t tiles_m = ceil_div(p.m, gemm::kTileM);
       add(l, l.stored, uint64_t(W) * tiles_m * 2 * ceil_div(p.n, c.tile_n) * 8);  // exchanged[W][half-tiles]

@@ -37,7 +37,6 @@ struct WeftTpPlan {
   fused::AgLaunch ag[2]{};  // by epoch parity (the landing slot)
   fused::ScatterLaunch scatter{};
   std::vector<cudaStream_t> side;  // copy-engine mover: one stream per peer
-  cudaEvent_t start = nullptr;
   // Copy-engine reduce-scatter / all-reduce: the side streams' work per launch class (epoch mod 4),
   // captured once (nullptr: enqueued call by call at every launch), and the capture's fork/join events.
   cudaGraphExec_t copies[4] = {};
@@ -110,16 +109,15 @@ void fill_choice(const tp::Choice& c, WeftTpChoice* out) {
 
 gemm::TileConfig tile_of(int tile_n) { return gemm::TileConfig{tile_n, 1, 1}; }
 
-// The copy-engine movers' side streams (one per peer) and the event that the all-gather's and the
-// reduce-scatter / all-reduce mover's copies start behind (the exchange's first wave needs none:
-// enqueue_first_wave_copies).
+// The copy-engine movers' side streams, one per peer. They start behind the kernel's entered word
+// (all-gather, reduce-scatter / all-reduce), or its first wave's ready word (the exchange:
+// enqueue_first_wave_copies), never behind an event recorded before the kernel.
 void create_side_streams(WeftTpPlan& plan) {
   for (int j = 0; j + 1 < plan.problem.world; ++j) {
     cudaStream_t side = nullptr;
     WEFT_CUDA(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
     plan.side.push_back(side);
   }
-  WEFT_CUDA(cudaEventCreateWithFlags(&plan.start, cudaEventDisableTiming));
 }
 
 // Stream memory operations on a side stream: wait until `word` passes `value` (CU_STREAM_WAIT_VALUE_*
@@ -165,6 +163,7 @@ void build_all_gather(WeftTpPlan& plan) {
     s.group_m = ch.group_m;
     s.row_bytes = int32_t(p.k * 2);
     s.wait_outgoing = ch.mover == WEFT_TP_MOVER_COPY_ENGINE && p.world > 1 ? 1 : 0;
+    s.entered = s.wait_outgoing ? reinterpret_cast<uint64_t*>(plan.workspace + ch.layout.entered.offset) + p.rank : nullptr;
     l.m = int32_t(p.m);
     l.n = int32_t(p.n);
     l.k = int32_t(p.k);
@@ -183,7 +182,7 @@ int32_t scatter_variant() {
   const char* env = std::getenv("WEFT_TP_SCATTER_VARIANT");
   if (!env || !*env) return fused::kScatterFull;
   const long v = std::strtol(env, nullptr, 10);
-  const bool known = v >= fused::kScatterFull && v <= fused::kScatterLoopback && v != 6;  // 6: retired
+  const bool known = v >= fused::kScatterFull && v <= fused::kScatterNoTileWaits && v != 6;  // 6: retired
   return known ? int32_t(v) : fused::kScatterFull;
 }
 
@@ -319,6 +318,7 @@ void build_scatter(WeftTpPlan& plan) {
   s.lag = ch.lag;
   s.variant = scatter_variant();
   if (exchange_only_variant(s.variant) && ch.mover != WEFT_TP_MOVER_EXCHANGE) s.variant = fused::kScatterFull;
+  if (s.variant == fused::kScatterNoTileWaits && ch.mover != WEFT_TP_MOVER_COPY_ENGINE) s.variant = fused::kScatterFull;
   l.m = int32_t(p.m);
   l.n = int32_t(p.n);
   l.k = int32_t(p.k);
@@ -355,7 +355,7 @@ void build_scatter(WeftTpPlan& plan) {
   // This mover's stage-out variants: local only (1), no comm (3), no counts (4) and no counts in the
   // plain GEMM's tile order (5); the others measure the full op.
   if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterNoComm && s.variant != fused::kScatterNoHandshake &&
-      s.variant != fused::kScatterPlainOrder)
+      s.variant != fused::kScatterPlainOrder && s.variant != fused::kScatterNoTileWaits)
     s.variant = fused::kScatterFull;
   s.copy_engine = 1;
   s.recv_by_tma = ce_recv_by_tma();
@@ -403,7 +403,8 @@ void copy_rows(const WeftTpPlan& plan, void* dst, int64_t dst_ld, const void* sr
 void enqueue_all_gather_copies(WeftTpPlan& plan) {
   const tp::Problem& p = plan.problem;
   const fused::AgLaunch& l = plan.ag[plan.epoch & 1];
-  for (cudaStream_t s : plan.side) WEFT_CUDA(cudaStreamWaitEvent(s, plan.start, 0));
+  // Behind this rank's kernel of this launch (fused.h, AgState::entered).
+  for (cudaStream_t s : plan.side) stream_wait(s, l.state.entered, plan.epoch, CU_STREAM_WAIT_VALUE_GEQ);
   const uint64_t chunk_bytes = uint64_t(l.state.chunk_rows) * l.state.row_bytes;
   for (int32_t chunk = 0; chunk < l.state.chunks; ++chunk) {
     for (int j = 0; j + 1 < p.world; ++j) {
@@ -423,9 +424,8 @@ void launch_all_gather_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
   l.state.epoch = plan.epoch;
   const bool gathered = plan.params.gathered != 0;
   l.completion = gathered ? scratch_words(plan) : launch_words(launch);
-  // The copy-engine mover's side streams start behind this point (enqueue_all_gather_copies, after
-  // the kernel, so that several ranks' kernels of one process are all queued before any copies).
-  if (!plan.side.empty()) WEFT_CUDA(cudaEventRecord(plan.start, plan.stream));
+  // (The copy-engine mover's side streams are enqueued after the kernel, enqueue_all_gather_copies,
+  // so that several ranks' kernels of one process are all queued before any copies.)
   WEFT_CUDA(fused::launch_all_gather_gemm(l));
   if (gathered) {
     // gathered = [the peers' rows from the landing slot | this rank's rows from a], then completion.
@@ -626,7 +626,8 @@ void launch_scatter_copies(WeftTpPlan& plan) {
     enqueue_first_wave_copies(plan);
     return;
   }
-  if (!l.state.copy_engine || l.state.variant != fused::kScatterFull) return;  // stage-out variants move nothing
+  // Stage-out variants move nothing (but kScatterNoTileWaits, which moves everything).
+  if (!l.state.copy_engine || (l.state.variant != fused::kScatterFull && l.state.variant != fused::kScatterNoTileWaits)) return;
   // Both waits are on entered words in this rank's workspace, for this launch's epoch, so they stay
   // out of the graph, whose values are those of the launch class.
   const auto* entered = reinterpret_cast<const uint64_t*>(plan.workspace + plan.choice.layout.entered.offset);
@@ -876,8 +877,6 @@ void release(WeftTpPlan& plan) {
   plan.capture_events.clear();
   for (cudaStream_t s : plan.side) (void)cudaStreamDestroy(s);
   plan.side.clear();
-  if (plan.start) (void)cudaEventDestroy(plan.start);
-  plan.start = nullptr;
   if (plan.scratch_arrivals) (void)cudaFree(plan.scratch_arrivals);
   plan.scratch_arrivals = nullptr;
   if (plan.scratch_host) (void)cudaFreeHost(plan.scratch_host);
