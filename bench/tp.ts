@@ -1,7 +1,7 @@
 // tp.ts — the fused tensor-parallel ops against their baselines, all in this process over the same
 // two GPUs, in the same run (DESIGN.md "Benchmarks"):
 //
-//   bun bench/tp.ts [--only ag,rs,ar] [--samples N] [--min-m M] [--max-m M] [--name tp]      (needs >= 2 GPUs; TORCH_TP_JSON=path adds torch)
+//   bun bench/tp.ts [--only ag,rs,ar] [--samples N] [--min-m M] [--max-m M] [--name tp] [--cold]      (needs >= 2 GPUs; TORCH_TP_JSON=path adds torch)
 //
 // Per op and shape (M, N, K), W = 2, bf16, b [K, n] / [k, N] (torch's layout):
 //   ours          comm.allGatherGemm / gemmReduceScatter / gemmAllReduce, the path the cost model picks
@@ -77,7 +77,7 @@ const OPS: { key: string; op: TpOp; torch: string; title: string }[] = [
 interface TorchRow { op: string; M: number; N: number; K: number; variant: string; ms: number }
 const torchPath = process.env.TORCH_TP_JSON;
 // torch_tp.py writes {"torch": version, "nccl": ..., "device": ..., "rows": [...]}.
-const torch: { torch?: string; rows: TorchRow[] } = torchPath && existsSync(torchPath) ? JSON.parse(readFileSync(torchPath, "utf8")) : { rows: [] };
+const torch: { torch?: string; cold?: boolean; rows: TorchRow[] } = torchPath && existsSync(torchPath) ? JSON.parse(readFileSync(torchPath, "utf8")) : { rows: [] };
 if (torchPath && torch.rows.length === 0) console.log(`torch results missing or empty at ${torchPath}`);
 
 function torchFor(op: string, [M, N, K]: [number, number, number]): { ms: number; variant: string } | undefined {
@@ -322,7 +322,7 @@ function emit(final: boolean): void {
     "",
     `bf16, b [K, n] layout, random data. Median of ${SAMPLES} CUDA-event samples per column (each a back-to-back loop of ~1 ms${COLD ? " from an idle GPU" : " behind one untimed launch"}, slower rank), ` +
     `variants alternating in ${ROUNDS} rounds. cuBLAS+NCCL: cuBLASLt ${cublas.available ? "" : "(missing) "}and NCCL ${ncclVersion() || "(missing)"} in this process. ` +
-    `torch: ${torch.torch ? `torch ${torch.torch}, bench/peers/torch_tp.py under torchrun in the same device session` : "not run"}. ` +
+    `torch: ${torch.torch ? `torch ${torch.torch}, bench/peers/torch_tp.py${torch.cold ? " --cold" : ""} under torchrun in the same device session` : "not run"}. ` +
     "best = min(cuBLAS+NCCL, torch); ours/best <= 1 means ours is faster. GEMM+AR has no fused op in torch: its column is its best matmul + all-reduce.",
     "",
   ];

@@ -134,7 +134,7 @@ def main():
     if rank == 0:
         with open(args.out, "w") as f:
             json.dump({"torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-                       "device": torch.cuda.get_device_name(), "rows": rows}, f, indent=1)
+                       "device": torch.cuda.get_device_name(), "cold": COLD, "rows": rows}, f, indent=1)
     dist.barrier()
     dist.destroy_process_group()
 
