@@ -17,7 +17,7 @@
 // work, so the GPUs are busy while the host enqueues the loop: the loop measures back-to-back GPU
 // time, not the first launch's host enqueue (both ranks' one after the other: ~80 us for the
 // copy-engine ops, over a loop of 3; --cold times from an idle GPU, as before session 11). Variants
-// alternate in rounds (the card's clocks drift under its power cap) and their
+// alternate sample by sample (the card's clocks drift under its power cap; ROUNDS) and their
 // samples are pooled: the median of >= 20. Every variant's output is compared with cuBLAS+NCCL's.
 // Writes bench/results/tp.json and tp.md (and copies them to $OUT when set).
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -38,7 +38,10 @@ import { Tensor } from "../lib/tensor.ts";
 const args = process.argv.slice(2);
 const only = args.includes("--only") ? args[args.indexOf("--only") + 1]!.split(",") : ["ag", "rs", "ar"];
 const SAMPLES = Number(args.includes("--samples") ? args[args.indexOf("--samples") + 1] : 20);
-const ROUNDS = 4;
+// Variants alternate sample by sample (one sample each per round): in rounds of 5 samples per
+// variant, a shape's own-GEMM column moved 6% between two ops of one run (run 37: 0.8223 against
+// 0.8728 ms for the same GEMM), as the clocks drift under the power cap.
+const ROUNDS = SAMPLES;
 // --min-m M: only shapes with at least M rows (decode sizes only when M <= 16).
 const MIN_M = Number(args.includes("--min-m") ? args[args.indexOf("--min-m") + 1] : 0);
 // --max-m M: only shapes with at most M rows (--only ar --max-m 512: the decode sizes).
@@ -120,7 +123,7 @@ function measureAll(variants: Variant[]): void {
   const perRound = Math.ceil(SAMPLES / ROUNDS);
   for (let round = 0; round < ROUNDS; round++) {
     for (const v of variants) {
-      const bench = new Bench({ iterations: perRound, time: 0, warmupIterations: 1, warmupTime: 0, retainSamples: true });
+      const bench = new Bench({ iterations: perRound, time: 0, warmup: round === 0, warmupIterations: 1, warmupTime: 0, retainSamples: true });
       bench.add(v.name, () => ({ overriddenDuration: loopMs(v.issue, v.streams, v.iters!) }));
       bench.runSync();
       const r = bench.tasks[0]!.result;
@@ -321,7 +324,7 @@ function emit(final: boolean): void {
     `# Fused tensor-parallel ops (${W} x ${dev.name}, ${dev.smCount} SMs)`,
     "",
     `bf16, b [K, n] layout, random data. Median of ${SAMPLES} CUDA-event samples per column (each a back-to-back loop of ~1 ms${COLD ? " from an idle GPU" : " behind one untimed launch"}, slower rank), ` +
-    `variants alternating in ${ROUNDS} rounds. cuBLAS+NCCL: cuBLASLt ${cublas.available ? "" : "(missing) "}and NCCL ${ncclVersion() || "(missing)"} in this process. ` +
+    `variants alternating sample by sample. cuBLAS+NCCL: cuBLASLt ${cublas.available ? "" : "(missing) "}and NCCL ${ncclVersion() || "(missing)"} in this process. ` +
     `torch: ${torch.torch ? `torch ${torch.torch}, bench/peers/torch_tp.py${torch.cold ? " --cold" : ""} under torchrun in the same device session` : "not run"}. ` +
     "best = min(cuBLAS+NCCL, torch); ours/best <= 1 means ours is faster. GEMM+AR has no fused op in torch: its column is its best matmul + all-reduce.",
     "",
