@@ -6,6 +6,7 @@
 // Per op and shape (M, N, K), W = 2, bf16, b [K, n] / [k, N] (torch's layout):
 //   ours          comm.allGatherGemm / gemmReduceScatter / gemmAllReduce, the path the cost model picks
 //   own GEMM      the same local GEMM (gemmSync) with no communication: the compute-only limit
+//                 (and, among the other variants, cuBLASLt's GEMM of the same local problem)
 //   cuBLAS+NCCL   cuBLASLt GEMM and NCCL collective in sequence on each GPU's stream (dlopen'ed)
 //   torch         bench/peers/torch_tp.py, run with torchrun in the same device session (its JSON)
 // plus, for bench/NOTES-tp.md, variants that leave one stage out or swap it: our sequential path,
@@ -41,7 +42,8 @@ const SAMPLES = Number(args.includes("--samples") ? args[args.indexOf("--samples
 // Variants alternate sample by sample (one sample each per round): in rounds of 5 samples per
 // variant, a shape's own-GEMM column moved 6% between two ops of one run (run 37: 0.8223 against
 // 0.8728 ms for the same GEMM), as the clocks drift under the power cap.
-const ROUNDS = SAMPLES;
+// --rounds R: R rounds of SAMPLES / R samples per variant instead (4: the timing before session 11).
+const ROUNDS = args.includes("--rounds") ? Number(args[args.indexOf("--rounds") + 1]) : SAMPLES;
 // --min-m M: only shapes with at least M rows (decode sizes only when M <= 16).
 const MIN_M = Number(args.includes("--min-m") ? args[args.indexOf("--min-m") + 1] : 0);
 // --max-m M: only shapes with at most M rows (--only ar --max-m 512: the decode sizes).
@@ -244,6 +246,14 @@ function runShape(op: TpOp, torchOp: string, shape: [number, number, number]): R
       name: "own GEMM only", streams, samples: [],
       issue: () => comms.forEach((c, r) => gemmSync(gA[r]!, b[r]!, gOut[r]!, { stream: c.stream })),
     });
+    // cuBLASLt's GEMM of the same local problem, timed the same way: how far our GEMM engine is from
+    // it under this load (the fused ops' own limit is our engine).
+    if (cublas.available) {
+      variants.push({
+        name: "cuBLAS GEMM only", streams, samples: [],
+        issue: () => comms.forEach((c, r) => cublasLtGemmSync(gA[r]!, b[r]!, gOut[r]!, { stream: c.stream })),
+      });
+    }
 
     // Our collective alone (the communication without the GEMM).
     const kind: NcclKind = ag ? "allGather" : op === "gemmReduceScatter" ? "reduceScatter" : "allReduce";
@@ -324,7 +334,7 @@ function emit(final: boolean): void {
     `# Fused tensor-parallel ops (${W} x ${dev.name}, ${dev.smCount} SMs)`,
     "",
     `bf16, b [K, n] layout, random data. Median of ${SAMPLES} CUDA-event samples per column (each a back-to-back loop of ~1 ms${COLD ? " from an idle GPU" : " behind one untimed launch"}, slower rank), ` +
-    `variants alternating sample by sample. cuBLAS+NCCL: cuBLASLt ${cublas.available ? "" : "(missing) "}and NCCL ${ncclVersion() || "(missing)"} in this process. ` +
+    `variants alternating ${ROUNDS === SAMPLES ? "sample by sample" : `in ${ROUNDS} rounds`}. cuBLAS+NCCL: cuBLASLt ${cublas.available ? "" : "(missing) "}and NCCL ${ncclVersion() || "(missing)"} in this process. ` +
     `torch: ${torch.torch ? `torch ${torch.torch}, bench/peers/torch_tp.py${torch.cold ? " --cold" : ""} under torchrun in the same device session` : "not run"}. ` +
     "best = min(cuBLAS+NCCL, torch); ours/best <= 1 means ours is faster. GEMM+AR has no fused op in torch: its column is its best matmul + all-reduce.",
     "",

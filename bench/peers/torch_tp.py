@@ -11,7 +11,8 @@ each run from an idle GPU, as before):
   gemm_rs   torch.ops.symm_mem.fused_matmul_reduce_scatter a [M, K/W] x b [K/W, N] -> [M/W, N]
   gemm_ar   no fused op exists in torch: matmul then an all-reduce, the fastest of NCCL
             (dist.all_reduce) and SymmetricMemory one-shot / two-shot; every variant is reported.
-Also the unfused torch sequences (NCCL collective + cuBLAS matmul) for reference.
+Also the unfused torch sequences (NCCL collective + cuBLAS matmul) for reference, and for AG and RS
+the local matmul alone (torch_matmul_only: the fused op's compute-only limit in this process).
 NVLink multicast stays off (TORCH_SYMM_MEM_DISABLE_MULTICAST=1 is forced below).
 """
 import argparse
@@ -97,7 +98,9 @@ def main():
         gathered = torch.empty(M, K, dtype=torch.bfloat16, device="cuda")
         record("ag_gemm", shape, "torch_nccl_then_cublas", time_ms(
             lambda: (dist.all_gather_into_tensor(gathered, a), gathered @ b), iters=args.iters))
-        del a, b, gathered
+        local = rand(M, K)
+        record("ag_gemm", shape, "torch_matmul_only", time_ms(lambda: local @ b, iters=args.iters))
+        del a, b, gathered, local
         # GEMM + ReduceScatter (row parallel): out = reduce_scatter(a @ b) over rows.
         a, b = rand(M, K // world), rand(K // world, N)
         record("gemm_rs", shape, "torch_symm_mem_fused", time_ms(
@@ -105,6 +108,7 @@ def main():
         out = torch.empty(M // world, N, dtype=torch.bfloat16, device="cuda")
         record("gemm_rs", shape, "torch_cublas_then_nccl", time_ms(
             lambda: dist.reduce_scatter_tensor(out, a @ b), iters=args.iters))
+        record("gemm_rs", shape, "torch_matmul_only", time_ms(lambda: a @ b, iters=args.iters))
         del a, b, out
         torch.cuda.empty_cache()
 
