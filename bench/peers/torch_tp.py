@@ -3,10 +3,12 @@
 Run on the GPU host in the same session as the TS bench:
     torchrun --nproc-per-node=2 bench/peers/torch_tp.py --out $OUT/torch_tp.json
 
-Per shape (M, N, K) and world size W it times, with CUDA events, the median of >= 20 runs after
-warm-up, on random bf16 data. Each timed run follows one untimed run of the same op, so the GPU is
-busy while Python enqueues the timed one (bench/tp.ts times its loops the same way; --cold times
-each run from an idle GPU, as before):
+Per shape (M, N, K) and world size W it times, with CUDA events, the median of >= 20 samples after
+warm-up, on random bf16 data, the way bench/tp.ts times its own variants (time_variants): each
+sample a back-to-back loop of ~1 ms behind one untimed call, the variants of a shape alternating
+sample by sample, the slower rank counting. (--cold: one call per sample from an idle GPU, each
+variant's samples in a row: the timing before session 11, which put Python's dispatch inside every
+sample and ran a variant at other clocks than tp.ts runs ours.)
   ag_gemm   torch.ops.symm_mem.fused_all_gather_matmul   a [M/W, K] (gathered) x b [K, N/W]
   gemm_rs   torch.ops.symm_mem.fused_matmul_reduce_scatter a [M, K/W] x b [K/W, N] -> [M/W, N]
   gemm_ar   no fused op exists in torch: matmul then an all-reduce, the fastest of NCCL
@@ -17,6 +19,7 @@ NVLink multicast stays off (TORCH_SYMM_MEM_DISABLE_MULTICAST=1 is forced below).
 """
 import argparse
 import json
+import math
 import os
 
 os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
@@ -35,9 +38,25 @@ AR_DECODE = [(16, 8192, 8192), (128, 8192, 8192), (512, 8192, 8192)]
 
 
 COLD = False
+LOOP_MS = 1.0
+
+
+def loop_ms(fn, calls):
+    """ms per call over `calls` back-to-back calls behind one untimed call (so the GPU is busy while
+    Python enqueues the loop), the slower rank's."""
+    dist.barrier()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    fn()
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / calls
 
 
 def time_ms(fn, warmup=5, iters=25):
+    """--cold: one call per sample from an idle GPU (the timing before session 11)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()
@@ -45,8 +64,6 @@ def time_ms(fn, warmup=5, iters=25):
     for _ in range(iters):
         dist.barrier()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        if not COLD:
-            fn()
         start.record()
         fn()
         end.record()
@@ -56,6 +73,29 @@ def time_ms(fn, warmup=5, iters=25):
     # The op is done when the slowest rank is done.
     dist.all_reduce(t, op=dist.ReduceOp.MAX)
     return float(t.median())
+
+
+def time_variants(fns, warmup=5, samples=25):
+    """Median ms per call of each of `fns` as bench/tp.ts times its variants: back-to-back loops of
+    ~LOOP_MS behind one untimed call, the variants alternating sample by sample (the card's clocks
+    drift under its power cap, and a variant timed alone runs at other clocks than one timed among
+    others), the slower rank counting."""
+    if COLD:
+        return [time_ms(fn, warmup, samples) for fn in fns]
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    torch.cuda.synchronize()
+    calls = torch.tensor([max(1, min(50, math.ceil(LOOP_MS / max(loop_ms(fn, 1), 1e-3)))) for fn in fns],
+                         device="cuda")
+    dist.all_reduce(calls, op=dist.ReduceOp.MAX)  # every rank runs the same loops
+    times = [[] for _ in fns]
+    for _ in range(samples):
+        for i, fn in enumerate(fns):
+            times[i].append(loop_ms(fn, int(calls[i])))
+    t = torch.tensor(times, device="cuda")
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return [float(x) for x in t.median(dim=1).values]
 
 
 def rand(*shape):
@@ -89,49 +129,54 @@ def main():
         if rank == 0:
             print(f"{op:8s} {M:6d} {N:6d} {K:6d} {variant:28s} {ms:8.3f} ms", flush=True)
 
+    def measure(op, shape, variants):
+        for (variant, _), ms in zip(variants, time_variants([fn for _, fn in variants], samples=args.iters)):
+            record(op, shape, variant, ms)
+
+    def available(variant, fn):
+        try:
+            fn()
+            torch.cuda.synchronize()
+            return [(variant, fn)]
+        except Exception as e:  # noqa: BLE001
+            if rank == 0:
+                print(f"{variant} unavailable: {e}")
+            return []
+
     for shape in SHAPES:
         M, N, K = shape
         # AllGather + GEMM (column parallel): out = allgather(a) @ b.
         a, b = rand(M // world, K), rand(K, N // world)
-        record("ag_gemm", shape, "torch_symm_mem_fused", time_ms(
-            lambda: torch.ops.symm_mem.fused_all_gather_matmul(a, [b], gather_dim=0, group_name=name), iters=args.iters))
-        gathered = torch.empty(M, K, dtype=torch.bfloat16, device="cuda")
-        record("ag_gemm", shape, "torch_nccl_then_cublas", time_ms(
-            lambda: (dist.all_gather_into_tensor(gathered, a), gathered @ b), iters=args.iters))
-        local = rand(M, K)
-        record("ag_gemm", shape, "torch_matmul_only", time_ms(lambda: local @ b, iters=args.iters))
+        gathered, local = torch.empty(M, K, dtype=torch.bfloat16, device="cuda"), rand(M, K)
+        measure("ag_gemm", shape, [
+            ("torch_symm_mem_fused", lambda: torch.ops.symm_mem.fused_all_gather_matmul(a, [b], gather_dim=0, group_name=name)),
+            ("torch_nccl_then_cublas", lambda: (dist.all_gather_into_tensor(gathered, a), gathered @ b)),
+            ("torch_matmul_only", lambda: local @ b),
+        ])
         del a, b, gathered, local
         # GEMM + ReduceScatter (row parallel): out = reduce_scatter(a @ b) over rows.
         a, b = rand(M, K // world), rand(K // world, N)
-        record("gemm_rs", shape, "torch_symm_mem_fused", time_ms(
-            lambda: torch.ops.symm_mem.fused_matmul_reduce_scatter(a, b, "sum", scatter_dim=0, group_name=name), iters=args.iters))
         out = torch.empty(M // world, N, dtype=torch.bfloat16, device="cuda")
-        record("gemm_rs", shape, "torch_cublas_then_nccl", time_ms(
-            lambda: dist.reduce_scatter_tensor(out, a @ b), iters=args.iters))
-        record("gemm_rs", shape, "torch_matmul_only", time_ms(lambda: a @ b, iters=args.iters))
+        measure("gemm_rs", shape, [
+            ("torch_symm_mem_fused", lambda: torch.ops.symm_mem.fused_matmul_reduce_scatter(a, b, "sum", scatter_dim=0, group_name=name)),
+            ("torch_cublas_then_nccl", lambda: dist.reduce_scatter_tensor(out, a @ b)),
+            ("torch_matmul_only", lambda: a @ b),
+        ])
         del a, b, out
         torch.cuda.empty_cache()
 
     for shape in SHAPES + AR_DECODE:
         M, N, K = shape
         a, b = rand(M, K // world), rand(K // world, N)
-        record("gemm_ar", shape, "torch_cublas_then_nccl", time_ms(
-            lambda: dist.all_reduce(a @ b), iters=args.iters))
         buf = symm_mem.empty(M, N, dtype=torch.bfloat16, device="cuda")
         symm_mem.rendezvous(buf, name)
+        variants = [("torch_cublas_then_nccl", lambda: dist.all_reduce(a @ b))]
         if M * N * 2 <= 8 << 20:
-            try:
-                record("gemm_ar", shape, "torch_cublas_then_symm_one_shot", time_ms(
-                    lambda: torch.ops.symm_mem.one_shot_all_reduce(torch.matmul(a, b, out=buf), "sum", name), iters=args.iters))
-            except Exception as e:  # noqa: BLE001
-                if rank == 0:
-                    print(f"one_shot_all_reduce unavailable: {e}")
-        try:
-            record("gemm_ar", shape, "torch_cublas_then_symm_two_shot", time_ms(
-                lambda: torch.ops.symm_mem.two_shot_all_reduce_(torch.matmul(a, b, out=buf), "sum", name), iters=args.iters))
-        except Exception as e:  # noqa: BLE001
-            if rank == 0:
-                print(f"two_shot_all_reduce_ unavailable: {e}")
+            variants += available("torch_cublas_then_symm_one_shot",
+                                  lambda: torch.ops.symm_mem.one_shot_all_reduce(torch.matmul(a, b, out=buf), "sum", name))
+        variants += available("torch_cublas_then_symm_two_shot",
+                              lambda: torch.ops.symm_mem.two_shot_all_reduce_(torch.matmul(a, b, out=buf), "sum", name))
+        measure("gemm_ar", shape, variants)
         del a, b, buf
         torch.cuda.empty_cache()
 
