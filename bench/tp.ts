@@ -16,8 +16,8 @@
 // Timing: tinybench tasks whose overriddenDuration is CUDA-event time of a back-to-back loop (enough
 // launches for ~1 ms), the slower rank counts. Each loop starts behind one untimed launch of the same
 // work, so the GPUs are busy while the host enqueues the loop: the loop measures back-to-back GPU
-// time, not the first launch's host enqueue (both ranks' one after the other: ~80 us for the
-// copy-engine ops, over a loop of 3; --cold times from an idle GPU, as before session 11). Variants
+// time, not the first launch's host enqueue (--cold times from an idle GPU, as before session 11;
+// bench/peers/torch_tp.py times torch's ops the same way, where the difference is large). Variants
 // alternate sample by sample (the card's clocks drift under its power cap; ROUNDS) and their
 // samples are pooled: the median of >= 20. Every variant's output is compared with cuBLAS+NCCL's.
 // Writes bench/results/tp.json and tp.md (and copies them to $OUT when set).

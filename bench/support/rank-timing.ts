@@ -5,9 +5,9 @@
 //
 // Each loop starts behind one untimed launch of the same work (`lead`): the GPUs are busy with it
 // while the host enqueues the loop, so the loop measures back-to-back GPU time, as in a steady
-// stream of launches. From an idle GPU the first launch's host enqueue is timed as well: the ops
-// of the copy-engine mover enqueue ~40 us per rank, and the ranks are issued one after the other,
-// so a loop of 3 launches would carry ~25 us per launch of host time (NOTES-tp, session 11).
+// stream of launches, whatever the loop's length. (From an idle GPU the first launch's host enqueue
+// is inside the loop too. For our ops that measured within noise; for torch's fused ops, timed the
+// same way in bench/peers/torch_tp.py, it was 0.05-0.17 ms of Python: NOTES-tp, session 11.)
 import { check, native } from "../../lib/native.ts";
 import { Event, type Stream } from "../../lib/stream.ts";
 import { Tensor } from "../../lib/tensor.ts";
@@ -18,8 +18,8 @@ export class RankTiming {
   readonly streams: readonly Stream[];
   /** Record an event after every launch, so that no kernel overlaps its predecessor. */
   serial = false;
-  /** One untimed launch before the start events (lead()): false times from an idle GPU, which
-   * adds the first launch's host enqueue (both ranks', one after the other) to the loop. */
+  /** One untimed launch before the start events; false times from an idle GPU, the first launch's
+   * host enqueue (both ranks', one after the other) inside the loop. */
   lead = true;
   readonly #events: (readonly [Event, Event])[];
   readonly #gaps: Event[];
