@@ -42,7 +42,8 @@ const SAMPLES = Number(args.includes("--samples") ? args[args.indexOf("--samples
 // Variants alternate sample by sample (one sample each per round): in rounds of 5 samples per
 // variant, a shape's own-GEMM column moved 6% between two ops of one run (run 37: 0.8223 against
 // 0.8728 ms for the same GEMM), as the clocks drift under the power cap.
-// --rounds R: R rounds of SAMPLES / R samples per variant instead (4: the timing before session 11).
+// --rounds R: R rounds of SAMPLES / R samples per variant instead (4: the rounds before session 11,
+// though with the warm-up loop in the first round only, as call 12 of NOTES-tp session 11 ran it).
 const ROUNDS = args.includes("--rounds") ? Number(args[args.indexOf("--rounds") + 1]) : SAMPLES;
 // --min-m M: only shapes with at least M rows (decode sizes only when M <= 16).
 const MIN_M = Number(args.includes("--min-m") ? args[args.indexOf("--min-m") + 1] : 0);

@@ -173,12 +173,17 @@ struct CeScatterHooks : gemm::DefaultHooks {
   // 44 bytes (NOTES-tp, session 11).
   static constexpr int kPhases = 2;
   static __device__ __forceinline__ int phase(const State& s, const gemm::TileCoord& t) { return own(s, t) ? 1 : 0; }
+  // (phase_route and phase_map serve phase 0 only: phase 1 routes at run time, kPhaseRouted.)
   template <int Phase>
   static __device__ __forceinline__ gemm::Route phase_route(const State& s, const gemm::TileCoord&) {
+    static_assert(Phase == 0, "phase 1 routes at run time");
     return gemm::Route{1u << kStagingDest, 0, false, counts(s)};
   }
   template <int Phase>
-  static __device__ __forceinline__ const CUtensorMap* phase_map(const State& s) { return &s.staging; }
+  static __device__ __forceinline__ const CUtensorMap* phase_map(const State& s) {
+    static_assert(Phase == 0, "phase 1 routes at run time");
+    return &s.staging;
+  }
   template <int Phase>
   static constexpr bool kPhaseAdds = false;
   template <int Phase>

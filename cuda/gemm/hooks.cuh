@@ -56,8 +56,8 @@
 //       With kRouted and kPhases == 2, every tile is in phase 0 or 1 (phase()), and each phase has
 //       one destination known at compile time: phase_map<Phase>(), stored or added (kPhaseAdds),
 //       with phase_route<Phase>()'s row_offset and signal (its dests and reduce are ignored). The
-//       engine compiles the tile's math and epilogue once per phase and picks one per tile, so no
-//       run-time choice of map or operation is left inside them: route() and out_map() cost the
+//       engine compiles the tile's math and epilogue once per phase and runs each phase's tiles in a
+//       loop of its own (kernel.cuh), so no run-time choice of map or operation is left inside them: route() and out_map() cost the
 //       copy-engine reduce-scatter ~8 us at (4096, 14336, 4096) (NOTES-tp, session 10).
 //   template <int Phase> static constexpr bool kPhaseRouted;    (default false)
 //   template <int Phase> static constexpr bool kPhaseReceives;  (default true)
