@@ -49,6 +49,8 @@ const ROUNDS = args.includes("--rounds") ? Number(args[args.indexOf("--rounds") 
 const MIN_M = Number(args.includes("--min-m") ? args[args.indexOf("--min-m") + 1] : 0);
 // --max-m M: only shapes with at most M rows (--only ar --max-m 512: the decode sizes).
 const MAX_M = Number(args.includes("--max-m") ? args[args.indexOf("--max-m") + 1] : Infinity);
+// --rest-ms R: the GPUs idle R ms before every sample (torch_tp.py --rest-ms does the same).
+const REST_MS = Number(args.includes("--rest-ms") ? args[args.indexOf("--rest-ms") + 1] : 0);
 // --cold: each loop from an idle GPU (see Timing above).
 const COLD = args.includes("--cold");
 // --name NAME: write bench/results/NAME.{json,md} (default tp), so a partial run keeps the full tables.
@@ -99,6 +101,10 @@ function torchFor(op: string, [M, N, K]: [number, number, number]): { ms: number
 // ---- timing -------------------------------------------------------------------------------------------------
 /** ms per launch of `issue` (every rank), the slower rank, over a loop of `iters` launches. */
 function loopMs(issue: () => void, streams: Stream[], iters: number): number {
+  if (REST_MS > 0) {
+    streams.forEach((s) => s.synchronize());
+    Bun.sleepSync(REST_MS);
+  }
   if (!COLD) issue();
   streams.forEach((s, r) => events[r]![0].record(s));
   for (let i = 0; i < iters; i++) issue();

@@ -20,6 +20,7 @@ NVLink multicast stays off (TORCH_SYMM_MEM_DISABLE_MULTICAST=1 is forced below).
 import argparse
 import json
 import math
+import time
 import os
 
 os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
@@ -39,12 +40,16 @@ AR_DECODE = [(16, 8192, 8192), (128, 8192, 8192), (512, 8192, 8192)]
 
 COLD = False
 LOOP_MS = 1.0
+REST_MS = 0.0  # --rest-ms: the GPU idles this long before every sample (bench/tp.ts has the same)
 
 
 def loop_ms(fn, calls):
     """ms per call over `calls` back-to-back calls behind one untimed call (so the GPU is busy while
     Python enqueues the loop), the slower rank's."""
     dist.barrier()
+    if REST_MS > 0:
+        torch.cuda.synchronize()
+        time.sleep(REST_MS / 1000)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     fn()
     start.record()
@@ -107,9 +112,11 @@ def main():
     p.add_argument("--out", default="torch_tp.json")
     p.add_argument("--iters", type=int, default=25)
     p.add_argument("--cold", action="store_true", help="time each run from an idle GPU")
+    p.add_argument("--rest-ms", type=float, default=0.0, help="idle time before every sample")
     args = p.parse_args()
-    global COLD
+    global COLD, REST_MS
     COLD = args.cold
+    REST_MS = args.rest_ms
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", rank)))
     dist.init_process_group("nccl")
