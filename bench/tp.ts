@@ -1,7 +1,7 @@
 // tp.ts — the fused tensor-parallel ops against their baselines, all in this process over the same
 // two GPUs, in the same run (DESIGN.md "Benchmarks"):
 //
-//   bun bench/tp.ts [--only ag,rs,ar] [--samples N] [--min-m M] [--max-m M] [--name tp] [--cold]      (needs >= 2 GPUs; TORCH_TP_JSON=path adds torch)
+//   bun bench/tp.ts [--only ag,rs,ar] [--samples N] [--min-m M] [--max-m M] [--shapes MxNxK,..] [--rest-ms R] [--name tp] [--cold]      (needs >= 2 GPUs; TORCH_TP_JSON=path adds torch)
 //
 // Per op and shape (M, N, K), W = 2, bf16, b [K, n] / [k, N] (torch's layout):
 //   ours          comm.allGatherGemm / gemmReduceScatter / gemmAllReduce, the path the cost model picks
@@ -19,7 +19,8 @@
 // time, not the first launch's host enqueue (--cold times from an idle GPU, as before session 11;
 // bench/peers/torch_tp.py times torch's ops the same way, where the difference is large). Variants
 // alternate sample by sample (the card's clocks drift under its power cap; ROUNDS) and their
-// samples are pooled: the median of >= 20. Every variant's output is compared with cuBLAS+NCCL's.
+// samples are pooled: the median of >= 20. Before every sample the GPUs idle REST_MS (2 ms), as
+// torch_tp.py's do, so that both harnesses run at the same clocks. Every variant's output is compared with cuBLAS+NCCL's.
 // Writes bench/results/tp.json and tp.md (and copies them to $OUT when set).
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -49,8 +50,14 @@ const ROUNDS = args.includes("--rounds") ? Number(args[args.indexOf("--rounds") 
 const MIN_M = Number(args.includes("--min-m") ? args[args.indexOf("--min-m") + 1] : 0);
 // --max-m M: only shapes with at most M rows (--only ar --max-m 512: the decode sizes).
 const MAX_M = Number(args.includes("--max-m") ? args[args.indexOf("--max-m") + 1] : Infinity);
-// --rest-ms R: the GPUs idle R ms before every sample (torch_tp.py --rest-ms does the same).
-const REST_MS = Number(args.includes("--rest-ms") ? args[args.indexOf("--rest-ms") + 1] : 0);
+// --shapes MxNxK,...: only these shapes (torch_tp.py --shapes takes the same list).
+const ONLY_SHAPES = args.includes("--shapes") ? args[args.indexOf("--shapes") + 1]!.split(",") : undefined;
+// --rest-ms R: the GPUs idle R ms before every sample (default 2; torch_tp.py --rest-ms does the
+// same). Under the card's ~690 W power cap the SM clock follows the duty cycle: back to back, this
+// process held both GPUs at the cap (1620-1680 MHz median) while torch_tp.py, whose barrier and
+// Python leave the GPU idle between samples, ran at 1965 MHz, so the same cuBLAS GEMM took 12%
+// longer here. With 2 ms of rest in both, both run at 1980 MHz (NOTES-tp, session 12, call 1).
+const REST_MS = Number(args.includes("--rest-ms") ? args[args.indexOf("--rest-ms") + 1] : 2);
 // --cold: each loop from an idle GPU (see Timing above).
 const COLD = args.includes("--cold");
 // --name NAME: write bench/results/NAME.{json,md} (default tp), so a partial run keeps the full tables.
@@ -85,7 +92,7 @@ const OPS: { key: string; op: TpOp; torch: string; title: string }[] = [
 interface TorchRow { op: string; M: number; N: number; K: number; variant: string; ms: number }
 const torchPath = process.env.TORCH_TP_JSON;
 // torch_tp.py writes {"torch": version, "nccl": ..., "device": ..., "rows": [...]}.
-const torch: { torch?: string; cold?: boolean; rows: TorchRow[] } = torchPath && existsSync(torchPath) ? JSON.parse(readFileSync(torchPath, "utf8")) : { rows: [] };
+const torch: { torch?: string; cold?: boolean; rest_ms?: number; rows: TorchRow[] } = torchPath && existsSync(torchPath) ? JSON.parse(readFileSync(torchPath, "utf8")) : { rows: [] };
 if (torchPath && torch.rows.length === 0) console.log(`torch results missing or empty at ${torchPath}`);
 
 function torchFor(op: string, [M, N, K]: [number, number, number]): { ms: number; variant: string } | undefined {
@@ -340,9 +347,9 @@ function emit(final: boolean): void {
   const md: string[] = [
     `# Fused tensor-parallel ops (${W} x ${dev.name}, ${dev.smCount} SMs)`,
     "",
-    `bf16, b [K, n] layout, random data. Median of ${SAMPLES} CUDA-event samples per column (each a back-to-back loop of ~1 ms${COLD ? " from an idle GPU" : " behind one untimed launch"}, slower rank), ` +
+    `bf16, b [K, n] layout, random data. Median of ${SAMPLES} CUDA-event samples per column (each a back-to-back loop of ~1 ms${COLD ? " from an idle GPU" : " behind one untimed launch"}, after ${REST_MS} ms of idle GPU, slower rank), ` +
     `variants alternating ${ROUNDS === SAMPLES ? "sample by sample" : `in ${ROUNDS} rounds`}. cuBLAS+NCCL: cuBLASLt ${cublas.available ? "" : "(missing) "}and NCCL ${ncclVersion() || "(missing)"} in this process. ` +
-    `torch: ${torch.torch ? `torch ${torch.torch}, bench/peers/torch_tp.py${torch.cold ? " --cold" : ""} under torchrun in the same device session` : "not run"}. ` +
+    `torch: ${torch.torch ? `torch ${torch.torch}, bench/peers/torch_tp.py${torch.cold ? " --cold" : ""} under torchrun in the same device session, ${torch.rest_ms ?? 0} ms of idle GPU before every sample${(torch.rest_ms ?? 0) !== REST_MS ? " (NOT the same rest as ours: the clocks differ)" : ""}` : "not run"}. ` +
     "best = min(cuBLAS+NCCL, torch); ours/best <= 1 means ours is faster. GEMM+AR has no fused op in torch: its column is its best matmul + all-reduce.",
     "",
   ];
@@ -385,7 +392,7 @@ function emit(final: boolean): void {
 const rows: Row[] = [];
 for (const o of OPS) {
   if (!only.includes(o.key)) continue;
-  for (const shape of (o.op === "gemmAllReduce" ? [...SHAPES, ...DECODE] : SHAPES).filter(([m]) => m >= MIN_M && m <= MAX_M)) {
+  for (const shape of (o.op === "gemmAllReduce" ? [...SHAPES, ...DECODE] : SHAPES).filter(([m, n, k]) => m >= MIN_M && m <= MAX_M && (!ONLY_SHAPES || ONLY_SHAPES.includes(`${m}x${n}x${k}`)))) {
     rows.push(runShape(o.op, o.torch, shape));
     emit(false);
   }

@@ -5,8 +5,9 @@ Run on the GPU host in the same session as the TS bench:
 
 Per shape (M, N, K) and world size W it times, with CUDA events, the median of >= 20 samples after
 warm-up, on random bf16 data, the way bench/tp.ts times its own variants (time_variants): each
-sample a back-to-back loop of ~1 ms behind one untimed call, the variants of a shape alternating
-sample by sample, the slower rank counting. (--cold: one call per sample from an idle GPU, each
+sample a back-to-back loop of ~1 ms behind one untimed call, after 2 ms of idle GPU (--rest-ms: both
+harnesses rest the same, so both run at the same clocks under the power cap), the variants of a
+shape alternating sample by sample, the slower rank counting. (--cold: one call per sample from an idle GPU, each
 variant's samples in a row: the timing before session 11, which put Python's dispatch inside every
 sample and ran a variant at other clocks than tp.ts runs ours.)
   ag_gemm   torch.ops.symm_mem.fused_all_gather_matmul   a [M/W, K] (gathered) x b [K, N/W]
@@ -40,7 +41,7 @@ AR_DECODE = [(16, 8192, 8192), (128, 8192, 8192), (512, 8192, 8192)]
 
 COLD = False
 LOOP_MS = 1.0
-REST_MS = 0.0  # --rest-ms: the GPU idles this long before every sample (bench/tp.ts has the same)
+REST_MS = 2.0  # --rest-ms: the GPU idles this long before every sample (bench/tp.ts has the same)
 
 
 def loop_ms(fn, calls):
@@ -112,7 +113,10 @@ def main():
     p.add_argument("--out", default="torch_tp.json")
     p.add_argument("--iters", type=int, default=25)
     p.add_argument("--cold", action="store_true", help="time each run from an idle GPU")
-    p.add_argument("--rest-ms", type=float, default=0.0, help="idle time before every sample")
+    p.add_argument("--rest-ms", type=float, default=2.0,
+                   help="idle GPU time before every sample (default 2, as bench/tp.ts: equal clocks under the power cap)")
+    p.add_argument("--only", default="ag,rs,ar", help="ops to time: ag, rs, ar")
+    p.add_argument("--shapes", default="", help="only these shapes, MxNxK,... (as bench/tp.ts --shapes)")
     args = p.parse_args()
     global COLD, REST_MS
     COLD = args.cold
@@ -128,6 +132,10 @@ def main():
         pass
     torch.manual_seed(1234 + rank)
     rows = []
+    only = args.only.split(",")
+
+    def picked(shapes):
+        return [s for s in shapes if not args.shapes or "x".join(map(str, s)) in args.shapes.split(",")]
 
     def record(op, shape, variant, ms):
         M, N, K = shape
@@ -150,29 +158,31 @@ def main():
                 print(f"{variant} unavailable: {e}")
             return []
 
-    for shape in SHAPES:
+    for shape in picked(SHAPES):
         M, N, K = shape
-        # AllGather + GEMM (column parallel): out = allgather(a) @ b.
-        a, b = rand(M // world, K), rand(K, N // world)
-        gathered, local = torch.empty(M, K, dtype=torch.bfloat16, device="cuda"), rand(M, K)
-        measure("ag_gemm", shape, [
-            ("torch_symm_mem_fused", lambda: torch.ops.symm_mem.fused_all_gather_matmul(a, [b], gather_dim=0, group_name=name)),
-            ("torch_nccl_then_cublas", lambda: (dist.all_gather_into_tensor(gathered, a), gathered @ b)),
-            ("torch_matmul_only", lambda: local @ b),
-        ])
-        del a, b, gathered, local
-        # GEMM + ReduceScatter (row parallel): out = reduce_scatter(a @ b) over rows.
-        a, b = rand(M, K // world), rand(K // world, N)
-        out = torch.empty(M // world, N, dtype=torch.bfloat16, device="cuda")
-        measure("gemm_rs", shape, [
-            ("torch_symm_mem_fused", lambda: torch.ops.symm_mem.fused_matmul_reduce_scatter(a, b, "sum", scatter_dim=0, group_name=name)),
-            ("torch_cublas_then_nccl", lambda: dist.reduce_scatter_tensor(out, a @ b)),
-            ("torch_matmul_only", lambda: a @ b),
-        ])
-        del a, b, out
+        if "ag" in only:
+            # AllGather + GEMM (column parallel): out = allgather(a) @ b.
+            a, b = rand(M // world, K), rand(K, N // world)
+            gathered, local = torch.empty(M, K, dtype=torch.bfloat16, device="cuda"), rand(M, K)
+            measure("ag_gemm", shape, [
+                ("torch_symm_mem_fused", lambda: torch.ops.symm_mem.fused_all_gather_matmul(a, [b], gather_dim=0, group_name=name)),
+                ("torch_nccl_then_cublas", lambda: (dist.all_gather_into_tensor(gathered, a), gathered @ b)),
+                ("torch_matmul_only", lambda: local @ b),
+            ])
+            del a, b, gathered, local
+        if "rs" in only:
+            # GEMM + ReduceScatter (row parallel): out = reduce_scatter(a @ b) over rows.
+            a, b = rand(M, K // world), rand(K // world, N)
+            out = torch.empty(M // world, N, dtype=torch.bfloat16, device="cuda")
+            measure("gemm_rs", shape, [
+                ("torch_symm_mem_fused", lambda: torch.ops.symm_mem.fused_matmul_reduce_scatter(a, b, "sum", scatter_dim=0, group_name=name)),
+                ("torch_cublas_then_nccl", lambda: dist.reduce_scatter_tensor(out, a @ b)),
+                ("torch_matmul_only", lambda: a @ b),
+            ])
+            del a, b, out
         torch.cuda.empty_cache()
 
-    for shape in SHAPES + AR_DECODE:
+    for shape in picked(SHAPES + AR_DECODE) if "ar" in only else []:
         M, N, K = shape
         a, b = rand(M, K // world), rand(K // world, N)
         buf = symm_mem.empty(M, N, dtype=torch.bfloat16, device="cuda")
@@ -190,7 +200,7 @@ def main():
     if rank == 0:
         with open(args.out, "w") as f:
             json.dump({"torch": torch.__version__, "nccl": ".".join(map(str, torch.cuda.nccl.version())),
-                       "device": torch.cuda.get_device_name(), "cold": COLD, "rows": rows}, f, indent=1)
+                       "device": torch.cuda.get_device_name(), "cold": COLD, "rest_ms": REST_MS, "rows": rows}, f, indent=1)
     dist.barrier()
     dist.destroy_process_group()
 

@@ -42,6 +42,19 @@ inline int32_t a_box_rows(const TileConfig& t, int64_t a_rows) {
   return a_rows > 0 && a_rows < kTileM ? int32_t(a_rows) : kTileM;
 }
 
+// The default tile-order band height, in tile rows (scheduler.cuh). The CTAs running at one time
+// cover a patch of C about `band` tile rows high and ctas / band tile columns wide, and read from HBM
+// the A rows and B columns of that patch, band * kTileM + (ctas / band) * tile_n lines of K. That sum
+// is least at band * kTileM = (ctas / band) * tile_n: band = sqrt(ctas * tile_n / kTileM), here the
+// power of two at or below it (16 for 128 x 256 tiles on 132 SMs; 8 for 128 x 128). Measured against
+// the bands of 4 used before: 0.5-3% faster GEMMs and 2-4% faster fused reduce-scatters at the
+// benchmark shapes (bench/NOTES-tp.md, session 12).
+inline int default_band(int tile_n, int ctas) {
+  int band = 1;
+  while (int64_t(2 * band) * (2 * band) * kTileM <= int64_t(ctas) * tile_n) band *= 2;
+  return band;
+}
+
 // Pipeline depth the kernel uses for this shape (a function of shared memory per stage).
 int pipeline_stages(const TileConfig& t, bool out_f32);
 

@@ -25,7 +25,8 @@ export interface GemmConfig {
   clusterM?: 1 | 2;
   /** 2: pairs of CTAs on neighbouring N tiles share A's tile (tileN 64). */
   clusterN?: 1 | 2;
-  /** Height of the tile-order bands, in cluster tiles (L2 reuse). */
+  /** Height of the tile-order bands, in cluster tiles (L2 reuse). Default: 16 tile rows at 256-wide
+   * tiles, 8 at 128 and 64 (gemm::default_band in cuda/gemm/gemm.h). */
   groupM?: number;
   /** Upper bound on the persistent grid (default: one CTA per SM). */
   maxCtas?: number;

@@ -52,7 +52,9 @@ export interface TpConfig {
   /** Columns per CTA tile: 128 or 256 (all-reduce also 64; with mover "exchange", 256 only when the
    * tiles fit one wave of the GPU's SMs). */
   tileN?: 64 | 128 | 256;
-  /** Tile-order band height in tile rows; must divide a chunk's (all-gather) or a shard's tile rows. */
+  /** Tile-order band height in tile rows; must divide a shard's tile rows (M / W / 128). Default: the
+   * largest power of two up to the GEMM engine's band (16 at 256-wide tiles; all-reduce: 4) that
+   * divides them. */
   groupM?: number;
 }
 

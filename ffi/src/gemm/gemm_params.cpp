@@ -2,6 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "device_guard.hpp"
@@ -109,11 +110,10 @@ Choice choose(const WeftGemmParams& p, const Validated& v) {
                "tile_n %d with cluster_m %d, cluster_n %d is not built; supported: tile_n 256 or 128 with "
                "cluster_m 1 or 2 (cluster_n 1), tile_n 64 with cluster_n 1 or 2 (cluster_m 1)",
                c.tile.tile_n, c.tile.cluster_m, c.tile.cluster_n);
-  // Bands of 4 tile rows (512 rows of C at 128 x 256). One run measured them 4-15% faster than 8;
-  // the next did not reproduce it (power-capped clock drift is larger): bench/NOTES-gemm.md, v3.
-  c.group_m = p.group_m ? p.group_m : 4;
   c.stages = gemm::pipeline_stages(c.tile, v.out_f32);
   c.ctas = p.max_ctas ? (p.max_ctas < sms ? p.max_ctas : sms) : sms;
+  // group_m counts cluster tiles: a cluster of two along M makes each band twice as high.
+  c.group_m = p.group_m ? p.group_m : std::max(1, gemm::default_band(c.tile.tile_n, c.ctas) / c.tile.cluster_m);
   WEFT_REQUIRE(c.ctas >= c.tile.cluster_m * c.tile.cluster_n, "max_ctas (%d) is smaller than one cluster (%d CTAs)",
                p.max_ctas, c.tile.cluster_m * c.tile.cluster_n);
   return c;

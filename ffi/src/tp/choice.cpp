@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <numeric>
 
 #include "comm/tuning.hpp"
 #include "fused/fused.h"
@@ -54,16 +55,11 @@ struct Machine {
   double ce_gemm_factor = 1.03;
   // Where "auto" takes the copy-engine mover: at least this many rows per rank (reduce-scatter:
   // faster than the CTA mover at all five M >= 4096 shapes, 1.06-1.30x of our GEMM against
-  // 1.12-1.36x, NOTES-tp run 8). All-reduce also needs its traffic (the CTA mover's bytes over
-  // NVLink) to be at least this share of the GEMM: with chunk counts published with the next tile's
-  // math (version 3.2) it measured 1.08-1.28x against the CTA mover's 1.15-1.36x where that holds,
-  // and 1.09x against 1.00x at (8192, 8192, 28672), where the traffic is 14% of a long GEMM that
-  // either mover hides (NOTES-tp runs 13, 14). It used to need its partials to land within the
-  // peer phase too: at (4096, 14336, 4096), where they do not, it measured 1.80x against 1.54x
-  // with 4 MiB chunks, but that was the host enqueueing the copies; with 16 MiB chunks it is
-  // 1.26x against 1.42x (NOTES-tp 5.13, run 31).
+  // 1.12-1.36x, NOTES-tp run 8; all-reduce: at all six, 1.03-1.33x against 1.11-1.47x, session 12
+  // call 5). All-reduce used to need its traffic to be at least a quarter of the GEMM, for
+  // (8192, 8192, 28672), where the CTA mover measured 1.00x against 1.09x in runs 13-14; with
+  // both harnesses at equal rest (full clocks) the copy engines win there too, 1.033x against 1.112x.
   int64_t ce_min_shard_rows = 2048;
-  double ce_all_reduce_min_traffic = 0.25;
 };
 
 const Machine kMachine{};
@@ -97,13 +93,15 @@ int64_t divisor_for(int64_t n, int64_t want) {
   return 1;
 }
 
-int band_for(int64_t rows, int requested) {
+// Tile-order band height for a walk in whole bands over `rows` tile rows: the requested one (which
+// must divide rows), else the largest power of two at or below `most` that divides rows.
+int band_for(int64_t rows, int requested, int most) {
   if (requested > 0) {
-    WEFT_REQUIRE(rows % requested == 0, "group_m (%d) must divide the tile rows of one %s (%lld)", requested,
-                 "chunk or shard", static_cast<long long>(rows));
+    WEFT_REQUIRE(rows % requested == 0, "group_m (%d) must divide the tile rows of one shard (%lld)", requested,
+                 static_cast<long long>(rows));
     return requested;
   }
-  for (int g : {4, 2, 1})
+  for (int g = most; g > 1; g /= 2)
     if (rows % g == 0) return g;
   return 1;
 }
@@ -223,15 +221,18 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       c.mover = params.mover == WEFT_TP_MOVER_CTAS || (params.mover == WEFT_TP_MOVER_AUTO && params.comm_ctas > 0)
                     ? WEFT_TP_MOVER_CTAS
                     : WEFT_TP_MOVER_COPY_ENGINE;
-      const int64_t shard_tiles = p.m_shard / gemm::kTileM;
-      const int64_t chunk_tiles = divisor_for(shard_tiles, std::min<int64_t>(shard_tiles, 8));
-      c.chunk_rows = int(chunk_tiles * gemm::kTileM);
-      c.group_m = band_for(chunk_tiles, params.group_m);
-      const double shard_bytes = double(p.m_shard) * p.k * 2;
-      const double out_bytes = double(W - 1) * shard_bytes;
       c.tile_n = params.tile_n ? params.tile_n : gemm_tile(p.m, p.n, sms, false);
       WEFT_REQUIRE(fused::all_gather_gemm_supported(c.tile_n), "tile_n %d is not built for all-gather + GEMM (128, 256)",
                    c.tile_n);
+      // Chunks of at least one band (a band never straddles a chunk), else at least 8 per shard.
+      // At M = 8192 that is 2 chunks of 16 tile rows per shard: the peer's arrive long before this
+      // rank's own shard is computed (0.17 against 0.35 ms), so coarser arrival costs nothing there.
+      const int64_t shard_tiles = p.m_shard / gemm::kTileM;
+      c.group_m = band_for(shard_tiles, params.group_m, gemm::default_band(c.tile_n, sms));
+      const int64_t chunk_tiles = std::lcm<int64_t>(divisor_for(shard_tiles, std::min<int64_t>(shard_tiles, 8)), c.group_m);
+      c.chunk_rows = int(chunk_tiles * gemm::kTileM);
+      const double shard_bytes = double(p.m_shard) * p.k * 2;
+      const double out_bytes = double(W - 1) * shard_bytes;
       double mover_gbs = std::min(kMachine.nvlink_gbs, kMachine.copy_engine_gbs * std::max(W - 1, 1));
       if (c.mover == WEFT_TP_MOVER_CTAS) {
         // Enough CTAs to land the peers' rows while this rank's own rows are computed.
@@ -253,7 +254,10 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
                    "tile_n %d is not built for this op (reduce-scatter: 128, 256; all-reduce: 64, 128, 256)", c.tile_n);
       const bool rows = p.m % (int64_t(gemm::kTileM) * W) == 0;
       c.shard_tiles = rows ? int(p.m_shard / gemm::kTileM) : 0;
-      c.group_m = rows ? band_for(c.shard_tiles, params.group_m) : 1;
+      // The engine's band (16 at 256-wide tiles) for the reduce-scatter: 1.3-2.9% faster than bands
+      // of 4 at M >= 4096. Not for the all-reduce, whose final rows go out band by band after the
+      // math: there bands of 16 were 2.4-5.7% slower than 4 (NOTES-tp, session 12, call 4).
+      c.group_m = rows ? band_for(c.shard_tiles, params.group_m, all_reduce ? 4 : gemm::default_band(c.tile_n, sms)) : 1;
       c.gemm_ctas = int(std::min<int64_t>(tiles_m * ceil_div(p.n, c.tile_n), sms));
       c.lag = scatter_lag(c.gemm_ctas, W);
       const double gemm = gemm_us(p.m, p.n, p.k, c.tile_n, c.gemm_ctas);
@@ -297,9 +301,7 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
         const double tail = all_reduce ? transfer_us(slab_bytes * slab, kMachine.copy_engine_gbs) : 0;
         ce_us = gemm * kMachine.ce_gemm_factor + ce_late_us + tail + kMachine.all_gather_sync_us;
       }
-      const bool ce_measured =
-          p.m_shard >= kMachine.ce_min_shard_rows &&
-          (!all_reduce || transfer_us(sent, kMachine.nvlink_gbs) >= kMachine.ce_all_reduce_min_traffic * gemm);
+      const bool ce_measured = p.m_shard >= kMachine.ce_min_shard_rows;
       c.mover = params.mover == WEFT_TP_MOVER_COPY_ENGINE ? WEFT_TP_MOVER_COPY_ENGINE
                 : params.mover == WEFT_TP_MOVER_CTAS || !ce_ok || !ce_measured ? WEFT_TP_MOVER_CTAS
                                                                               : WEFT_TP_MOVER_COPY_ENGINE;
