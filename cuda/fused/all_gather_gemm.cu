@@ -29,44 +29,59 @@ namespace weft::fused {
 namespace {
 
 // Tile order: this rank's tile rows, then the peers' tile rows chunk by chunk (chunk c of every peer
-// before chunk c + 1), each in grouped bands that never straddle a chunk.
+// before chunk c + 1), each in grouped bands that never straddle a chunk. With a tail split
+// (AgState::tail), the units from tail.first_unit on (the last, partial wave: part of the last
+// chunk) come split along K instead, after each CTA's whole tiles (gemm/tail_split.cuh).
 template <class Cfg>
 class AgScheduler {
  public:
+  // Everything but the position lives in the kernel's parameter space (s): the producer has 40
+  // registers, and a scheduler that kept its own copies of these made the kernels spill.
   __device__ AgScheduler(const gemm::Problem& p, const AgState& s, uint32_t)
-      : tiles_n_((p.n + Cfg::kTileN - 1) / Cfg::kTileN),
-        shard_tiles_(s.m_shard / Cfg::kTileM),
-        chunk_tiles_(s.chunk_rows / Cfg::kTileM),
-        group_(s.group_m),
-        rank_(s.rank),
-        world_(s.world),
-        unit_(static_cast<int32_t>(blockIdx.x) - s.comm_ctas),
-        stride_(static_cast<int32_t>(gridDim.x) - s.comm_ctas) {
-    units_ = world_ * shard_tiles_ * tiles_n_;
-  }
+      : s_(s), tiles_n_((p.n + Cfg::kTileN - 1) / Cfg::kTileN), unit_(static_cast<int32_t>(blockIdx.x) - s.comm_ctas) {}
 
   __device__ bool next(gemm::TileCoord& t) {
-    if (unit_ >= units_) return false;
-    const gemm::BandTile b = gemm::whole_band_tile(unit_, group_, tiles_n_);
-    int32_t v = b.row;  // tile row in this order
-    int32_t tile_m;
-    if (v < shard_tiles_) {
-      tile_m = rank_ * shard_tiles_ + v;
-    } else {
-      v -= shard_tiles_;
-      const int32_t per_chunk = chunk_tiles_ * (world_ - 1);
-      const int32_t chunk = v / per_chunk;
-      const int32_t rest = v - chunk * per_chunk;
-      const int32_t src = (rank_ + 1 + rest / chunk_tiles_) % world_;
-      tile_m = src * shard_tiles_ + chunk * chunk_tiles_ + rest % chunk_tiles_;
+    const int32_t ctas = static_cast<int32_t>(gridDim.x) - s_.comm_ctas;
+    // The split was planned for this many GEMM CTAs; anything else runs unsplit.
+    const bool split = s_.tail.tiles > 0 && s_.tail.ctas == ctas;
+    const int32_t whole = split ? s_.tail.first_unit : s_.world * (s_.m_shard / Cfg::kTileM) * tiles_n_;
+    if (unit_ < whole) {
+      set_unit(t, unit_);
+      unit_ += ctas;
+      return true;
     }
-    gemm::set_whole_k_tile<Cfg>(t, tile_m, b.col);
-    unit_ += stride_;
+    // Tail units, piece-major (gemm/tail_split.cuh): this CTA's are whole + cta, + ctas, ...
+    if (!split || unit_ - whole >= s_.tail.tiles * s_.tail.pieces) return false;
+    const gemm::TailPiece piece = gemm::tail_piece(s_.tail, unit_ - whole);
+    set_unit(t, whole + piece.tile);
+    t.k_begin = piece.k_begin;
+    t.k_blocks = piece.k_blocks;
+    t.piece = unit_ - whole;
+    unit_ += ctas;
     return true;
   }
 
  private:
-  int32_t tiles_n_, shard_tiles_, chunk_tiles_, group_, rank_, world_, unit_, stride_, units_;
+  __device__ void set_unit(gemm::TileCoord& t, int32_t unit) const {
+    const int32_t shard_tiles = s_.m_shard / Cfg::kTileM, chunk_tiles = s_.chunk_rows / Cfg::kTileM;
+    const gemm::BandTile b = gemm::whole_band_tile(unit, s_.group_m, tiles_n_);
+    int32_t v = b.row;  // tile row in this order
+    int32_t tile_m;
+    if (v < shard_tiles) {
+      tile_m = s_.rank * shard_tiles + v;
+    } else {
+      v -= shard_tiles;
+      const int32_t per_chunk = chunk_tiles * (s_.world - 1);
+      const int32_t chunk = v / per_chunk;
+      const int32_t rest = v - chunk * per_chunk;
+      const int32_t src = (s_.rank + 1 + rest / chunk_tiles) % s_.world;
+      tile_m = src * shard_tiles + chunk * chunk_tiles + rest % chunk_tiles;
+    }
+    gemm::set_whole_k_tile<Cfg>(t, tile_m, b.col);
+  }
+
+  const AgState& s_;
+  int32_t tiles_n_, unit_;
 };
 
 struct AgHooks : gemm::DefaultHooks {
@@ -78,6 +93,9 @@ struct AgHooks : gemm::DefaultHooks {
   };
   template <class Cfg>
   using Scheduler = AgScheduler<Cfg>;
+  static constexpr bool kTailSplit = true;
+  static __device__ __forceinline__ const gemm::TailSplit& tail_split(const State& s) { return s.tail; }
+  static __device__ __forceinline__ uint64_t tail_epoch(const State& s) { return s.epoch; }
 
   static __device__ void on_kernel_start(const State& s) {
     if (blockIdx.x == 0 && s.entered) sys::signal_store(s.entered, s.epoch);

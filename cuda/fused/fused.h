@@ -48,6 +48,8 @@ struct AgState {
   // Copy-engine mover: this rank's entered word (local), = epoch once its kernel of the launch is past
   // grid::wait_previous; the side streams start on it. nullptr with the CTA mover.
   uint64_t* entered;
+  // The last wave's tiles split along K over the GEMM CTAs (gemm/tail_split.cuh); tiles = 0: none.
+  gemm::TailSplit tail;
 };
 
 struct AgLaunch {

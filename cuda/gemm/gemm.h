@@ -55,6 +55,47 @@ inline int default_band(int tile_n, int ctas) {
   return band;
 }
 
+// A split tail (cuda/gemm/tail_split.cuh): the tiles of the last, partial wave split along K into
+// `pieces` equal parts that run side by side, so that the kernel ends a fraction of a tile after
+// the full waves, not a whole tile. Plain data; a scheduler that supports it reads it from its hooks' state.
+struct TailSplit {
+  float* partials;     // [pieces * tiles slots][2 consumers][tile_n / 8][128 threads] float4: fp32 partials
+  uint64_t* counts;    // [tiles][2 consumers]: launch epoch << 16 | pieces of the tile stored so far
+  int32_t first_unit;  // units [first_unit, first_unit + tiles) of the scheduler's order are split
+  int32_t tiles;       // 0: nothing is split
+  int32_t pieces;      // per tile, each a k_blocks / pieces share of K
+  int32_t k_blocks;    // k-blocks of a whole tile
+  int32_t ctas;        // GEMM CTAs the split was planned for
+};
+
+// The split worth making for `tiles` tiles of `k_blocks` k-blocks on `ctas` CTAs (tiles = 0: none):
+// the last wave's rem tiles in as many pieces as fit one round (rem x pieces <= ctas, at most 16,
+// each at least 4 k-blocks), when that saves at least 16 k-blocks (~8 us at 128 x 256). Measured
+// (NOTES-tp, session 12): one round, AG (8192, 28672, 8192) with 20 tiles in 6 pieces, 2.3% faster,
+// a 272-tile test shape with 8 in 14 pieces 7% faster; several rounds lost (AG (8192, 8192, 8192),
+// 100 tiles in 5 pieces over 4 rounds: 3.6% slower; (16384, 8192, 8192) and (8192, 8192, 28672):
+// level), so none is planned.
+inline TailSplit plan_tail_split(int64_t tiles, int64_t k_blocks, int ctas) {
+  TailSplit t{};
+  const int64_t rem = ctas > 0 ? tiles % ctas : 0;
+  if (ctas <= 0 || tiles < ctas || rem == 0) return t;
+  int64_t pieces = ctas / rem;
+  if (pieces > 16) pieces = 16;
+  while (pieces > 1 && k_blocks / pieces < 4) --pieces;
+  if (pieces < 2 || k_blocks - (k_blocks + pieces - 1) / pieces < 16) return t;
+  t.first_unit = int32_t(tiles - rem);
+  t.tiles = int32_t(rem);
+  t.pieces = int32_t(pieces);
+  t.k_blocks = int32_t(k_blocks);
+  t.ctas = ctas;
+  return t;
+}
+// Workspace of a tail split for tiles tile_n wide: the partial slots and the counts, in bytes.
+inline uint64_t tail_partials_bytes(const TailSplit& t, int tile_n) {
+  return uint64_t(t.tiles) * t.pieces * kTileM * tile_n * 4;
+}
+inline uint64_t tail_counts_bytes(const TailSplit& t) { return uint64_t(t.tiles) * 2 * 8; }
+
 // Pipeline depth the kernel uses for this shape (a function of shared memory per stage).
 int pipeline_stages(const TileConfig& t, bool out_f32);
 

@@ -20,6 +20,7 @@
 #include "mainloop.cuh"
 #include "params.cuh"
 #include "scheduler.cuh"
+#include "tail_split.cuh"
 
 namespace weft::gemm {
 
@@ -132,6 +133,14 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
       const bool rows_past_m = t.m0 + consumer * Cfg::kConsumerRows >= p.problem.m;
       accumulate_tile<Cfg>(acc, s, ring, k_blocks, consumer, ok, on_block, rows_past_m);
       if (k_blocks == 0) on_block(0);  // no k-block to overlap (k >= 1 everywhere today)
+      if constexpr (Hooks::kTailSplit) {
+        // A stream-K piece: only the warpgroup that completes the tile stores it.
+        if (t.piece >= 0 && !tail_reduce<Cfg>(acc, Hooks::tail_split(p.hooks), Hooks::tail_epoch(p.hooks), t, consumer, 1 + consumer)) {
+          last = t;
+          any_tile = true;
+          return;
+        }
+      }
       if constexpr (Hooks::kExchanges) {
         constexpr bool at_once = Hooks::template kAtOnce<Cfg>;
         const bool defer = !at_once && Hooks::defers(p.hooks) && !is_last_tile(scheduler);

@@ -39,6 +39,7 @@ __device__ inline void set_whole_k_tile(TileCoord& t, int32_t tile_m, int32_t ti
   t.n0 = tile_n * Cfg::kTileN;
   t.k_begin = 0;
   t.k_blocks = -1;
+  t.piece = -1;
 }
 
 template <class Cfg>

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 
 #include "comm/tuning.hpp"
@@ -243,6 +244,10 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
         mover_gbs = std::min(kMachine.nvlink_gbs, c.comm_ctas * kMachine.cta_push_gbs);
       }
       c.gemm_ctas = int(std::min<int64_t>(tiles_m * ceil_div(p.n, c.tile_n), sms - c.comm_ctas));
+      // WEFT_TP_TAIL_SPLIT=0: no stream-K tail (A/B in the benchmarks only).
+      const char* tail_env = std::getenv("WEFT_TP_TAIL_SPLIT");
+      if (!(tail_env && std::strcmp(tail_env, "0") == 0))
+        c.tail = gemm::plan_tail_split(tiles_m * ceil_div(p.n, c.tile_n), ceil_div(p.k, gemm::kTileK), c.gemm_ctas);
       const double gemm = gemm_us(p.m, p.n, p.k, c.tile_n, c.gemm_ctas);
       const double arrive = W > 1 ? transfer_us(out_bytes, mover_gbs) : 0;
       const double last_chunk = gemm * double(c.chunk_rows) / double(p.m);
@@ -368,6 +373,8 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       add(l, l.flags, uint64_t(W) * chunks * 8);
       add(l, l.landing, 2ull * W * p.m_shard * p.k * 2);
       add(l, l.entered, uint64_t(W) * 8);  // entered[rank]: this rank's kernel has started launch (value)
+      add(l, l.tail_counts, gemm::tail_counts_bytes(c.tail));
+      add(l, l.tail_partials, gemm::tail_partials_bytes(c.tail, c.tile_n));
     } else if (c.mover == WEFT_TP_MOVER_EXCHANGE) {
       const int64_t tiles_m = ceil_div(p.m, gemm::kTileM);
       add(l, l.stored, uint64_t(W) * tiles_m * 2 * ceil_div(p.n, c.tile_n) * 8);  // exchanged[W][half-tiles]

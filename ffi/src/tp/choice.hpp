@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "gemm/gemm.h"
+
 #include "comm/comm.hpp"
 #include "weft.h"
 
@@ -30,6 +32,8 @@ struct Layout {
   // of [W][m_shard, n]: the peers' partials of this rank's rows).
   Region counts, ready, progress, staging_ce, recv;
   Region staging, a_pad, b_pad, out_pad;
+  // All-gather with a stream-K tail: the pieces' fp32 partials and the tiles' counts.
+  Region tail_partials, tail_counts;
   uint64_t total = 0;
 };
 
@@ -54,6 +58,7 @@ struct Choice {
   int slab_tiles;   // scatter ops, copy-engine mover: tile columns per chunk
   int slabs;        // column slabs per band
   int chunks;       // chunks per owner's shard (bands x slabs)
+  gemm::TailSplit tail;  // all-gather: the last wave's tiles split along K (pointers unset here)
   bool fused_available;
   std::string reason;
   double fused_us;

@@ -164,6 +164,11 @@ void build_all_gather(WeftTpPlan& plan) {
     s.row_bytes = int32_t(p.k * 2);
     s.wait_outgoing = ch.mover == WEFT_TP_MOVER_COPY_ENGINE && p.world > 1 ? 1 : 0;
     s.entered = s.wait_outgoing ? reinterpret_cast<uint64_t*>(plan.workspace + ch.layout.entered.offset) + p.rank : nullptr;
+    s.tail = ch.tail;
+    if (s.tail.tiles) {
+      s.tail.partials = reinterpret_cast<float*>(plan.workspace + ch.layout.tail_partials.offset);
+      s.tail.counts = reinterpret_cast<uint64_t*>(plan.workspace + ch.layout.tail_counts.offset);
+    }
     l.m = int32_t(p.m);
     l.n = int32_t(p.n);
     l.k = int32_t(p.k);

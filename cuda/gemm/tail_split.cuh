@@ -1,0 +1,93 @@
+// tail_split.cuh — a split tail for a persistent scheduler: the tiles of the last, partial wave
+// split along K into TailSplit::pieces equal parts (TailSplit in gemm.h says which and how many).
+//
+// Why: with T tiles on C CTAs the kernel takes ceil(T / C) tile times; at AG (8192, 28672, 8192)
+// that is 28 for 27.15 of work (3584 tiles on 132 CTAs: the last wave is 20 tiles). The last wave's
+// rem tiles become rem x pieces units, piece-major (unit v: tile v % rem, piece v / rem), and CTA c
+// takes units c, c + C, ...: with plan_tail_split's one round, every piece at once, the pieces of
+// one K range side by side, sharing A rows and B columns in L2 as a normal wave does. (Contiguous
+// stream-K ranges, one per CTA, staggered every CTA's K offset: 7% slower at AG (8192, 8192, 28672),
+// where nothing a CTA read was in L2 for the next; NOTES-tp, session 12.)
+//
+// Fixup, with no wait: every piece writes its fp32 partial into its own slot (the unit's index),
+// then counts itself in the tile's count; the piece that brings the count to `pieces` adds the other
+// slots to its accumulators and stores the tile through the normal epilogue. The others store
+// nothing. Counts carry the launch's epoch in their high bits, so they never need resetting (and a
+// launch cut short by a timeout cannot leave one that a later launch would misread).
+//
+// Slot layout: [slot][consumer][TileN / 8][128 threads] float4, each thread's accumulators in order:
+// every piece of a tile has the same fragment layout, so a thread reads back exactly its own elements
+// and a warp's loads and stores are 512 contiguous bytes.
+#pragma once
+
+#include <cstdint>
+
+#include "../primitives/warpgroup.cuh"
+#include "gemm.h"
+#include "hooks.cuh"
+
+namespace weft::gemm {
+
+// Tail unit v (v < tiles x pieces): tail tile v % tiles, its piece v / tiles, whose k-blocks are
+// [k_begin, k_begin + k_blocks).
+struct TailPiece {
+  int32_t tile, k_begin, k_blocks;
+};
+__device__ __forceinline__ TailPiece tail_piece(const TailSplit& s, int32_t v) {
+  const int32_t piece = v / s.tiles;
+  const int32_t begin = piece * s.k_blocks / s.pieces;
+  return {v - piece * s.tiles, begin, (piece + 1) * s.k_blocks / s.pieces - begin};
+}
+
+// Called by the whole consumer warpgroup after the piece's math. Writes this piece's partial and
+// counts it; true when this warpgroup completes the tile: the other pieces' partials are then added
+// into acc and the caller stores it. `barrier_id` is the warpgroup's named barrier.
+// TileCoord::piece of tail unit v is v itself (its slot); its tile is v % tiles.
+template <class Cfg>
+__device__ __forceinline__ bool tail_reduce(float (&acc)[Cfg::kTileN / 2], const TailSplit& s, uint64_t epoch,
+                                            const TileCoord& t, int consumer, uint32_t barrier_id) {
+  constexpr int kVectors = Cfg::kTileN / 8;  // float4 per thread
+  constexpr int32_t kSlotVectors = Cfg::kConsumers * kVectors * wg::kThreads;
+  // This thread's first float4 in slot 0; slot `sl` is kSlotVectors further per slot.
+  float4* const base = reinterpret_cast<float4*>(s.partials) + (consumer * kVectors * wg::kThreads + wg::thread());
+  {
+    float4* mine = base + t.piece * kSlotVectors;
+#pragma unroll
+    for (int i = 0; i < kVectors; ++i)
+      __stcg(mine + i * wg::kThreads, make_float4(acc[4 * i], acc[4 * i + 1], acc[4 * i + 2], acc[4 * i + 3]));
+  }
+  // Each thread's partial is ordered (gpu scope) before the barrier, and through it before the count.
+  __threadfence();
+  const int32_t tile = t.piece % s.tiles;
+  bool completes = true;
+  wg::sync(barrier_id);
+  if (wg::thread() == 0) {
+    const unsigned long long tag = epoch & 0xffffffffffffull;
+    unsigned long long* count = reinterpret_cast<unsigned long long*>(s.counts) + tile * Cfg::kConsumers + consumer;
+    unsigned long long seen = *reinterpret_cast<volatile unsigned long long*>(count), prior;
+    do {  // tag << 16 | pieces counted in this launch
+      prior = seen;
+      const unsigned long long next = (prior >> 16) == tag ? prior + 1 : (tag << 16) | 1u;
+      seen = atomicCAS(count, prior, next);
+    } while (seen != prior);
+    completes = ((prior >> 16) == tag ? int32_t(prior & 0xffff) + 1 : 1) == s.pieces;
+    __threadfence();  // acquire: the other pieces' partials, counted before ours
+  }
+  if (!wg::all(completes, barrier_id)) return false;
+  __threadfence();
+  for (int32_t other = tile; other < s.tiles * s.pieces; other += s.tiles) {
+    if (other == t.piece) continue;
+    const float4* theirs = base + other * kSlotVectors;
+#pragma unroll
+    for (int i = 0; i < kVectors; ++i) {
+      const float4 v = __ldcg(theirs + i * wg::kThreads);
+      acc[4 * i] += v.x;
+      acc[4 * i + 1] += v.y;
+      acc[4 * i + 2] += v.z;
+      acc[4 * i + 3] += v.w;
+    }
+  }
+  return true;
+}
+
+}  // namespace weft::gemm
