@@ -50,14 +50,16 @@ class AgScheduler {
       unit_ += ctas;
       return true;
     }
-    // Tail units, piece-major (gemm/tail_split.cuh): this CTA's are whole + cta, + ctas, ...
-    if (!split || unit_ - whole >= s_.tail.tiles * s_.tail.pieces) return false;
-    const gemm::TailPiece piece = gemm::tail_piece(s_.tail, unit_ - whole);
+    if (!split) return false;
+    // Tail units (gemm/tail_split.cuh); this CTA's first is v = cta.
+    const int32_t v = unit_ - whole, cta = static_cast<int32_t>(blockIdx.x) - s_.comm_ctas;
+    gemm::TailPiece piece;
+    if (!gemm::tail_unit(s_.tail, cta, v, piece)) return false;
     set_unit(t, whole + piece.tile);
     t.k_begin = piece.k_begin;
     t.k_blocks = piece.k_blocks;
-    t.piece = unit_ - whole;
-    unit_ += ctas;
+    t.piece = piece.slot;
+    unit_ += gemm::tail_step(s_.tail);
     return true;
   }
 

@@ -63,26 +63,50 @@ struct TailSplit {
   uint64_t* counts;    // [tiles][2 consumers]: launch epoch << 16 | pieces of the tile stored so far
   int32_t first_unit;  // units [first_unit, first_unit + tiles) of the scheduler's order are split
   int32_t tiles;       // 0: nothing is split
-  int32_t pieces;      // per tile, each a k_blocks / pieces share of K
+  int32_t pieces;      // per tile, each a k_blocks / pieces share of K (but see head_k_blocks)
   int32_t k_blocks;    // k-blocks of a whole tile
+  // > 0: two pieces per tile, not equal: k-blocks [0, head_k_blocks) on CTA `tile` (which would
+  // have run the whole tile), the rest on the CTAs the last wave leaves idle, each of those taking
+  // the rests of tiles (c - tiles), + (ctas - tiles), ... For a last wave more than half full.
+  int32_t head_k_blocks;
   int32_t ctas;        // GEMM CTAs the split was planned for
 };
 
-// The split worth making for `tiles` tiles of `k_blocks` k-blocks on `ctas` CTAs (tiles = 0: none):
-// the last wave's rem tiles in as many pieces as fit one round (rem x pieces <= ctas, at most 16,
-// each at least 4 k-blocks), when that saves at least 16 k-blocks (~8 us at 128 x 256). Measured
-// (NOTES-tp, session 12): one round, AG (8192, 28672, 8192) with 20 tiles in 6 pieces, 2.3% faster,
-// a 272-tile test shape with 8 in 14 pieces 7% faster; several rounds lost (AG (8192, 8192, 8192),
-// 100 tiles in 5 pieces over 4 rounds: 3.6% slower; (16384, 8192, 8192) and (8192, 8192, 28672):
-// level), so none is planned.
+// The split worth making for `tiles` tiles of `k_blocks` k-blocks on `ctas` CTAs (tiles = 0: none).
+// Costs in k-blocks (0.52 us each at 128 x 256): the last wave's rem tiles whole cost k_blocks plus
+// an epilogue (~3); a piece costs its k-blocks plus ~8 (its partial's write, fence and count, the
+// restart of the pipeline, the reducing piece's reads): that figure fits the measured gains and
+// losses below (NOTES-tp, session 12). A split is made when it saves at least 20.
+//   - equal pieces, one round (rem x pieces <= ctas, at most 16, each >= 4 k-blocks): AG (8192,
+//     28672, 8192), 20 tiles in 6 pieces, 2.3% faster; a 272-tile test shape, 8 in 16 pieces, 6%.
+//   - a last wave more than half full: a head and a rest per tile, each idle CTA taking `per` rests:
+//     AG (8192, 8192, 28672) 1.5% and (16384, 8192, 8192) 0.9% faster; not AG (8192, 8192, 8192),
+//     where it lost 1% (saving 16 by this count), nor a 1024-row shape with rests of 16 k-blocks,
+//     four to a CTA (27% slower: saving 6).
+//   Equal pieces over several rounds lost too (AG (8192, 8192, 8192), 100 tiles in 5 pieces over
+//   4 rounds: 3.6% slower): none is planned.
 inline TailSplit plan_tail_split(int64_t tiles, int64_t k_blocks, int ctas) {
+  constexpr int64_t kEpilogue = 3, kPiece = 8, kMinPiece = 4, kMinSaving = 20;
   TailSplit t{};
   const int64_t rem = ctas > 0 ? tiles % ctas : 0;
   if (ctas <= 0 || tiles < ctas || rem == 0) return t;
-  int64_t pieces = ctas / rem;
-  if (pieces > 16) pieces = 16;
-  while (pieces > 1 && k_blocks / pieces < 4) --pieces;
-  if (pieces < 2 || k_blocks - (k_blocks + pieces - 1) / pieces < 16) return t;
+  const int64_t whole = k_blocks + kEpilogue;
+  int64_t pieces = ctas / rem < 16 ? ctas / rem : 16;
+  while (pieces > 1 && k_blocks / pieces < kMinPiece) --pieces;
+  if (pieces >= 2) {
+    if (whole - ((k_blocks + pieces - 1) / pieces + kPiece) < kMinSaving) return t;
+  } else {
+    const int64_t per = (rem + (ctas - rem) - 1) / (ctas - rem);
+    int64_t best = whole, best_rest = 0;
+    for (int64_t rest = kMinPiece; rest <= k_blocks / 2; ++rest) {
+      const int64_t head = k_blocks - rest + kPiece, rests = per * (rest + kPiece);
+      const int64_t span = head > rests ? head : rests;
+      if (span < best) best = span, best_rest = rest;
+    }
+    if (whole - best < kMinSaving) return t;
+    t.head_k_blocks = int32_t(k_blocks - best_rest);
+    pieces = 2;
+  }
   t.first_unit = int32_t(tiles - rem);
   t.tiles = int32_t(rem);
   t.pieces = int32_t(pieces);

@@ -28,21 +28,36 @@
 
 namespace weft::gemm {
 
-// Tail unit v (v < tiles x pieces): tail tile v % tiles, its piece v / tiles, whose k-blocks are
-// [k_begin, k_begin + k_blocks).
+// CTA cta's tail unit v (its first is v = cta, the next v + tail_step): tail tile `tile`, k-blocks
+// [k_begin, k_begin + k_blocks), partial slot `slot` (pieces of tile j have slots j, j + tiles, ...).
+// false: the CTA has no such unit.
+//   equal pieces: unit v is piece v / tiles of tile v % tiles (piece-major);
+//   head and rest (head_k_blocks > 0): CTA c < tiles runs the head of tile c; CTA c >= tiles the
+//   rests of tiles v - tiles for v = c, c + (ctas - tiles), ...
 struct TailPiece {
-  int32_t tile, k_begin, k_blocks;
+  int32_t tile, k_begin, k_blocks, slot;
 };
-__device__ __forceinline__ TailPiece tail_piece(const TailSplit& s, int32_t v) {
-  const int32_t piece = v / s.tiles;
-  const int32_t begin = piece * s.k_blocks / s.pieces;
-  return {v - piece * s.tiles, begin, (piece + 1) * s.k_blocks / s.pieces - begin};
+__device__ __forceinline__ int32_t tail_step(const TailSplit& s) {
+  return s.head_k_blocks > 0 ? s.ctas - s.tiles : s.ctas;
+}
+__device__ __forceinline__ bool tail_unit(const TailSplit& s, int32_t cta, int32_t v, TailPiece& piece) {
+  if (s.head_k_blocks > 0) {
+    if (cta < s.tiles) {
+      piece = {cta, 0, s.head_k_blocks, cta};
+      return v == cta;
+    }
+    const int32_t tile = v - s.tiles;
+    piece = {tile, s.head_k_blocks, s.k_blocks - s.head_k_blocks, s.tiles + tile};
+    return tile < s.tiles;
+  }
+  if (v >= s.tiles * s.pieces) return false;
+  const int32_t p = v / s.tiles;
+  const int32_t begin = p * s.k_blocks / s.pieces;
+  piece = {v - p * s.tiles, begin, (p + 1) * s.k_blocks / s.pieces - begin, v};
+  return true;
 }
 
-// Called by the whole consumer warpgroup after the piece's math. Writes this piece's partial and
-// counts it; true when this warpgroup completes the tile: the other pieces' partials are then added
-// into acc and the caller stores it. `barrier_id` is the warpgroup's named barrier.
-// TileCoord::piece of tail unit v is v itself (its slot); its tile is v % tiles.
+// TileCoord::piece is the unit's slot; its tile is slot % tiles.
 template <class Cfg>
 __device__ __forceinline__ bool tail_reduce(float (&acc)[Cfg::kTileN / 2], const TailSplit& s, uint64_t epoch,
                                             const TileCoord& t, int consumer, uint32_t barrier_id) {
