@@ -158,7 +158,7 @@ struct TileCoord {
   int32_t m0, n0;          // first row and column of C
   int32_t k_begin;         // first k-block (64 columns of K each)
   int32_t k_blocks;        // number of k-blocks, -1 = up to the end of K
-  int32_t piece;           // -1: the whole tile; else a stream-K tail piece (tail_split.cuh)
+  int32_t piece;           // -1: the whole tile; else a split-tail piece's slot (tail_split.cuh)
 };
 
 enum class EpilogueOp { kStore, kReduceAdd };
@@ -186,7 +186,7 @@ struct DefaultHooks {
   static constexpr bool kDeviceScopeSignals = false;
   static constexpr bool kExchanges = false;
   static constexpr bool kAddsReceived = false;
-  // Schedulers may hand out stream-K tail pieces (TileCoord::piece >= 0); then
+  // Schedulers may hand out split-tail pieces (TileCoord::piece >= 0); then
   // tail_split(State) / tail_epoch(State) give the split and the launch's epoch (tail_split.cuh).
   static constexpr bool kTailSplit = false;
   static constexpr int kPhases = 1;

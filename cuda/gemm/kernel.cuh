@@ -134,7 +134,7 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
       accumulate_tile<Cfg>(acc, s, ring, k_blocks, consumer, ok, on_block, rows_past_m);
       if (k_blocks == 0) on_block(0);  // no k-block to overlap (k >= 1 everywhere today)
       if constexpr (Hooks::kTailSplit) {
-        // A stream-K piece: only the warpgroup that completes the tile stores it.
+        // A split-tail piece: only the warpgroup that completes the tile stores it.
         if (t.piece >= 0 && !tail_reduce<Cfg>(acc, Hooks::tail_split(p.hooks), Hooks::tail_epoch(p.hooks), t, consumer, 1 + consumer)) {
           last = t;
           any_tile = true;

@@ -1,13 +1,16 @@
 // tail_split.cuh — a split tail for a persistent scheduler: the tiles of the last, partial wave
-// split along K into TailSplit::pieces equal parts (TailSplit in gemm.h says which and how many).
+// split along K (TailSplit in gemm.h says which and how; gemm::plan_tail_split chooses).
 //
 // Why: with T tiles on C CTAs the kernel takes ceil(T / C) tile times; at AG (8192, 28672, 8192)
-// that is 28 for 27.15 of work (3584 tiles on 132 CTAs: the last wave is 20 tiles). The last wave's
-// rem tiles become rem x pieces units, piece-major (unit v: tile v % rem, piece v / rem), and CTA c
-// takes units c, c + C, ...: with plan_tail_split's one round, every piece at once, the pieces of
-// one K range side by side, sharing A rows and B columns in L2 as a normal wave does. (Contiguous
-// stream-K ranges, one per CTA, staggered every CTA's K offset: 7% slower at AG (8192, 8192, 28672),
-// where nothing a CTA read was in L2 for the next; NOTES-tp, session 12.)
+// that is 28 for 27.15 of work (3584 tiles on 132 CTAs: the last wave is 20 tiles). Two shapes:
+//   - equal pieces, when the last wave is at most half full: its rem tiles become rem x pieces
+//     units, piece-major (unit v: tile v % rem, piece v / rem), CTA c taking units c, c + C, ...;
+//     in the one round the planner allows, the pieces of one K range run side by side and share A
+//     rows and B columns in L2 as a normal wave does;
+//   - a head and a rest per tile, when it is more than half full: the tile's own CTA runs the head
+//     (most of K), the CTAs the wave leaves idle run the rests, several each.
+// (Contiguous stream-K ranges, one per CTA, staggered every CTA's K offset: 7% slower at AG (8192,
+// 8192, 28672), where nothing a CTA read was in L2 for the next; NOTES-tp, session 12.)
 //
 // Fixup, with no wait: every piece writes its fp32 partial into its own slot (the unit's index),
 // then counts itself in the tile's count; the piece that brings the count to `pieces` adds the other

@@ -244,7 +244,7 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
         mover_gbs = std::min(kMachine.nvlink_gbs, c.comm_ctas * kMachine.cta_push_gbs);
       }
       c.gemm_ctas = int(std::min<int64_t>(tiles_m * ceil_div(p.n, c.tile_n), sms - c.comm_ctas));
-      // WEFT_TP_TAIL_SPLIT=0: no stream-K tail (A/B in the benchmarks only).
+      // WEFT_TP_TAIL_SPLIT=0: no split tail (A/B in the benchmarks only).
       const char* tail_env = std::getenv("WEFT_TP_TAIL_SPLIT");
       if (!(tail_env && std::strcmp(tail_env, "0") == 0))
         c.tail = gemm::plan_tail_split(tiles_m * ceil_div(p.n, c.tile_n), ceil_div(p.k, gemm::kTileK), c.gemm_ctas);

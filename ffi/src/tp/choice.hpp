@@ -32,7 +32,7 @@ struct Layout {
   // of [W][m_shard, n]: the peers' partials of this rank's rows).
   Region counts, ready, progress, staging_ce, recv;
   Region staging, a_pad, b_pad, out_pad;
-  // All-gather with a stream-K tail: the pieces' fp32 partials and the tiles' counts.
+  // All-gather with a split tail: the pieces' fp32 partials and the tiles' counts.
   Region tail_partials, tail_counts;
   uint64_t total = 0;
 };
