@@ -243,7 +243,6 @@ struct ScatterLaunch {
   int32_t m, n, k;
   int32_t a_box_rows;
   int32_t tile_n;
-  int32_t cluster_m;  // 2: CTA pairs share B's tile (the exchange mover, one wave of 256-wide tiles); else 1
   bool b_n_major;
   int32_t ctas;
   gemm::CompletionWords completion;

@@ -31,9 +31,6 @@ cudaError_t launch(const ScatterLaunch& l) {
     if constexpr (TileN != 256) {
       if (l.state.register_rows > 0) return launch_scatter_kernel<C, RegisterExchangeHooks>(l);
     }
-    if constexpr (TileN == 256) {
-      if (l.cluster_m == 2) return launch_scatter_kernel<ScatterConfig<256, BNMajor, WEFT_TP_GEMM_ALL_REDUCE, 2>, ExchangeHooks>(l);
-    }
     return launch_scatter_kernel<C, ExchangeHooks>(l);
   }
   return l.state.copy_engine ? launch_scatter_kernel<C, CeScatterHooks>(l) : launch_scatter_kernel<C, ScatterHooks>(l);

@@ -215,11 +215,9 @@ struct ScatterHooks : gemm::DefaultHooks {
 
 // Op is the WeftTpOp of the file that instantiates it, so that reduce-scatter's and all-reduce's
 // kernels stay separate instantiations (one per translation unit).
-// ClusterM 2: pairs of CTAs on neighbouring tile rows share (multicast) B's tile; the exchange mover
-// takes it for one wave of 256-wide tiles (ScatterLaunch::cluster_m).
-template <int TileN, bool BNMajor, int Op, int ClusterM = 1>
+template <int TileN, bool BNMajor, int Op>
 struct ScatterConfig {
-  using Gemm = gemm::Config<TileN, ClusterM, 1, BNMajor, false>;
+  using Gemm = FusedGemm<TileN, BNMajor>;
   static constexpr int kThreads = Gemm::kThreads;
   static constexpr int kOp = Op;
 };

@@ -89,13 +89,9 @@ cudaError_t launch_persistent(const gemm::KernelParams<State>& p, int ctas, cuda
   cfg.blockDim = dim3(Cfg::kThreads);
   cfg.dynamicSmemBytes = Cfg::kSmemBytes;
   cfg.stream = stream;
-  cudaLaunchAttribute attrs[2] = {gemm::programmatic_launch(), {}};
-  attrs[1].id = cudaLaunchAttributeClusterDimension;
-  attrs[1].val.clusterDim.x = Cfg::kClusterSize;
-  attrs[1].val.clusterDim.y = 1;
-  attrs[1].val.clusterDim.z = 1;
-  cfg.attrs = attrs;
-  cfg.numAttrs = Cfg::kClusterSize > 1 ? 2 : 1;
+  cudaLaunchAttribute attr = gemm::programmatic_launch();
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
   return cudaLaunchKernelEx(&cfg, Kernel, p);
 }
 

@@ -297,23 +297,10 @@ void build_scatter(WeftTpPlan& plan) {
   const tp::Choice& ch = plan.choice;
   const WeftTpParams& pa = plan.params;
   const bool all_reduce = p.op == WEFT_TP_GEMM_ALL_REDUCE;
-  // The exchange over one wave of 256-wide tiles runs in CTA pairs that multicast B's tile: at
-  // (512, 8192, 8192) our GEMM of the local problem took 45.7 us that way against 51.4 in CTAs of
-  // one (cuBLAS 45.6; NOTES-tp, session 12). Not with an odd tile-row count (a pair's second tile
-  // would lie past m), and at most 128 CTAs: every pair must be resident at once, and 66 pairs on
-  // 132 SMs need every GPC's SM count to be even. WEFT_TP_EXCHANGE_CLUSTER=0: CTAs of one (A/B in
-  // the benchmarks only).
-  const int64_t tiles_m = (p.m + gemm::kTileM - 1) / gemm::kTileM, tiles_n = (p.n + ch.tile_n - 1) / ch.tile_n;
-  const char* cluster_env = std::getenv("WEFT_TP_EXCHANGE_CLUSTER");
-  const bool pairs = ch.mover == WEFT_TP_MOVER_EXCHANGE && ch.tile_n == 256 && tiles_m % 2 == 0 &&
-                     tiles_m * tiles_n == ch.gemm_ctas && ch.gemm_ctas <= 128 &&
-                     !(cluster_env && std::strcmp(cluster_env, "0") == 0);
-  const gemm::TileConfig tile{ch.tile_n, pairs ? 2 : 1, 1};
-  const gemm::Boxes boxes = gemm::box_dims(tile, !p.b_nk, false, p.m);
+  const gemm::Boxes boxes = gemm::box_dims(tile_of(ch.tile_n), !p.b_nk, false, p.m);
   fused::ScatterLaunch& l = plan.scatter;
-  l.cluster_m = tile.cluster_m;
   encode_bf16(&l.a, reinterpret_cast<void*>(pa.a), p.k, p.m, p.k, boxes.a, "a");
-  l.a_box_rows = gemm::a_box_rows(tile, p.m);
+  l.a_box_rows = gemm::a_box_rows(tile_of(ch.tile_n), p.m);
   if (p.b_nk) encode_bf16(&l.b, reinterpret_cast<void*>(pa.b), p.k, p.n, p.k, boxes.b, "b");
   else encode_bf16(&l.b, reinterpret_cast<void*>(pa.b), p.n, p.k, p.n, boxes.b, "b");
   fused::ScatterState& s = l.state;
