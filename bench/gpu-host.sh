@@ -18,28 +18,12 @@ mkdir -p "$OUT" "$LOGS/results"
 touch "$LOGS/.start"
 nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$LOGS/nvidia-smi.txt" 2>&1
 # Clocks and power every 50 ms through the whole call; after each step, its medians per GPU
-# (clocks.txt): under the power cap a harness's duty cycle sets its clocks (NOTES-tp, session 12).
+# (clocks.txt, bench/support/smi_clocks.py).
 nvidia-smi --query-gpu=timestamp,index,clocks.sm,power.draw --format=csv,noheader -lms 50 > "$LOGS/smi.csv" 2>/dev/null &
 SMI=$!
 trap 'kill $SMI 2>/dev/null' EXIT
-step_clocks() {  # name, start epoch, end epoch: SM clock and power medians over the busy samples (> 200 W)
-  python3 - "$LOGS/smi.csv" "$@" >> "$LOGS/clocks.txt" <<'PY'
-import sys, datetime
-path, name, t0, t1 = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
-rows = []
-for line in open(path):
-    f = [x.strip() for x in line.split(",")]
-    try:
-        ts = datetime.datetime.strptime(f[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
-        rows.append((ts, int(f[1]), float(f[2].split()[0]), float(f[3].split()[0])))
-    except (ValueError, IndexError):
-        continue
-for g in sorted({r[1] for r in rows}):
-    sel = [r for r in rows if r[1] == g and t0 <= r[0] <= t1 and r[3] > 200]
-    if sel:
-        clk, pw = sorted(r[2] for r in sel), sorted(r[3] for r in sel)
-        print(f"{name:12} gpu{g}: busy {len(sel) * 0.05:6.1f} s, SM clock median {clk[len(clk) // 2]:.0f} MHz (p10 {clk[len(clk) // 10]:.0f}), power median {pw[len(pw) // 2]:.0f} W")
-PY
+step_clocks() {  # name, start epoch, end epoch
+  python3 bench/support/smi_clocks.py "$LOGS/smi.csv" "$@" >> "$LOGS/clocks.txt"
 }
 rc=0
 # Packed after every step, so a call cut short by the device's limit still returns what ran.

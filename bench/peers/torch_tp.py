@@ -21,8 +21,8 @@ NVLink multicast stays off (TORCH_SYMM_MEM_DISABLE_MULTICAST=1 is forced below).
 import argparse
 import json
 import math
-import time
 import os
+import time
 
 os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
 os.environ["NCCL_NVLS_ENABLE"] = "0"

@@ -55,9 +55,9 @@ inline int default_band(int tile_n, int ctas) {
   return band;
 }
 
-// A split tail (cuda/gemm/tail_split.cuh): the tiles of the last, partial wave split along K into
-// `pieces` equal parts that run side by side, so that the kernel ends a fraction of a tile after
-// the full waves, not a whole tile. Plain data; a scheduler that supports it reads it from its hooks' state.
+// A split tail (cuda/gemm/tail_split.cuh): the tiles of the last, partial wave split along K (equal
+// pieces, or a head and a rest per tile), so that the kernel ends a fraction of a tile after the
+// full waves, not a whole tile. Plain data; a scheduler that supports it reads it from its hooks' state.
 struct TailSplit {
   float* partials;     // [pieces * tiles slots][2 consumers][tile_n / 8][128 threads] float4: fp32 partials
   uint64_t* counts;    // [tiles][2 consumers]: launch epoch << 16 | pieces of the tile stored so far
