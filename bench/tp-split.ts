@@ -3,6 +3,8 @@
 //
 //   gemm        our GEMM alone (weft_gemm, its parameters packed once: no TS planning per launch)
 //   gemm+done   the same launch publishing a completion, as every plan's kernel does
+//   gemm tile   our GEMM at the op's tile width, where the GEMM's own heuristic picks another (decode
+//               M = 512: 256-wide tiles in one wave against its 128-wide two)
 //   no comm     the fused kernel with no peer traffic and no waits (WEFT_TP_SCATTER_VARIANT 3, or 4 for
 //               the copy-engine mover): its structure (hooks, routing, tile order)
 //   op          the fused op
@@ -24,7 +26,7 @@
 //               NVLink or the other rank
 //
 //   bun bench/tp-split.ts [--cases decode,rs,ar,ar-ce] [--shapes 4096x14336x4096,...] [--decode-m 16,128,512] [--samples 15] [--loop-ms 2]
-//       [--variants gemm,gemm+done,...] [--serial] [--cold] [--devices 0,1] [--also name:VAR=VALUE+...] [--no-bound]
+//       [--variants gemm,gemm+done,...] [--serial] [--cold] [--rest-ms 0] [--devices 0,1] [--also name:VAR=VALUE+...] [--no-bound]
 //
 // So: done = (gemm+done) - gemm, structure = (no comm) - (gemm+done), traffic = op - (no comm).
 // One JSON line per case on stdout (and $OUT/split.jsonl), plus each variant's host µs per launch:
@@ -57,6 +59,9 @@ const serial = args.includes("--serial");
 // --cold: every loop starts from an idle GPU, its first launch's host enqueue timed too (the timing
 // before session 11: RankTiming, lead).
 const cold = args.includes("--cold");
+// --rest-ms R: the GPUs idle R ms before every loop (default 0: back to back, at the card's power cap;
+// tp.ts rests 2).
+const REST_MS = Number(opt("--rest-ms", "0"));
 const only = args.includes("--variants") ? decodeURIComponent(opt("--variants", "")).split(",") : undefined;
 // (not with --variants, which is for ncu)
 const bound = !args.includes("--no-bound") && !only;
@@ -74,6 +79,7 @@ const streams = comms.map((c) => c.stream);
 const timing = new RankTiming(streams);
 timing.serial = serial;
 timing.lead = !cold && !only;
+timing.restMs = REST_MS;
 const completions = devices.map((d) => Completion.create(d, { slots: 64 }));
 
 // --also at4:WEFT_TP_CE_COUNT_AT=4+late:WEFT_TP_CE_COUNT=late: the op again, planned under these
@@ -129,8 +135,8 @@ for (const { op, shape, mover } of CASES) {
     };
     const gOut = comms.map((c) => keep(Tensor.empty([M, N], "bf16", { device: c.device })));
     // Packed once per rank (packGemmParams returns a shared buffer: copied).
-    const packed = (done: boolean) => comms.map((c, r) => {
-      const plan = planGemm(a[r]!, b[r]!, gOut[r]!, {}, "tp-split");
+    const packed = (done: boolean, tileN?: number) => comms.map((c, r) => {
+      const plan = planGemm(a[r]!, b[r]!, gOut[r]!, tileN ? { config: { tileN: tileN as 256 } } : {}, "tp-split");
       const slot = done ? completions[r]!.slot() : undefined;
       return new Uint8Array(packGemmParams(plan, a[r]!, b[r]!, gOut[r]!, c.stream, slot));
     });
@@ -138,6 +144,10 @@ for (const { op, shape, mover } of CASES) {
     const launchGemm = (ps: Uint8Array[]) => () => ps.forEach((p) => check(native().weft_gemm(p), "tp-split gemm"));
     if (want("gemm")) variants.push({ name: "gemm", issue: launchGemm(gemmParams) });
     if (want("gemm+done")) variants.push({ name: "gemm+done", issue: launchGemm(doneParams) });
+    const opTile = opPlans[0]!.choice.tileN;
+    if (want("gemm tile") && opTile !== planGemm(a[0]!, b[0]!, gOut[0]!, {}, "tp-split").config.tileN) {
+      variants.push({ name: "gemm tile", issue: launchGemm(packed(true, opTile)) });
+    }
     if (want("gemm+done sym out") || want("gemm+done sym all")) {
       // The same GEMM with its operands and output in the symmetric heap (where the fused op's output
       // and workspace live): does that memory cost the GEMM anything?
@@ -195,7 +205,7 @@ for (const { op, shape, mover } of CASES) {
     const host = Object.fromEntries(variants.map((v) => [v.name, +(timing.hostMs(v.issue) * 1e3).toFixed(1)]));
     const c = opPlans[0]!.choice;
     const diff = (x: string, y: string) => (us[x] !== undefined && us[y] !== undefined ? +(us[x]! - us[y]!).toFixed(2) : undefined);
-    const row = { op, M, N, K, path: `${c.path} ${c.tileN} ${c.mover}`, us, hostUs: host,
+    const row = { op, M, N, K, path: `${c.path} ${c.tileN} ${c.mover}`, restMs: REST_MS, us, hostUs: host,
       split: { done: diff("gemm+done", "gemm"), structure: diff("no comm", "gemm+done"), traffic: diff("op", "no comm"),
         counts: diff("counts", "no comm"), adds: diff("local only", "counts"), copies: diff("op", "local only") } };
     console.log(JSON.stringify(row));
@@ -222,6 +232,7 @@ await Communicator.disposeAll(comms);
 function overlapBound(computes: [string, () => void][], M: number, N: number) {
   const side = comms.map((c) => Stream.create(c.device));
   const twoStreams = new RankTiming([...streams, ...side]);
+  twoStreams.restMs = REST_MS;
   const rsBytes = ((W - 1) / W) * M * N * 2;
   const chunk = 16 * 2 ** 20;
   const owned: { dispose(): void }[] = [...side, twoStreams];  // released last first: the timer before its streams

@@ -21,6 +21,9 @@ export class RankTiming {
   /** One untimed launch before the start events; false times from an idle GPU, the first launch's
    * host enqueue (both ranks', one after the other) inside the loop. */
   lead = true;
+  /** ms of idle GPU before every loop (tp.ts's --rest-ms: without it back-to-back loops hold the
+   * card at its power cap, ~1650 MHz against 1980: NOTES-tp, session 12). */
+  restMs = 0;
   readonly #events: (readonly [Event, Event])[];
   readonly #gaps: Event[];
   readonly #scratch: Tensor[];
@@ -34,6 +37,10 @@ export class RankTiming {
 
   /** ms per launch (slower rank) over a back-to-back loop of `iters` launches. */
   loopMs(issue: () => void, iters: number): number {
+    if (this.restMs > 0) {
+      this.streams.forEach((s) => s.synchronize());
+      Bun.sleepSync(this.restMs);
+    }
     if (this.lead) issue();
     this.streams.forEach((s, r) => this.#events[r]![0].record(s));
     for (let i = 0; i < iters; i++) {
