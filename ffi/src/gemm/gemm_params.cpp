@@ -91,11 +91,16 @@ Choice choose(const WeftGemmParams& p, const Validated& v) {
   WEFT_REQUIRE(p.max_ctas >= 0, "max_ctas must be >= 0 (got %d)", p.max_ctas);
 
   Choice c{};
-  // Widest tile that still gives every SM a tile: 128 x 256 has the best operand reuse per byte of
-  // shared memory; narrow or small-M problems (decode) need narrower tiles to spread over the SMs.
+  // 128 x 256 tiles have the best operand reuse per byte of shared memory: a 128 x 128 tile takes
+  // 0.58 of a 128 x 256 tile's time for half its work (at M = 512 and 1024: bench/NOTES-gemm.md,
+  // session 13). So 256-wide tiles unless 128-wide ones finish in fewer tile times (rounds x time
+  // per tile), e.g. one wave of 256-wide tiles on 128 of 132 SMs (45 us at 512 x 8192 x 4096)
+  // beats two of 128-wide ones (52 us). Narrower still (decode) when even 128-wide tiles leave SMs
+  // without a tile.
+  const auto rounds = [&](int tile_n) { return double(ceil_div(tiles(tile_n), sms)); };
   if (p.tile_n != 0) {
     c.tile.tile_n = p.tile_n;
-  } else if (tiles(256) >= sms) {
+  } else if (rounds(256) <= 0.58 * rounds(128)) {
     c.tile.tile_n = 256;
   } else if (tiles(128) >= sms) {
     c.tile.tile_n = 128;
