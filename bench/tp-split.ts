@@ -26,7 +26,8 @@
 //               NVLink or the other rank
 //
 //   bun bench/tp-split.ts [--cases decode,rs,ar,ar-ce] [--shapes 4096x14336x4096,...] [--decode-m 16,128,512] [--samples 15] [--loop-ms 2]
-//       [--variants gemm,gemm+done,...] [--serial] [--cold] [--rest-ms 0] [--devices 0,1] [--also name:VAR=VALUE+...] [--no-bound]
+//       [--variants gemm,gemm+done,...] [--serial] [--cold] [--rest-ms 0] [--devices 0,1] [--also name:VAR=VALUE+...]
+//       [--bands 4,16] [--no-bound]
 //
 // So: done = (gemm+done) - gemm, structure = (no comm) - (gemm+done), traffic = op - (no comm).
 // One JSON line per case on stdout (and $OUT/split.jsonl), plus each variant's host µs per launch:
@@ -90,6 +91,8 @@ const also = (args.includes("--also") ? opt("--also", "") : "").split("+").filte
   if (!name || env.length === 0 || env.some((kv) => kv.length !== 2)) throw new Error(`--also ${spec}: expected name:VAR=VALUE[;VAR=VALUE]`);
   return { name, env };
 });
+// --bands 4,16: the op again with these tile-order bands (TpConfig.groupM), as "op band N".
+const bands = opt("--bands", "").split(",").filter(Boolean).map(Number);
 // --shapes 4096x8192x8192,...: the rs / ar / ar-ce cases' shapes (default 4096x14336x4096).
 const large = opt("--shapes", "4096x14336x4096").split(",").map((s) => s.split("x").map(Number) as [number, number, number]);
 // --decode-m 16,128: which decode sizes (default all three).
@@ -110,9 +113,9 @@ for (const { op, shape, mover } of CASES) {
   const keep = <T extends { dispose(): void }>(t: T): T => kase.keep(t);
   try {
     const outs = new Map<TpPlan[], Tensor[]>();
-    const fused = (variant: number, moverOverride?: "ctas", env: [string, string][] = []) => {
+    const fused = (variant: number, moverOverride?: "ctas", env: [string, string][] = [], groupM?: number) => {
       const m = moverOverride ?? mover;
-      const config: TpConfig = { path: "fused", ...(m ? { mover: m } : {}) };
+      const config: TpConfig = { path: "fused", ...(m ? { mover: m } : {}), ...(groupM ? { groupM } : {}) };
       setNativeEnv("WEFT_TP_SCATTER_VARIANT", variant ? String(variant) : undefined);
       for (const [k, v] of env) setNativeEnv(k, v);
       try {
@@ -167,6 +170,7 @@ for (const { op, shape, mover } of CASES) {
     addFused("no comm", () => fused(mover === "copyEngine" ? 4 : 3));
     if (want("op")) variants.push({ name: "op", issue: () => TpPlan.launchAll(opPlans) });
     for (const { name, env } of also) addFused(name, () => fused(0, undefined, env));
+    for (const g of bands) addFused(`op band ${g}`, () => fused(0, undefined, [], g));
     if (mover === "copyEngine") {
       // The copy-engine mover's steps between "no comm" (4) and the op: + the chunk counts (3),
       // + the received partials' prefetch and adds (1: every local step, no copies, no waits).
