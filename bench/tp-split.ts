@@ -39,7 +39,7 @@ import { Communicator } from "../lib/comm.ts";
 import { Completion } from "../lib/completion.ts";
 import { deviceCount } from "../lib/device.ts";
 import { check, native } from "../lib/native.ts";
-import { packGemmParams, planGemm } from "../lib/ops/gemm.ts";
+import { gemmConfigFor, packGemmParams, planGemm } from "../lib/ops/gemm.ts";
 import { TpPlan, type TpConfig } from "../lib/ops/tp.ts";
 import { Stream } from "../lib/stream.ts";
 import { Tensor } from "../lib/tensor.ts";
@@ -148,7 +148,7 @@ for (const { op, shape, mover } of CASES) {
     if (want("gemm")) variants.push({ name: "gemm", issue: launchGemm(gemmParams) });
     if (want("gemm+done")) variants.push({ name: "gemm+done", issue: launchGemm(doneParams) });
     const opTile = opPlans[0]!.choice.tileN;
-    if (want("gemm tile") && opTile !== planGemm(a[0]!, b[0]!, gOut[0]!, {}, "tp-split").config.tileN) {
+    if (want("gemm tile") && opTile !== gemmConfigFor(a[0]!, b[0]!, gOut[0]!).tileN) {
       variants.push({ name: "gemm tile", issue: launchGemm(packed(true, opTile)) });
     }
     if (want("gemm+done sym out") || want("gemm+done sym all")) {
