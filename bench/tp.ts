@@ -20,7 +20,8 @@
 // bench/peers/torch_tp.py times torch's ops the same way, where the difference is large). Variants
 // alternate sample by sample (the card's clocks drift under its power cap; ROUNDS) and their
 // samples are pooled: the median of >= 20. Before every sample the GPUs idle REST_MS (2 ms), as
-// torch_tp.py's do, so that both harnesses run at the same clocks. Every variant's output is compared with cuBLAS+NCCL's.
+// torch_tp.py's do, so that both harnesses run at the same clocks (the loops are RankTiming's,
+// bench/support/rank-timing.ts). Every variant's output is compared with cuBLAS+NCCL's.
 // Writes bench/results/tp.json and tp.md (and copies them to $OUT when set).
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -31,11 +32,11 @@ import { NcclGroup, ncclVersion, type NcclKind } from "../lib/baselines/nccl.ts"
 import { cublasLtAvailable, cublasLtGemmSync } from "../lib/baselines/cublaslt.ts";
 import { Communicator } from "../lib/comm.ts";
 import { deviceCount, deviceInfo } from "../lib/device.ts";
-import { check, native } from "../lib/native.ts";
 import { gemmSync } from "../lib/ops/gemm.ts";
 import { TpPlan, type TpConfig, type TpOp } from "../lib/ops/tp.ts";  // also adds comm.allGatherGemm & co.
-import { Event, Stream } from "../lib/stream.ts";
+import { Stream } from "../lib/stream.ts";
 import { Tensor } from "../lib/tensor.ts";
+import { median, RankTiming } from "./support/rank-timing.ts";
 
 const args = process.argv.slice(2);
 const only = args.includes("--only") ? args[args.indexOf("--only") + 1]!.split(",") : ["ag", "rs", "ar"];
@@ -73,7 +74,16 @@ const comms = await Communicator.local({ devices, heapBytes: 6 * 2 ** 30 });
 const cublas = cublasLtAvailable();
 const nccl = ncclVersion() > 0 ? NcclGroup.create(devices) : undefined;
 const ncclStreams = devices.map((d) => Stream.create(d));
-const events = devices.map((d) => [Event.create(d), Event.create(d)] as const);
+// One timer per stream set (every rank's plan stream; the baseline's streams): REST_MS of idle GPU,
+// then, unless COLD, one untimed launch, then the timed loop (bench/support/rank-timing.ts).
+function timingOf(streams: readonly Stream[]): RankTiming {
+  const t = new RankTiming(streams);
+  t.restMs = REST_MS;
+  t.lead = !COLD;
+  return t;
+}
+const ourTiming = timingOf(comms.map((c) => c.stream));
+const ncclTiming = timingOf(ncclStreams);
 const dev = deviceInfo(0);
 console.log(`${W} x ${dev.name} (${dev.smCount} SMs); cuBLASLt: ${cublas.available ? cublas.detail : "missing"}; NCCL ${ncclVersion() || "missing"}`);
 
@@ -106,24 +116,11 @@ function torchFor(op: string, [M, N, K]: [number, number, number]): { ms: number
 }
 
 // ---- timing -------------------------------------------------------------------------------------------------
-/** ms per launch of `issue` (every rank), the slower rank, over a loop of `iters` launches. */
-function loopMs(issue: () => void, streams: Stream[], iters: number): number {
-  if (REST_MS > 0) {
-    streams.forEach((s) => s.synchronize());
-    Bun.sleepSync(REST_MS);
-  }
-  if (!COLD) issue();
-  streams.forEach((s, r) => events[r]![0].record(s));
-  for (let i = 0; i < iters; i++) issue();
-  streams.forEach((s, r) => events[r]![1].record(s));
-  events.forEach(([, e]) => e.synchronize());
-  return Math.max(...events.map(([a, b]) => b.elapsedSince(a))) / iters;
-}
-
 interface Variant {
   name: string;
   issue: () => void;
-  streams: Stream[];
+  /** ourTiming or ncclTiming: the streams its launches go to. */
+  timing: RankTiming;
   /** Compared with the baseline's output after timing (rel error), when set. */
   output?: Tensor[];
   iters?: number;
@@ -133,33 +130,20 @@ interface Variant {
 function measureAll(variants: Variant[]): void {
   for (const v of variants) {
     v.issue();
-    const once = loopMs(v.issue, v.streams, 1);
+    const once = v.timing.loopMs(v.issue, 1);
     v.iters = Math.max(1, Math.min(50, Math.ceil(1.0 / Math.max(once, 1e-3))));
   }
   const perRound = Math.ceil(SAMPLES / ROUNDS);
   for (let round = 0; round < ROUNDS; round++) {
     for (const v of variants) {
       const bench = new Bench({ iterations: perRound, time: 0, warmup: round === 0, warmupIterations: 1, warmupTime: 0, retainSamples: true });
-      bench.add(v.name, () => ({ overriddenDuration: loopMs(v.issue, v.streams, v.iters!) }));
+      bench.add(v.name, () => ({ overriddenDuration: v.timing.loopMs(v.issue, v.iters!) }));
       bench.runSync();
       const r = bench.tasks[0]!.result;
       if (r.state !== "completed") throw new Error(`${v.name}: ${r.state} ${"error" in r ? String(r.error) : ""}`);
       v.samples.push(...(r.latency.samples ?? []));
     }
   }
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-}
-
-const scratch = devices.map((d) => Tensor.empty([6], "f32", { device: d }));
-/** ‖x − ref‖ / ‖ref‖ over ref's elements (x may be longer); NaN when x holds a non-finite value there. */
-function relError(x: Tensor, ref: Tensor, r: number): number {
-  check(native().weft_diff_norms(x.ptr, 0, ref.ptr, 0, ref.numel, scratch[r]!.ptr, null), "relError");
-  const d = new Float64Array((scratch[r]!.download() as Float32Array).buffer, 0, 3);
-  return d[2]! > 0 ? NaN : Math.sqrt(d[0]!) / Math.sqrt(d[1]!);
 }
 
 const syncAll = () => {
@@ -182,12 +166,12 @@ function checkOutputs(variants: Variant[], baseline: Tensor[], other: Tensor[], 
   };
   fresh(variants.find((v) => v.name === "cuBLAS+NCCL")!, baseline);
   // The first rows of `other` (our GEMM of the local operands, at least as many elements).
-  const control = Math.max(...baseline.map((ref, r) => relError(other[r]!, ref, r)));
+  const control = Math.max(...baseline.map((ref, r) => ourTiming.relError(other[r]!, ref, r)));
   if (!(control > 0.1)) failures.push(`${op} (${M}, ${N}, ${K}): the negative control compared equal (rel ${control}): the comparison cannot fail`);
   for (const v of variants) {
     if (!v.output || v.name === "cuBLAS+NCCL") continue;
     fresh(v, v.output);
-    const e = Math.max(...v.output.map((o, r) => relError(o, baseline[r]!, r)));
+    const e = Math.max(...v.output.map((o, r) => ourTiming.relError(o, baseline[r]!, r)));
     rel.set(v.name, e);
     if (!(e <= 1e-2)) failures.push(`${op} (${M}, ${N}, ${K}) ${v.name}: rel ${e} vs cuBLAS+NCCL`);
   }
@@ -225,17 +209,16 @@ function runShape(op: TpOp, torchOp: string, shape: [number, number, number]): R
     const launchAll = (plans: TpPlan[]) => () => {
       TpPlan.launchAll(plans);
     };
-    const streams = comms.map((c) => c.stream);
 
     const auto = make({});
-    const variants: Variant[] = [{ name: "ours", issue: launchAll(auto), streams, output: out, samples: [] }];
+    const variants: Variant[] = [{ name: "ours", issue: launchAll(auto), timing: ourTiming, output: out, samples: [] }];
     const choice = auto[0]!.choice;
     const other: TpConfig | undefined = choice.path === "fused" ? { path: "sequential" } : choice.fusedAvailable ? { path: "fused" } : undefined;
     const outOther = other ? comms.map((c, r) => keep(ag ? Tensor.empty([M, n], "bf16", { device: c.device }) : c.empty([outRows, n], "bf16"))) : [];
     if (other) {
       const plans = comms.map((c, r) => keep(op === "allGatherGemm" ? c.allGatherGemm({ ...args(r, other), out: outOther[r]! })
         : op === "gemmReduceScatter" ? c.gemmReduceScatter({ ...args(r, other), out: outOther[r]! }) : c.gemmAllReduce({ ...args(r, other), out: outOther[r]! })));
-      variants.push({ name: `ours ${other.path}`, issue: launchAll(plans), streams, output: outOther, samples: [] });
+      variants.push({ name: `ours ${other.path}`, issue: launchAll(plans), timing: ourTiming, output: outOther, samples: [] });
     }
     // The fused path with a mover the cost model did not pick (reduce-scatter / all-reduce: the
     // copy-engine mover needs M a multiple of 128 x W; all-reduce's exchange mover is the other one
@@ -250,21 +233,21 @@ function runShape(op: TpOp, torchOp: string, shape: [number, number, number]): R
       const cfg: TpConfig = { path: "fused", mover: otherMover };
       const plans = comms.map((c, r) => keep(op === "allGatherGemm" ? c.allGatherGemm({ ...args(r, cfg), out: outMover[r]! })
         : op === "gemmReduceScatter" ? c.gemmReduceScatter({ ...args(r, cfg), out: outMover[r]! }) : c.gemmAllReduce({ ...args(r, cfg), out: outMover[r]! })));
-      variants.push({ name: `ours fused ${otherMover}`, issue: launchAll(plans), streams, output: outMover, samples: [] });
+      variants.push({ name: `ours fused ${otherMover}`, issue: launchAll(plans), timing: ourTiming, output: outMover, samples: [] });
     }
 
     // Own GEMM only: the local problem with no communication.
     const gA = comms.map((c, r) => (ag ? keep(Tensor.empty([M, k], "bf16", { device: c.device }).fillRandom(31 + r)) : a[r]!));
     const gOut = comms.map((c) => keep(Tensor.empty([M, n], "bf16", { device: c.device })));
     variants.push({
-      name: "own GEMM only", streams, samples: [],
+      name: "own GEMM only", timing: ourTiming, samples: [],
       issue: () => comms.forEach((c, r) => gemmSync(gA[r]!, b[r]!, gOut[r]!, { stream: c.stream })),
     });
     // cuBLASLt's GEMM of the same local problem, timed the same way: how far our GEMM engine is from
     // it under this load (the fused ops' own limit is our engine).
     if (cublas.available) {
       variants.push({
-        name: "cuBLAS GEMM only", streams, samples: [],
+        name: "cuBLAS GEMM only", timing: ourTiming, samples: [],
         issue: () => comms.forEach((c, r) => cublasLtGemmSync(gA[r]!, b[r]!, gOut[r]!, { stream: c.stream })),
       });
     }
@@ -275,7 +258,7 @@ function runShape(op: TpOp, torchOp: string, shape: [number, number, number]): R
     const collOut = comms.map((c) => (ag ? keep(c.empty([M, k], "bf16")) : kind === "reduceScatter" ? keep(Tensor.empty([mShard, n], "bf16", { device: c.device })) : undefined));
     const coll = comms.map((c, r) => kind === "allGather" ? c.prepare.allGather(collIn[r]!, collOut[r]!)
       : kind === "reduceScatter" ? c.prepare.reduceScatter(collIn[r]!, collOut[r]!) : c.prepare.allReduce(collIn[r]!));
-    variants.push({ name: "our collective only", streams, samples: [], issue: () => coll.forEach((p) => p.launch()) });
+    variants.push({ name: "our collective only", timing: ourTiming, samples: [], issue: () => coll.forEach((p) => p.launch()) });
 
     // cuBLASLt + NCCL in sequence (the unfused baseline), on each GPU's own stream.
     let baseline: Tensor[] | undefined;
@@ -286,7 +269,7 @@ function runShape(op: TpOp, torchOp: string, shape: [number, number, number]): R
         const gathered = comms.map((c) => keep(Tensor.empty([M, k], "bf16", { device: c.device })));
         const gather = nccl.prepare("allGather", a, gathered, ncclStreams, { count: mShard * k });
         variants.push({
-          name: "cuBLAS+NCCL", streams: ncclStreams, samples: [],
+          name: "cuBLAS+NCCL", timing: ncclTiming, samples: [],
           issue: () => {
             gather();
             comms.forEach((c, r) => cublasLtGemmSync(gathered[r]!, b[r]!, bOut[r]!, { stream: ncclStreams[r]! }));
@@ -298,7 +281,7 @@ function runShape(op: TpOp, torchOp: string, shape: [number, number, number]): R
           ? nccl.prepare("reduceScatter", partial, bOut, ncclStreams, { count: mShard * n })
           : nccl.prepare("allReduce", partial, bOut, ncclStreams, { count: M * n });
         variants.push({
-          name: "cuBLAS+NCCL", streams: ncclStreams, samples: [],
+          name: "cuBLAS+NCCL", timing: ncclTiming, samples: [],
           issue: () => {
             comms.forEach((c, r) => cublasLtGemmSync(a[r]!, b[r]!, partial[r]!, { stream: ncclStreams[r]! }));
             collective();
@@ -399,6 +382,8 @@ for (const o of OPS) {
 }
 emit(true);
 
+ourTiming.dispose();
+ncclTiming.dispose();
 nccl?.dispose();
 await Communicator.disposeAll(comms);
 if (failures.length > 0) {
