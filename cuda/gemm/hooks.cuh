@@ -57,8 +57,9 @@
 //       one destination known at compile time: phase_map<Phase>(), stored or added (kPhaseAdds),
 //       with phase_route<Phase>()'s row_offset and signal (its dests and reduce are ignored). The
 //       engine compiles the tile's math and epilogue once per phase and runs each phase's tiles in a
-//       loop of its own (kernel.cuh), so no run-time choice of map or operation is left inside them: route() and out_map() cost the
-//       copy-engine reduce-scatter ~8 us at (4096, 14336, 4096) (NOTES-tp, session 10).
+//       loop of its own (kernel.cuh), so no run-time choice of map or operation is left inside
+//       them: route() and out_map() cost the copy-engine reduce-scatter ~8 us at (4096, 14336,
+//       4096) (NOTES-tp, session 10).
 //   template <int Phase> static constexpr bool kPhaseRouted;    (default false)
 //   template <int Phase> static constexpr bool kPhaseReceives;  (default true)
 //       A phase with kPhaseRouted routes at run time after all (route(), out_map()): one whose tiles

@@ -310,8 +310,8 @@ export const TP_CHECKS: TpCheck[] = [
       // tiles, a tail in N, every tile sent and received at once.
       const r10 = await backToBack(ctx, { op: "gemmAllReduce", M: 512, N: 8200, K: 2048, transB: false, tag: tags++ },
         [{ path: "fused", mover: "exchange", tileN: 256 }], 200);
-      // All-gather with a stream-K tail (the last wave's 8 tiles split along K over every GEMM CTA,
-      // ~16 pieces per tile, some k-blocks short): 2048 x 8688 / 2 x 4232 is 16 x 17 = 272 tiles of
+      // All-gather with a split tail in equal pieces (the last wave's 8 tiles split along K over
+      // every GEMM CTA, 16 pieces per tile, some k-blocks short): 2048 x 8688 / 2 x 4232 is 16 x 17 = 272 tiles of
       // 67 k-blocks, a tail in N (4344 = 16.97 x 256) and in K. Both movers (the CTA mover leaves
       // fewer GEMM CTAs, so another split).
       const r11 = await backToBack(ctx, { op: "allGatherGemm", M: 2048, N: 8688, K: 4232, transB: false, tag: tags++ },
