@@ -116,7 +116,9 @@ Choice choose(const WeftGemmParams& p, const Validated& v) {
                "cluster_m 1 or 2 (cluster_n 1), tile_n 64 with cluster_n 1 or 2 (cluster_m 1)",
                c.tile.tile_n, c.tile.cluster_m, c.tile.cluster_n);
   c.stages = gemm::pipeline_stages(c.tile, v.out_f32);
-  c.ctas = p.max_ctas ? (p.max_ctas < sms ? p.max_ctas : sms) : sms;
+  const int cluster = c.tile.cluster_m * c.tile.cluster_n;
+  const int64_t units = ceil_div(p.m, int64_t(gemm::kTileM) * c.tile.cluster_m) * ceil_div(p.n, int64_t(c.tile.tile_n) * c.tile.cluster_n);
+  c.ctas = p.max_ctas ? (p.max_ctas < sms ? p.max_ctas : sms) : gemm::balanced_ctas(units, sms, cluster);
   // group_m counts cluster tiles: a cluster of two along M makes each band twice as high.
   c.group_m = p.group_m ? p.group_m : std::max(1, gemm::default_band(c.tile.tile_n, c.ctas) / c.tile.cluster_m);
   WEFT_REQUIRE(c.ctas >= c.tile.cluster_m * c.tile.cluster_n, "max_ctas (%d) is smaller than one cluster (%d CTAs)",

@@ -243,11 +243,16 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
                                        : int(std::clamp<double>(std::ceil(need_gbs / kMachine.cta_push_gbs), 1, 32));
         mover_gbs = std::min(kMachine.nvlink_gbs, c.comm_ctas * kMachine.cta_push_gbs);
       }
-      c.gemm_ctas = int(std::min<int64_t>(tiles_m * ceil_div(p.n, c.tile_n), sms - c.comm_ctas));
+      const int64_t tiles = tiles_m * ceil_div(p.n, c.tile_n);
+      c.gemm_ctas = int(std::min<int64_t>(tiles, sms - c.comm_ctas));
       // WEFT_TP_TAIL_SPLIT=0: no split tail (A/B in the benchmarks only).
       const char* tail_env = std::getenv("WEFT_TP_TAIL_SPLIT");
       if (!(tail_env && std::strcmp(tail_env, "0") == 0))
-        c.tail = gemm::plan_tail_split(tiles_m * ceil_div(p.n, c.tile_n), ceil_div(p.k, gemm::kTileK), c.gemm_ctas);
+        c.tail = gemm::plan_tail_split(tiles, ceil_div(p.k, gemm::kTileK), c.gemm_ctas);
+      // Without a split, the balanced grid (gemm.h): at 8192 x 4096 x 8192 per rank, 128 CTAs ran
+      // the kernel 0.6-1.3% faster than 132 on one rank. Where a split is planned every SM stays:
+      // 132 CTAs with the split beat 128 without it at 8192 x 14336 x 8192 (0.3-0.8%).
+      if (c.tail.tiles == 0) c.gemm_ctas = gemm::balanced_ctas(tiles, sms - c.comm_ctas);
       const double gemm = gemm_us(p.m, p.n, p.k, c.tile_n, c.gemm_ctas);
       const double arrive = W > 1 ? transfer_us(out_bytes, mover_gbs) : 0;
       const double last_chunk = gemm * double(c.chunk_rows) / double(p.m);
@@ -263,7 +268,7 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       // of 4 at M >= 4096. Not for the all-reduce, whose final rows go out band by band after the
       // math: there bands of 16 were 2.4-5.7% slower than 4 (NOTES-tp, session 12, call 4).
       c.group_m = rows ? band_for(c.shard_tiles, params.group_m, all_reduce ? 4 : gemm::default_band(c.tile_n, sms)) : 1;
-      c.gemm_ctas = int(std::min<int64_t>(tiles_m * ceil_div(p.n, c.tile_n), sms));
+      c.gemm_ctas = gemm::balanced_ctas(tiles_m * ceil_div(p.n, c.tile_n), sms);
       c.lag = scatter_lag(c.gemm_ctas, W);
       const double gemm = gemm_us(p.m, p.n, p.k, c.tile_n, c.gemm_ctas);
       // CTA mover. Bytes each rank sends: reduce-scatter adds its (W-1)/W share into the owners;

@@ -1,0 +1,160 @@
+// ctas.ts — our GEMM on a balanced grid (gemm::balanced_ctas) against every SM
+// (WEFT_GEMM_BALANCED=0) and cuBLASLt, one GPU, variants interleaved sample by sample, 2 ms of idle
+// GPU before every sample (tp.ts's rest), ~1 ms back-to-back loops behind one untimed launch. Every
+// variant's output is checked against cuBLAS's after timing. --ag also times the fused all-gather
+// kernel on one rank (M x N x K: a [M, K], b [K, N]) both ways.
+//   bun bench/repro/ctas.ts [--samples 15] [--shapes MxNxK[t][@tile],...] [--configs JSON] [--ag MxNxK,...]
+// A shape ending in t has b [N, K] (transB); otherwise b [K, N] as the tp ops use it. @256 / @128
+// forces the tile width. (bench/NOTES-gemm.md, session 13, has what it measured.)
+import { cublasLtGemmSync } from "../../lib/baselines/cublaslt.ts";
+import { check, native } from "../../lib/native.ts";
+import { gemmSync, type GemmConfig } from "../../lib/ops/gemm.ts";
+import { Event, Stream } from "../../lib/stream.ts";
+import { Tensor } from "../../lib/tensor.ts";
+import { setNativeEnv } from "../../test/support/native-env.ts";
+
+const args = process.argv.slice(2);
+const opt = (n: string, d: string) => (args.includes(n) ? args[args.indexOf(n) + 1]! : d);
+const grids = ["1", "0"];  // WEFT_GEMM_BALANCED
+// --configs '[{"tileN":256,"maxCtas":128},...]': our GEMM under these configs too (balanced).
+const configs: GemmConfig[] = JSON.parse(opt("--configs", "[]"));
+const SAMPLES = Number(opt("--samples", "15"));
+const shapes = opt("--shapes", "8192x4096x8192,4096x4096x8192,8192x8192x4096,4096x14336x2048,1024x4096x8192,512x8192x4096@256,512x8192x4096,8192x8192x8192t")
+  .split(",");
+
+const s = Stream.create(0);
+const e0 = Event.create(0), e1 = Event.create(0);
+const scratch = Tensor.empty([6], "f32");
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+type Variant = { name: string; balanced?: string; issue: () => void };  // balanced: WEFT_GEMM_BALANCED
+function loopMs(v: Variant, iters: number): number {
+  const issue = v.issue;
+  if (v.balanced !== undefined) setNativeEnv("WEFT_GEMM_BALANCED", v.balanced);
+  s.synchronize();
+  Bun.sleepSync(2);
+  issue();
+  e0.record(s);
+  for (let i = 0; i < iters; i++) issue();
+  e1.record(s);
+  e1.synchronize();
+  return e1.elapsedSince(e0) / iters;
+}
+function rel(x: Tensor, ref: Tensor): number {
+  check(native().weft_diff_norms(x.ptr, 0, ref.ptr, 0, ref.numel, scratch.ptr, null), "rel");
+  const d = new Float64Array((scratch.download() as Float32Array).buffer, 0, 3);
+  return d[2]! > 0 ? NaN : Math.sqrt(d[0]!) / Math.sqrt(d[1]!);
+}
+
+for (const spec of shapes) {
+  const [dims, tile] = spec.split("@");
+  const transB = dims!.endsWith("t");
+  const [m, n, k] = dims!.replace(/t$/, "").split("x").map(Number) as [number, number, number];
+  const a = Tensor.empty([m, k], "bf16").fillRandom(1);
+  const b = Tensor.empty(transB ? [n, k] : [k, n], "bf16").fillRandom(2);
+  const ref = Tensor.empty([m, n], "bf16");
+  const outs = [...grids, ...configs].map(() => Tensor.empty([m, n], "bf16"));
+  const config: GemmConfig | undefined = tile ? { tileN: Number(tile) as 128 | 256 } : undefined;
+  const variants: Variant[] = [
+    { name: "cublas", issue: () => cublasLtGemmSync(a, b, ref, { transB, stream: s }) },
+    ...grids.map((balanced, i) => ({
+      name: balanced === "1" ? "balanced" : "every SM",
+      balanced,
+      issue: () => gemmSync(a, b, outs[i]!, { transB, stream: s, ...(config ? { config } : {}) }),
+    })),
+    ...configs.map((c, j) => ({
+      name: JSON.stringify(c),
+      balanced: "1",
+      issue: () => gemmSync(a, b, outs[grids.length + j]!, { transB, stream: s, config: c }),
+    })),
+  ];
+  const iters = variants.map((v) => {
+    const once = loopMs(v, 1);
+    return Math.max(1, Math.min(200, Math.ceil(1.0 / Math.max(once, 1e-3))));
+  });
+  const times = variants.map(() => [] as number[]);
+  for (let r = 0; r < SAMPLES; r++) variants.forEach((v, i) => times[i]!.push(loopMs(v, iters[i]!)));
+  const errs = variants.slice(1).map((v, i) => {
+    outs[i]!.fill(NaN);
+    setNativeEnv("WEFT_GEMM_BALANCED", v.balanced);
+    variants[i + 1]!.issue();
+    variants[0]!.issue();
+    s.synchronize();
+    return rel(outs[i]!, ref);
+  });
+  const med = times.map(median);
+  const row = {
+    shape: spec,
+    us: Object.fromEntries(variants.map((v, i) => [v.name, +(med[i]! * 1e3).toFixed(2)])),
+    vsCublas: Object.fromEntries(variants.slice(1).map((v, i) => [v.name, +(med[i + 1]! / med[0]!).toFixed(4)])),
+    vsFirst: Object.fromEntries(variants.slice(1).map((v, i) => [v.name, +(med[i + 1]! / med[1]!).toFixed(4)])),
+    rel: errs.map((e) => +e.toExponential(2)),
+  };
+  console.log(JSON.stringify(row));
+  if (errs.some((e) => !(e < 1e-2))) console.log(`  BAD: ${spec} rel ${errs.join(", ")}`);
+  [a, b, ref, ...outs].forEach((t) => t.dispose());
+}
+setNativeEnv("WEFT_GEMM_BALANCED", undefined);
+
+// The fused all-gather kernel on one rank: the same local GEMM through AgHooks, plans made under each
+// setting (the planner reads WEFT_GEMM_BALANCED when it sizes the grid).
+const agShapes = opt("--ag", "").split(",").filter(Boolean);
+if (agShapes.length > 0) {
+  const { Communicator } = await import("../../lib/index.ts");
+  const [comm] = await Communicator.local({ devices: [0], heapBytes: 2 ** 31 });
+  for (const spec of agShapes) {
+    const [m, n, k] = spec.split("x").map(Number) as [number, number, number];
+    const a = Tensor.empty([m, k], "bf16", { device: 0 }).fillRandom(3);
+    const b = Tensor.empty([k, n], "bf16", { device: 0 }).fillRandom(4);
+    const ref = Tensor.empty([m, n], "bf16");
+    // (a third plan: balanced, its out outside the symmetric heap)
+    const made = ["1", "0", "1"].map((env, i) => {
+      setNativeEnv("WEFT_GEMM_BALANCED", env);
+      const out = i < 2 ? comm!.empty([m, n], "bf16") : Tensor.empty([m, n], "bf16");
+      const plan = comm!.allGatherGemm({ a, b, out, config: { path: "fused" } });
+      return { env, out, plan };
+    });
+    setNativeEnv("WEFT_GEMM_BALANCED", undefined);
+    const cs = comm!.stream;
+    const loop = (issue: () => void, iters: number) => {
+      cs.synchronize();
+      Bun.sleepSync(2);
+      issue();
+      e0.record(cs);
+      for (let i = 0; i < iters; i++) issue();
+      e1.record(cs);
+      e1.synchronize();
+      return e1.elapsedSince(e0) / iters;
+    };
+    // Our plain GEMM of the same problem, interleaved with the plans (under each setting).
+    const plainOut = Tensor.empty([m, n], "bf16");
+    const heapOut = comm!.empty([m, n], "bf16");
+    const plain = ["1", "0", "1"].map((env, i) => () => {
+      setNativeEnv("WEFT_GEMM_BALANCED", env);
+      gemmSync(a, b, i < 2 ? plainOut : heapOut, { stream: cs });
+    });
+    // and with a completion published, as every plan's kernel does (tp-split's gemm+done)
+    const { Completion } = await import("../../lib/completion.ts");
+    const { packGemmParams, planGemm } = await import("../../lib/ops/gemm.ts");
+    const completion = Completion.create(0, { slots: 64 });
+    setNativeEnv("WEFT_GEMM_BALANCED", "1");
+    const donePlan = planGemm(a, b, plainOut, {}, "ctas");
+    const doneParams = new Uint8Array(packGemmParams(donePlan, a, b, plainOut, cs, completion.slot()));
+    // launch(), not runSync(): no host wait between launches (tp.ts launches the same way)
+    const issues = [...made.map(({ plan }) => () => { plan.launch(); }), ...plain,
+      () => { check(native().weft_gemm(doneParams), "gemm+done"); }];
+    const iters = issues.map((f) => Math.max(1, Math.ceil(1.0 / loop(f, 1))));
+    const times = issues.map(() => [] as number[]);
+    for (let r = 0; r < SAMPLES; r++) issues.forEach((f, i) => times[i]!.push(loop(f, iters[i]!)));
+    cublasLtGemmSync(a, b, ref, { stream: cs });
+    const errs = made.map(({ out, plan }) => { out.fill(NaN); plan.runSync(); cs.synchronize(); return rel(out, ref); });
+    console.log(JSON.stringify({ ag: spec, gemmCtas: made.map((x) => x.plan.choice.gemmCtas),
+      us: Object.fromEntries(["ag", "ag every SM", "ag out not in heap", "gemm", "gemm every SM", "gemm out in heap", "gemm+done"]
+        .map((name, i) => [name, +(median(times[i]!) * 1e3).toFixed(2)])),
+      ratio: +(median(times[0]!) / median(times[1]!)).toFixed(4),
+      rel: errs.map((e) => +e.toExponential(2)) }));
+    made.forEach(({ out, plan }) => { plan.dispose(); out.dispose(); });
+    setNativeEnv("WEFT_GEMM_BALANCED", undefined);
+    [a, b, ref, plainOut, heapOut, completion].forEach((t) => t.dispose());
+  }
+  await Communicator.disposeAll([comm!]);
+}
