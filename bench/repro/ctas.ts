@@ -100,20 +100,23 @@ setNativeEnv("WEFT_GEMM_BALANCED", undefined);
 const agShapes = opt("--ag", "").split(",").filter(Boolean);
 if (agShapes.length > 0) {
   const { Communicator } = await import("../../lib/index.ts");
-  const [comm] = await Communicator.local({ devices: [0], heapBytes: 2 ** 31 });
+  const [comm] = await Communicator.local({ devices: [0], heapBytes: 2 ** 33 });
   for (const spec of agShapes) {
     const [m, n, k] = spec.split("x").map(Number) as [number, number, number];
     const a = Tensor.empty([m, k], "bf16", { device: 0 }).fillRandom(3);
     const b = Tensor.empty([k, n], "bf16", { device: 0 }).fillRandom(4);
     const ref = Tensor.empty([m, n], "bf16");
-    // (a third plan: balanced, its out outside the symmetric heap)
-    const made = ["1", "0", "1"].map((env, i) => {
+    // Plans: the planner's choice; every SM (with the split tail where one is planned); no split tail
+    // (so the balanced grid).
+    const made = [["1", undefined], ["0", undefined], ["1", "0"]].map(([env, tail]) => {
       setNativeEnv("WEFT_GEMM_BALANCED", env);
-      const out = i < 2 ? comm!.empty([m, n], "bf16") : Tensor.empty([m, n], "bf16");
+      setNativeEnv("WEFT_TP_TAIL_SPLIT", tail);
+      const out = comm!.empty([m, n], "bf16");
       const plan = comm!.allGatherGemm({ a, b, out, config: { path: "fused" } });
       return { env, out, plan };
     });
     setNativeEnv("WEFT_GEMM_BALANCED", undefined);
+    setNativeEnv("WEFT_TP_TAIL_SPLIT", undefined);
     const cs = comm!.stream;
     const loop = (issue: () => void, iters: number) => {
       cs.synchronize();
@@ -148,7 +151,7 @@ if (agShapes.length > 0) {
     cublasLtGemmSync(a, b, ref, { stream: cs });
     const errs = made.map(({ out, plan }) => { out.fill(NaN); plan.runSync(); cs.synchronize(); return rel(out, ref); });
     console.log(JSON.stringify({ ag: spec, gemmCtas: made.map((x) => x.plan.choice.gemmCtas),
-      us: Object.fromEntries(["ag", "ag every SM", "ag out not in heap", "gemm", "gemm every SM", "gemm out in heap", "gemm+done"]
+      us: Object.fromEntries(["ag", "ag every SM", "ag no split", "gemm", "gemm every SM", "gemm out in heap", "gemm+done"]
         .map((name, i) => [name, +(median(times[i]!) * 1e3).toFixed(2)])),
       ratio: +(median(times[0]!) / median(times[1]!)).toFixed(4),
       rel: errs.map((e) => +e.toExponential(2)) }));

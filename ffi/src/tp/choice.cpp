@@ -243,15 +243,17 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
                                        : int(std::clamp<double>(std::ceil(need_gbs / kMachine.cta_push_gbs), 1, 32));
         mover_gbs = std::min(kMachine.nvlink_gbs, c.comm_ctas * kMachine.cta_push_gbs);
       }
+      // The grid and the split tail (gemm.h). Where the planner splits the last wave, every SM gets
+      // a CTA: equal pieces on 132 CTAs beat the balanced grid unsplit at 8192 x 14336 x 8192 by
+      // 0.8-0.9% on one rank (bench/NOTES-gemm.md, session 13); a head and a rest per tile was level
+      // at 8192 x 4096 x 28672 and 0.4-0.7% behind at 16384 x 4096 x 8192 (kept: one rule, and the
+      // back-to-back test of that mode keeps running). Elsewhere the balanced grid: 0.6-1.3% faster
+      // at 8192 x 4096 x 8192. WEFT_TP_TAIL_SPLIT=0: no split tail (A/B in the benchmarks only).
       const int64_t tiles = tiles_m * ceil_div(p.n, c.tile_n);
       c.gemm_ctas = int(std::min<int64_t>(tiles, sms - c.comm_ctas));
-      // WEFT_TP_TAIL_SPLIT=0: no split tail (A/B in the benchmarks only).
       const char* tail_env = std::getenv("WEFT_TP_TAIL_SPLIT");
       if (!(tail_env && std::strcmp(tail_env, "0") == 0))
         c.tail = gemm::plan_tail_split(tiles, ceil_div(p.k, gemm::kTileK), c.gemm_ctas);
-      // Without a split, the balanced grid (gemm.h): at 8192 x 4096 x 8192 per rank, 128 CTAs ran
-      // the kernel 0.6-1.3% faster than 132 on one rank. Where a split is planned every SM stays:
-      // 132 CTAs with the split beat 128 without it at 8192 x 14336 x 8192 (0.3-0.8%).
       if (c.tail.tiles == 0) c.gemm_ctas = gemm::balanced_ctas(tiles, sms - c.comm_ctas);
       const double gemm = gemm_us(p.m, p.n, p.k, c.tile_n, c.gemm_ctas);
       const double arrive = W > 1 ? transfer_us(out_bytes, mover_gbs) : 0;
