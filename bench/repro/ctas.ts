@@ -1,12 +1,13 @@
-// ctas.ts — our GEMM on a balanced grid (gemm::balanced_ctas) against every SM
-// (WEFT_GEMM_BALANCED=0) and cuBLASLt, one GPU, variants interleaved sample by sample, 2 ms of idle
+// ctas.ts — our GEMM on a balanced grid (gemm::balanced_ctas, its default) against every SM
+// (config.maxCtas = the SM count) and cuBLASLt, one GPU, variants interleaved sample by sample, 2 ms of idle
 // GPU before every sample (tp.ts's rest), ~1 ms back-to-back loops behind one untimed launch. Every
 // variant's output is checked against cuBLAS's after timing. --ag also times the fused all-gather
-// kernel on one rank (M x N x K: a [M, K], b [K, N]) both ways.
+// kernel on one rank (M x N x K: a [M, K], b [K, N]) both ways (WEFT_GEMM_BALANCED=0 for every SM).
 //   bun bench/repro/ctas.ts [--samples 15] [--shapes MxNxK[t][@tile],...] [--configs JSON] [--ag MxNxK,...]
 // A shape ending in t has b [N, K] (transB); otherwise b [K, N] as the tp ops use it. @256 / @128
 // forces the tile width. (bench/NOTES-gemm.md, session 13, has what it measured.)
 import { cublasLtGemmSync } from "../../lib/baselines/cublaslt.ts";
+import { deviceInfo } from "../../lib/device.ts";
 import { check, native } from "../../lib/native.ts";
 import { gemmSync, type GemmConfig } from "../../lib/ops/gemm.ts";
 import { Event, Stream } from "../../lib/stream.ts";
@@ -15,7 +16,6 @@ import { setNativeEnv } from "../../test/support/native-env.ts";
 
 const args = process.argv.slice(2);
 const opt = (n: string, d: string) => (args.includes(n) ? args[args.indexOf(n) + 1]! : d);
-const grids = ["1", "0"];  // WEFT_GEMM_BALANCED
 // --configs '[{"tileN":256,"maxCtas":128},...]': our GEMM under these configs too (balanced).
 const configs: GemmConfig[] = JSON.parse(opt("--configs", "[]"));
 const SAMPLES = Number(opt("--samples", "15"));
@@ -26,10 +26,10 @@ const s = Stream.create(0);
 const e0 = Event.create(0), e1 = Event.create(0);
 const scratch = Tensor.empty([6], "f32");
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-type Variant = { name: string; balanced?: string; issue: () => void };  // balanced: WEFT_GEMM_BALANCED
+const SMS = deviceInfo(0).smCount;
+type Variant = { name: string; issue: () => void };
 function loopMs(v: Variant, iters: number): number {
   const issue = v.issue;
-  if (v.balanced !== undefined) setNativeEnv("WEFT_GEMM_BALANCED", v.balanced);
   s.synchronize();
   Bun.sleepSync(2);
   issue();
@@ -52,18 +52,17 @@ for (const spec of shapes) {
   const a = Tensor.empty([m, k], "bf16").fillRandom(1);
   const b = Tensor.empty(transB ? [n, k] : [k, n], "bf16").fillRandom(2);
   const ref = Tensor.empty([m, n], "bf16");
-  const outs = [...grids, ...configs].map(() => Tensor.empty([m, n], "bf16"));
   const config: GemmConfig | undefined = tile ? { tileN: Number(tile) as 128 | 256 } : undefined;
+  const grids: (GemmConfig | undefined)[] = [config, { ...config, maxCtas: SMS }];
+  const outs = [...grids, ...configs].map(() => Tensor.empty([m, n], "bf16"));
   const variants: Variant[] = [
     { name: "cublas", issue: () => cublasLtGemmSync(a, b, ref, { transB, stream: s }) },
-    ...grids.map((balanced, i) => ({
-      name: balanced === "1" ? "balanced" : "every SM",
-      balanced,
-      issue: () => gemmSync(a, b, outs[i]!, { transB, stream: s, ...(config ? { config } : {}) }),
+    ...grids.map((g, i) => ({
+      name: i === 0 ? "balanced" : "every SM",
+      issue: () => gemmSync(a, b, outs[i]!, { transB, stream: s, ...(g ? { config: g } : {}) }),
     })),
     ...configs.map((c, j) => ({
       name: JSON.stringify(c),
-      balanced: "1",
       issue: () => gemmSync(a, b, outs[grids.length + j]!, { transB, stream: s, config: c }),
     })),
   ];
@@ -75,8 +74,7 @@ for (const spec of shapes) {
   for (let r = 0; r < SAMPLES; r++) variants.forEach((v, i) => times[i]!.push(loopMs(v, iters[i]!)));
   const errs = variants.slice(1).map((v, i) => {
     outs[i]!.fill(NaN);
-    setNativeEnv("WEFT_GEMM_BALANCED", v.balanced);
-    variants[i + 1]!.issue();
+    v.issue();
     variants[0]!.issue();
     s.synchronize();
     return rel(outs[i]!, ref);
@@ -93,7 +91,6 @@ for (const spec of shapes) {
   if (errs.some((e) => !(e < 1e-2))) console.log(`  BAD: ${spec} rel ${errs.join(", ")}`);
   [a, b, ref, ...outs].forEach((t) => t.dispose());
 }
-setNativeEnv("WEFT_GEMM_BALANCED", undefined);
 
 // The fused all-gather kernel on one rank: the same local GEMM through AgHooks, plans made under each
 // setting (the planner reads WEFT_GEMM_BALANCED when it sizes the grid).
@@ -131,15 +128,13 @@ if (agShapes.length > 0) {
     // Our plain GEMM of the same problem, interleaved with the plans (under each setting).
     const plainOut = Tensor.empty([m, n], "bf16");
     const heapOut = comm!.empty([m, n], "bf16");
-    const plain = ["1", "0", "1"].map((env, i) => () => {
-      setNativeEnv("WEFT_GEMM_BALANCED", env);
-      gemmSync(a, b, i < 2 ? plainOut : heapOut, { stream: cs });
+    const plain = [undefined, { maxCtas: SMS }, undefined].map((config, i) => () => {
+      gemmSync(a, b, i < 2 ? plainOut : heapOut, { stream: cs, ...(config ? { config } : {}) });
     });
     // and with a completion published, as every plan's kernel does (tp-split's gemm+done)
     const { Completion } = await import("../../lib/completion.ts");
     const { packGemmParams, planGemm } = await import("../../lib/ops/gemm.ts");
     const completion = Completion.create(0, { slots: 64 });
-    setNativeEnv("WEFT_GEMM_BALANCED", "1");
     const donePlan = planGemm(a, b, plainOut, {}, "ctas");
     const doneParams = new Uint8Array(packGemmParams(donePlan, a, b, plainOut, cs, completion.slot()));
     // launch(), not runSync(): no host wait between launches (tp.ts launches the same way)
@@ -156,7 +151,6 @@ if (agShapes.length > 0) {
       ratio: +(median(times[0]!) / median(times[1]!)).toFixed(4),
       rel: errs.map((e) => +e.toExponential(2)) }));
     made.forEach(({ out, plan }) => { plan.dispose(); out.dispose(); });
-    setNativeEnv("WEFT_GEMM_BALANCED", undefined);
     [a, b, ref, plainOut, heapOut, completion].forEach((t) => t.dispose());
   }
   await Communicator.disposeAll([comm!]);

@@ -12,7 +12,6 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
-#include <cstdlib>
 
 namespace weft::gemm {
 
@@ -62,12 +61,10 @@ inline int default_band(int tile_n, int ctas) {
 // instead of 132 took 0.5-2.4% off our GEMM at every benchmark shape whose tile count is a multiple
 // of 128 (1024-3584 tiles), and at 8192 x 4096 x 8192 ncu counted 537 MB read from HBM against 646
 // (the waves of 132 straddle the tile-order bands of 16 rows; bench/NOTES-gemm.md, session 13).
-// WEFT_GEMM_BALANCED=0 gives every SM a CTA again (A/B).
+// (A/B: the plain GEMM's config.maxCtas; the fused planners' WEFT_GEMM_BALANCED=0, ffi/src/tp.)
 inline int balanced_ctas(int64_t units, int most, int cluster = 1) {
   const int64_t slots = most / cluster;
   if (units <= 0 || slots <= 0) return most;
-  const char* env = std::getenv("WEFT_GEMM_BALANCED");
-  if (env && env[0] == '0' && env[1] == 0) return int(slots * cluster);
   const int64_t rounds = (units + slots - 1) / slots;
   return int((units + rounds - 1) / rounds * cluster);
 }

@@ -28,7 +28,8 @@ export interface GemmConfig {
   /** Height of the tile-order bands, in cluster tiles (L2 reuse). Default: 16 tile rows at 256-wide
    * tiles, 8 at 128 and 64 (gemm::default_band in cuda/gemm/gemm.h). */
   groupM?: number;
-  /** Upper bound on the persistent grid (default: one CTA per SM). */
+  /** Upper bound on the persistent grid (default: the fewest CTAs, at most one per SM, that take as
+   * few rounds of tiles as one per SM would: 128 on a 132-SM GPU at 1024 tiles). */
   maxCtas?: number;
 }
 

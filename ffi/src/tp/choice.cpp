@@ -107,6 +107,14 @@ int band_for(int64_t rows, int requested, int most) {
   return 1;
 }
 
+// The fused kernels' GEMM CTAs for `tiles` tiles on at most `most`: the balanced grid (gemm.h), or
+// with WEFT_GEMM_BALANCED=0 (A/B in the benchmarks only, read at plan time) one per SM.
+int gemm_grid(int64_t tiles, int most) {
+  const char* env = std::getenv("WEFT_GEMM_BALANCED");
+  if (env && std::strcmp(env, "0") == 0) return int(std::min<int64_t>(tiles, most));
+  return gemm::balanced_ctas(tiles, most);
+}
+
 void add(Layout& l, Region& r, uint64_t bytes) {
   r.offset = l.total;
   r.bytes = bytes;
@@ -254,7 +262,7 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       const char* tail_env = std::getenv("WEFT_TP_TAIL_SPLIT");
       if (!(tail_env && std::strcmp(tail_env, "0") == 0))
         c.tail = gemm::plan_tail_split(tiles, ceil_div(p.k, gemm::kTileK), c.gemm_ctas);
-      if (c.tail.tiles == 0) c.gemm_ctas = gemm::balanced_ctas(tiles, sms - c.comm_ctas);
+      if (c.tail.tiles == 0) c.gemm_ctas = gemm_grid(tiles, sms - c.comm_ctas);
       const double gemm = gemm_us(p.m, p.n, p.k, c.tile_n, c.gemm_ctas);
       const double arrive = W > 1 ? transfer_us(out_bytes, mover_gbs) : 0;
       const double last_chunk = gemm * double(c.chunk_rows) / double(p.m);
@@ -270,7 +278,7 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       // of 4 at M >= 4096. Not for the all-reduce, whose final rows go out band by band after the
       // math: there bands of 16 were 2.4-5.7% slower than 4 (NOTES-tp, session 12, call 4).
       c.group_m = rows ? band_for(c.shard_tiles, params.group_m, all_reduce ? 4 : gemm::default_band(c.tile_n, sms)) : 1;
-      c.gemm_ctas = gemm::balanced_ctas(tiles_m * ceil_div(p.n, c.tile_n), sms);
+      c.gemm_ctas = gemm_grid(tiles_m * ceil_div(p.n, c.tile_n), sms);
       c.lag = scatter_lag(c.gemm_ctas, W);
       const double gemm = gemm_us(p.m, p.n, p.k, c.tile_n, c.gemm_ctas);
       // CTA mover. Bytes each rank sends: reduce-scatter adds its (W-1)/W share into the owners;
