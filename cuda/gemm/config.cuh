@@ -67,6 +67,8 @@ struct Config {
 
 // Shared memory, from a 1024-byte-aligned base:
 //   [stage 0: A 16 KiB | B TileN*128 B] ... [stage S-1]   TMA destinations, 128-byte swizzled
+//                                                           (after a CTA's last tile, exchange_at_once's
+//                                                           staging: ring_box)
 //   [consumer 0: box 0 | box 1][consumer 1: box 0 | box 1] epilogue staging, 8 KiB each
 //   [full[S] | empty[S] | received[consumer][buffer]]       mbarriers, 8 bytes each (received:
 //                                                           TMA loads into the staging boxes)
@@ -81,6 +83,13 @@ struct SharedStorage {
   __device__ uint8_t* b(uint32_t stage) const { return base + stage * Cfg::kStageBytes + Cfg::kABytes; }
   __device__ uint8_t* out_box(int consumer, uint32_t buffer) const {
     return base + Cfg::kStages * Cfg::kStageBytes + (consumer * 2 + buffer) * Cfg::kOutBoxBytes;
+  }
+  // Box i of consumer c's share of the ring, reused as staging once the CTA's last tile's math is done
+  // in both consumers (exchange_at_once): 2 x kOutBoxes boxes per consumer.
+  __device__ uint8_t* ring_box(int consumer, int i) const {
+    static_assert(2 * Cfg::kConsumers * Cfg::kOutBoxes * Cfg::kOutBoxBytes <= Cfg::kStages * Cfg::kStageBytes,
+                  "a consumer's send and receive boxes fit its share of the ring");
+    return base + (consumer * 2 * Cfg::kOutBoxes + i) * Cfg::kOutBoxBytes;
   }
   __device__ uint64_t* full(uint32_t stage) const {
     return reinterpret_cast<uint64_t*>(base + Cfg::kStages * Cfg::kStageBytes + Cfg::kEpilogueBytes) + stage;

@@ -355,4 +355,103 @@ __device__ __forceinline__ void store_tile(float (&acc)[Cfg::kTileN / 2], const 
   }
 }
 
+// Hooks::kExchanges with every tile at once (Hooks::kAtOnce: 256-wide tiles, one wave), for the CTA's
+// last tile, called by each consumer after both have finished its math (the caller's barrier): the
+// producer has nothing left to load, so the ring is free, and each consumer stages its whole
+// half-tile for the peers at once (ring boxes 0 .. kOutBoxes - 1 of its share) and lands every box of
+// a peer's partial at once (the next kOutBoxes). Through the two staging buffers, box b + 2 of the
+// receive waited for box b's store to read its buffer and then for its own load: two more TMA load
+// latencies in the tail (decode M = 512: 5.9 us of structure at two ranks; NOTES-tp, session 14).
+// Otherwise the steps of send_tile, settle_pending and the kReceive store_tile, in that order.
+template <class Cfg, class Hooks>
+__device__ __forceinline__ void exchange_at_once(float (&acc)[Cfg::kTileN / 2], const KernelParams<typename Hooks::State>& p,
+                                                 const SharedStorage<Cfg>& s, const TileCoord& t, int consumer,
+                                                 typename Hooks::ConsumerState& hook_state, PendingSignal& pending,
+                                                 bool& hook_ok, ReceivedPhases& phases) {
+  static_assert(Hooks::kExchanges && Hooks::kSignalsAfterStore && Hooks::kAddsReceived, "the exchange's steps");
+  const int32_t row0 = t.m0 + consumer * Cfg::kConsumerRows;
+  if (row0 >= p.problem.m) return;  // uniform over the warpgroup
+  const uint32_t barrier_id = 1 + consumer;
+  const bool leader = wg::thread() == 0;
+  const auto in_c = [&](int box) { return t.n0 + box * Cfg::kOutBoxCols < p.tail.tma_cols; };
+  settle_pending<Hooks>(p.hooks, pending, consumer, barrier_id);  // (nothing pending: one tile per CTA)
+
+  // Send: every box staged, then stored to every destination; published by settle_pending.
+#pragma unroll
+  for (int box = 0; box < Cfg::kOutBoxes; ++box)
+    if (in_c(box)) stage_box<Cfg>(acc, s.ring_box(consumer, box), box);
+  cta::fence_proxy_async_shared();
+  wg::sync(barrier_id);
+  if (leader) {
+    const uint32_t dests = Hooks::send_dests(p.hooks, t, false);
+    for (uint32_t d = dests; d != 0; d &= d - 1) {
+#pragma unroll
+      for (int box = 0; box < Cfg::kOutBoxes; ++box) {
+        if (!in_c(box)) break;
+        int32_t row = 0;
+        const CUtensorMap* map = Hooks::send_map(p.hooks, __ffs(d) - 1, t, consumer, row);
+        cta::store_2d(map, s.ring_box(consumer, box), t.n0 + box * Cfg::kOutBoxCols, row);
+      }
+    }
+    cta::bulk_commit();
+  }
+  pending.tile = t;
+  pending.valid = true;
+  settle_pending<Hooks>(p.hooks, pending, consumer, barrier_id);
+
+  // Receive: each source's boxes land together in the second half of the share, then are added.
+  bool ok = !leader || Hooks::wait_exchanged(p.hooks, t, consumer);
+  if (leader) cta::fence_proxy_async_global();  // other agents' writes, acquired, before TMA reads them
+  uint64_t* bar = s.received(consumer, 0);
+  const int sources = Hooks::received_sources(p.hooks, t);
+  for (int source = 0; source < sources; ++source) {
+    if (source > 0) {
+      // Every thread's reads of the previous source are done before TMA overwrites the boxes.
+      cta::fence_proxy_async_shared();
+      wg::sync(barrier_id);
+    }
+    if (leader) {
+      int boxes = 0;
+#pragma unroll
+      for (int box = 0; box < Cfg::kOutBoxes; ++box) boxes += in_c(box) ? 1 : 0;
+      cta::mbarrier_arrive_expect_tx(bar, uint32_t(boxes * Hooks::received_box_rows(p.hooks)) * 128u);
+#pragma unroll
+      for (int box = 0; box < Cfg::kOutBoxes; ++box) {
+        if (!in_c(box)) break;
+        int32_t row = 0;
+        const CUtensorMap* map = Hooks::received_box(p.hooks, t, consumer, source, row);
+        cta::load_2d(s.ring_box(consumer, Cfg::kOutBoxes + box), map, bar, t.n0 + box * Cfg::kOutBoxCols, row);
+      }
+    }
+    ok = cta::mbarrier_wait(bar, phases.bits & 1u) && ok;
+    phases.bits ^= 1u;
+#pragma unroll
+    for (int box = 0; box < Cfg::kOutBoxes; ++box)
+      if (in_c(box)) add_box<Cfg>(acc, s.ring_box(consumer, Cfg::kOutBoxes + box), box);
+  }
+
+  // The sum, staged in place (each thread overwrites exactly the words it read), into this rank's out.
+  const Route route = Hooks::route(p.hooks, t);
+  if (leader) ok = Hooks::before_tile_stores(p.hooks, hook_state, t, route, consumer) && ok;
+#pragma unroll
+  for (int box = 0; box < Cfg::kOutBoxes; ++box)
+    if (in_c(box)) stage_box<Cfg>(acc, s.ring_box(consumer, Cfg::kOutBoxes + box), box);
+  cta::fence_proxy_async_shared();
+  wg::sync(barrier_id);
+  if (leader) {
+    for (uint32_t d = route.dests; d != 0; d &= d - 1) {
+      const CUtensorMap* map = Hooks::out_map(p.hooks, __ffs(d) - 1);
+#pragma unroll
+      for (int box = 0; box < Cfg::kOutBoxes; ++box) {
+        if (!in_c(box)) break;
+        const int32_t col0 = t.n0 + box * Cfg::kOutBoxCols;
+        if (route.reduce) cta::reduce_add_2d(map, s.ring_box(consumer, Cfg::kOutBoxes + box), col0, row0 - route.row_offset);
+        else cta::store_2d(map, s.ring_box(consumer, Cfg::kOutBoxes + box), col0, row0 - route.row_offset);
+      }
+    }
+    cta::bulk_commit();
+  }
+  hook_ok = ok && hook_ok;
+}
+
 }  // namespace weft::gemm

@@ -113,6 +113,9 @@
 //       received boxes (received_box, sources 0..received_sources()-1: the other ranks) loaded and
 //       added, the sum stored as routed. defers() false exchanges every tile at once, as the last
 //       (an A/B variant for benchmarks).
+//   template <class Cfg> static constexpr bool kAtOnce;
+//       With kExchanges: every CTA has exactly one tile (the launch checks it), exchanged at once by
+//       exchange_at_once (epilogue.cuh), which stages in the ring, free once that tile's math is done.
 //   static constexpr bool kSignalsAfterStore;
 //   static __device__ void after_tile_stored(const State&, const TileCoord&, int consumer);
 //       When kSignalsAfterStore (and, with routing, route().signal), called once per consumer
@@ -186,6 +189,8 @@ struct DefaultHooks {
   static constexpr bool kSignalsAfterStore = false;
   static constexpr bool kDeviceScopeSignals = false;
   static constexpr bool kExchanges = false;
+  template <class Cfg>
+  static constexpr bool kAtOnce = false;
   static constexpr bool kAddsReceived = false;
   // Schedulers may hand out split-tail pieces (TileCoord::piece >= 0); then
   // tail_split(State) / tail_epoch(State) give the split and the launch's epoch (tail_split.cuh).

@@ -50,6 +50,10 @@ __device__ __forceinline__ bool is_last_tile(const Scheduler& scheduler) {
   return !ahead.next(next);
 }
 
+// Named barrier ids: 0 is __syncthreads, 1 + consumer each consumer's own (epilogue.cuh), and this
+// one the consumers together.
+constexpr uint32_t kConsumersBarrier = 15;
+
 template <class Cfg, class Hooks>
 __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::State>& p) {
   extern __shared__ uint8_t smem_raw[];
@@ -141,13 +145,17 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
           return;
         }
       }
-      if constexpr (Hooks::kExchanges) {
-        constexpr bool at_once = Hooks::template kAtOnce<Cfg>;
-        const bool defer = !at_once && Hooks::defers(p.hooks) && !is_last_tile(scheduler);
+      if constexpr (Hooks::kExchanges && Hooks::template kAtOnce<Cfg>) {
+        // One tile per CTA (the planner's rule, checked again at launch: gemm_all_reduce.cu). Once
+        // both consumers' math is done, nothing more is loaded and the ring is staging.
+        wg::sync_groups<Cfg::kConsumers>(kConsumersBarrier);
+        exchange_at_once<Cfg, Hooks>(acc, p, s, t, consumer, hook_state, pending, hook_ok, phases);
+      } else if constexpr (Hooks::kExchanges) {
+        const bool defer = Hooks::defers(p.hooks) && !is_last_tile(scheduler);
         store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, sources, phases,
                                defer ? ExchangeStep::kDefer : ExchangeStep::kSend);
-        // Every tile at once (kAtOnce, or defers() false): received right after its own sends.
-        if (at_once || !Hooks::defers(p.hooks)) receive(t);
+        // Every tile at once (defers() false): received right after its own sends.
+        if (!Hooks::defers(p.hooks)) receive(t);
       } else {
         store_tile<Cfg, Hooks, kPhase>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, sources, phases);
       }

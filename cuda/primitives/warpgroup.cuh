@@ -10,6 +10,8 @@
 //     is one branch of a single if/else (ptxas says C7508 when it ignores one).
 //   - wg::sync(id) is a named barrier over the 128 threads of one warpgroup. Ids 1..15 are free for
 //     callers (0 is __syncthreads); two warpgroups syncing independently must use different ids.
+//   - wg::sync_groups<G>(id) is the same over G warpgroups (e.g. a CTA's consumers together): every
+//     thread of those G warpgroups must reach it, with an id no single warpgroup uses.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +30,8 @@ template <int Registers>
 __device__ __forceinline__ void claim_registers();
 
 __device__ __forceinline__ void sync(uint32_t barrier_id);
+template <int Groups>
+__device__ __forceinline__ void sync_groups(uint32_t barrier_id);
 // wg::sync that also returns whether `value` holds in every thread of the warpgroup.
 __device__ __forceinline__ bool all(bool value, uint32_t barrier_id);
 

@@ -10,7 +10,7 @@ import { ArgumentError } from "../../lib/errors.ts";
 import { TpPlan, validateTp, validateTpConfig, type TpTensorDesc } from "../../lib/ops/tp.ts";
 import { describeGpu } from "../support/gpu.ts";
 import { runCheckWorkers } from "../support/report-channel.ts";
-import { checkProblem, TP_CHECKS, type TpContext } from "../support/tp-checks.ts";
+import { backToBack, checkProblem, TP_CHECKS, type TpContext } from "../support/tp-checks.ts";
 
 const GPU_TIMEOUT_MS = Number(process.env.WEFT_COMM_TIMEOUT_MS ?? 10_000);
 const LONG = 600_000;
@@ -134,4 +134,20 @@ describeGpu("tensor-parallel ops, 2 and 4 ranks on one GPU (decode tiles, so eve
       }
     }, LONG);
   }
+  // World 3 with one wave of 256-wide exchange tiles (exchange_at_once): each tile adds two peers'
+  // partials, landing one after the other in the same boxes of the ring. 1 x 9 tiles per rank (a
+  // tail in N), so the three kernels are resident together.
+  test("gemmAllReduce (128, 2056, 1536), world 3, 256-wide exchange tiles: 60 back-to-back runs, every result checked", async () => {
+    const world = 3;
+    const stores = LocalStore.group(world, { timeoutMs: 60_000 });
+    const comms = await Promise.all(stores.map((store, rank) => Communicator.create(store,
+      { rank, worldSize: world, localRank: rank, localWorldSize: world, nodeId: "gpu0" }, 0, { heapBytes: 256 << 20, timeoutMs: GPU_TIMEOUT_MS })));
+    try {
+      const detail = await backToBack({ comms, world }, { op: "gemmAllReduce", M: 128, N: 2056, K: 512 * world, transB: true, tag: 910 },
+        [{ path: "fused", mover: "exchange", tileN: 256 }], 60);
+      console.log(`  [one GPU, world ${world}] ${detail}`);
+    } finally {
+      await Communicator.disposeAll(comms);
+    }
+  }, LONG);
 });

@@ -220,7 +220,7 @@ let tags = 1;
  * preceded by a NaN poison and followed by a GPU-side check into its own error slot, every `every`
  * launches a standalone allReduce runs on the same communicator (checked too); all results are read
  * at the end. plans: one or two plans per rank, used alternately. */
-async function backToBack(ctx: TpContext, p: Problem, configs: TpConfig[], runs: number, every = 10): Promise<string> {
+export async function backToBack(ctx: TpContext, p: Problem, configs: TpConfig[], runs: number, every = 10): Promise<string> {
   const W = ctx.world;
   const data = await each(ctx, (c) => prepare(c, p, W));
   const slots = runs + Math.ceil(runs / every);

@@ -21,6 +21,11 @@ __device__ __forceinline__ void sync(uint32_t barrier_id) {
   asm volatile("bar.sync %0, %1;" ::"r"(barrier_id), "n"(kThreads) : "memory");
 }
 
+template <int Groups>
+__device__ __forceinline__ void sync_groups(uint32_t barrier_id) {
+  asm volatile("bar.sync %0, %1;" ::"r"(barrier_id), "n"(Groups * kThreads) : "memory");
+}
+
 __device__ __forceinline__ bool all(bool value, uint32_t barrier_id) {
   uint32_t result;
   asm volatile(
