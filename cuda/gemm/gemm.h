@@ -69,20 +69,16 @@ inline int balanced_ctas(int64_t units, int most, int cluster = 1) {
   return int((units + rounds - 1) / rounds * cluster);
 }
 
-// A split tail (cuda/gemm/tail_split.cuh): the tiles of the last, partial wave split along K (equal
-// pieces, or a head and a rest per tile), so that the kernel ends a fraction of a tile after the
-// full waves, not a whole tile. Plain data; a scheduler that supports it reads it from its hooks' state.
+// A split tail (cuda/gemm/tail_split.cuh): the tiles of the last, partial wave split along K into
+// equal pieces, so that the kernel ends a fraction of a tile after the full waves, not a whole tile.
+// Plain data; a scheduler that supports it reads it from its hooks' state.
 struct TailSplit {
   float* partials;     // [pieces * tiles slots][2 consumers][tile_n / 8][128 threads] float4: fp32 partials
   uint64_t* counts;    // [tiles][2 consumers]: launch epoch << 16 | pieces of the tile stored so far
   int32_t first_unit;  // units [first_unit, first_unit + tiles) of the scheduler's order are split
   int32_t tiles;       // 0: nothing is split
-  int32_t pieces;      // per tile, each a k_blocks / pieces share of K (but see head_k_blocks)
+  int32_t pieces;      // per tile, each a k_blocks / pieces share of K
   int32_t k_blocks;    // k-blocks of a whole tile
-  // > 0: two pieces per tile, not equal: k-blocks [0, head_k_blocks) on CTA `tile` (which would
-  // have run the whole tile), the rest on the CTAs the last wave leaves idle, each of those taking
-  // the rests of tiles (c - tiles), + (ctas - tiles), ... For a last wave more than half full.
-  int32_t head_k_blocks;
   int32_t ctas;        // GEMM CTAs the split was planned for
 };
 
@@ -90,37 +86,25 @@ struct TailSplit {
 // Costs in k-blocks (0.52 us each at 128 x 256): the last wave's rem tiles whole cost k_blocks plus
 // an epilogue (~3); a piece costs its k-blocks plus ~8 (its partial's write, fence and count, the
 // restart of the pipeline, the reducing piece's reads): that figure fits the measured gains and
-// losses below (NOTES-tp, session 12). A split is made when it saves at least 20.
-//   - equal pieces, one round (rem x pieces <= ctas, at most 16, each >= 4 k-blocks): AG (8192,
-//     28672, 8192), 20 tiles in 6 pieces, 2.3% faster; a 272-tile test shape, 8 in 16 pieces, 6%.
-//   - a last wave more than half full: a head and a rest per tile, each idle CTA taking `per` rests:
-//     AG (8192, 8192, 28672) 1.5% and (16384, 8192, 8192) 0.9% faster; not AG (8192, 8192, 8192),
-//     where it lost 1% (saving 16 by this count), nor a 1024-row shape with rests of 16 k-blocks,
-//     four to a CTA (27% slower: saving 6).
-//   Equal pieces over several rounds lost too (AG (8192, 8192, 8192), 100 tiles in 5 pieces over
-//   4 rounds: 3.6% slower): none is planned.
+// losses below (NOTES-tp, session 12). A split is made when it saves at least 20, in one round of
+// equal pieces (rem x pieces <= ctas, at most 16, each >= 4 k-blocks): AG (8192, 28672, 8192), 20
+// tiles in 6 pieces, 2.3% faster than unsplit on every SM and 0.8-0.9% faster than the balanced grid
+// (NOTES-gemm, session 13); a 272-tile test shape, 8 in 16 pieces, 6%.
+//   Not made:
+//   - a last wave more than half full (fewer than two pieces per tile would fit the idle CTAs): a
+//     head per tile on its own CTA and the rests on the idle CTAs was 0.9-1.5% faster than unsplit
+//     on every SM, but level with the balanced grid at 8192 x 4096 x 28672 and 0.4-0.7% behind it at
+//     16384 x 4096 x 8192 (NOTES-gemm, session 13): removed in session 14;
+//   - equal pieces over several rounds: AG (8192, 8192, 8192), 100 tiles in 5 pieces over 4 rounds,
+//     3.6% slower.
 inline TailSplit plan_tail_split(int64_t tiles, int64_t k_blocks, int ctas) {
   constexpr int64_t kEpilogue = 3, kPiece = 8, kMinPiece = 4, kMinSaving = 20;
   TailSplit t{};
   const int64_t rem = ctas > 0 ? tiles % ctas : 0;
   if (ctas <= 0 || tiles < ctas || rem == 0) return t;
-  const int64_t whole = k_blocks + kEpilogue;
   int64_t pieces = ctas / rem < 16 ? ctas / rem : 16;
   while (pieces > 1 && k_blocks / pieces < kMinPiece) --pieces;
-  if (pieces >= 2) {
-    if (whole - ((k_blocks + pieces - 1) / pieces + kPiece) < kMinSaving) return t;
-  } else {
-    const int64_t per = (rem + (ctas - rem) - 1) / (ctas - rem);
-    int64_t best = whole, best_rest = 0;
-    for (int64_t rest = kMinPiece; rest <= k_blocks / 2; ++rest) {
-      const int64_t head = k_blocks - rest + kPiece, rests = per * (rest + kPiece);
-      const int64_t span = head > rests ? head : rests;
-      if (span < best) best = span, best_rest = rest;
-    }
-    if (whole - best < kMinSaving) return t;
-    t.head_k_blocks = int32_t(k_blocks - best_rest);
-    pieces = 2;
-  }
+  if (pieces < 2 || k_blocks + kEpilogue - ((k_blocks + pieces - 1) / pieces + kPiece) < kMinSaving) return t;
   t.first_unit = int32_t(tiles - rem);
   t.tiles = int32_t(rem);
   t.pieces = int32_t(pieces);

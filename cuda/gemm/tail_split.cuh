@@ -2,13 +2,11 @@
 // split along K (TailSplit in gemm.h says which and how; gemm::plan_tail_split chooses).
 //
 // Why: with T tiles on C CTAs the kernel takes ceil(T / C) tile times; at AG (8192, 28672, 8192)
-// that is 28 for 27.15 of work (3584 tiles on 132 CTAs: the last wave is 20 tiles). Two shapes:
-//   - equal pieces, when the last wave is at most half full: its rem tiles become rem x pieces
-//     units, piece-major (unit v: tile v % rem, piece v / rem), CTA c taking units c, c + C, ...;
-//     in the one round the planner allows, the pieces of one K range run side by side and share A
-//     rows and B columns in L2 as a normal wave does;
-//   - a head and a rest per tile, when it is more than half full: the tile's own CTA runs the head
-//     (most of K), the CTAs the wave leaves idle run the rests, several each.
+// that is 28 for 27.15 of work (3584 tiles on 132 CTAs: the last wave is 20 tiles). The last wave's
+// rem tiles become rem x pieces equal pieces, piece-major (unit v: tile v % rem, piece v / rem), CTA
+// c taking unit c; in the one round the planner allows, the pieces of one K range run side by side
+// and share A rows and B columns in L2 as a normal wave does. (A head and a rest per tile, for a last
+// wave more than half full, was no faster than the balanced grid: removed, gemm.h.)
 // (Contiguous stream-K ranges, one per CTA, staggered every CTA's K offset: 7% slower at AG (8192,
 // 8192, 28672), where nothing a CTA read was in L2 for the next; NOTES-tp, session 12.)
 //
@@ -32,27 +30,13 @@
 namespace weft::gemm {
 
 // CTA cta's tail unit v (its first is v = cta, the next v + tail_step): tail tile `tile`, k-blocks
-// [k_begin, k_begin + k_blocks), partial slot `slot` (pieces of tile j have slots j, j + tiles, ...).
-// false: the CTA has no such unit.
-//   equal pieces: unit v is piece v / tiles of tile v % tiles (piece-major);
-//   head and rest (head_k_blocks > 0): CTA c < tiles runs the head of tile c; CTA c >= tiles the
-//   rests of tiles v - tiles for v = c, c + (ctas - tiles), ...
+// [k_begin, k_begin + k_blocks), partial slot `slot` (pieces of tile j have slots j, j + tiles, ...):
+// piece v / tiles of tile v % tiles. false: the CTA has no such unit.
 struct TailPiece {
   int32_t tile, k_begin, k_blocks, slot;
 };
-__device__ __forceinline__ int32_t tail_step(const TailSplit& s) {
-  return s.head_k_blocks > 0 ? s.ctas - s.tiles : s.ctas;
-}
-__device__ __forceinline__ bool tail_unit(const TailSplit& s, int32_t cta, int32_t v, TailPiece& piece) {
-  if (s.head_k_blocks > 0) {
-    if (cta < s.tiles) {
-      piece = {cta, 0, s.head_k_blocks, cta};
-      return v == cta;
-    }
-    const int32_t tile = v - s.tiles;
-    piece = {tile, s.head_k_blocks, s.k_blocks - s.head_k_blocks, s.tiles + tile};
-    return tile < s.tiles;
-  }
+__device__ __forceinline__ int32_t tail_step(const TailSplit& s) { return s.ctas; }
+__device__ __forceinline__ bool tail_unit(const TailSplit& s, int32_t, int32_t v, TailPiece& piece) {
   if (v >= s.tiles * s.pieces) return false;
   const int32_t p = v / s.tiles;
   const int32_t begin = p * s.k_blocks / s.pieces;

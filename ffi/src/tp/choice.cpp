@@ -253,10 +253,10 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       }
       // The grid and the split tail (gemm.h). Where the planner splits the last wave, every SM gets
       // a CTA: equal pieces on 132 CTAs beat the balanced grid unsplit at 8192 x 14336 x 8192 by
-      // 0.8-0.9% on one rank (bench/NOTES-gemm.md, session 13); a head and a rest per tile was level
-      // at 8192 x 4096 x 28672 and 0.4-0.7% behind at 16384 x 4096 x 8192 (kept: one rule, and the
-      // back-to-back test of that mode keeps running). Elsewhere the balanced grid: 0.6-1.3% faster
-      // at 8192 x 4096 x 8192. WEFT_TP_TAIL_SPLIT=0: no split tail (A/B in the benchmarks only).
+      // 0.8-0.9% on one rank (bench/NOTES-gemm.md, session 13). Elsewhere the balanced grid: 0.6-1.3%
+      // faster at 8192 x 4096 x 8192, and level with or 0.4-0.7% ahead of the head-and-rest split
+      // that 16384 x 4096 x 8192 and 8192 x 4096 x 28672 used to get. WEFT_TP_TAIL_SPLIT=0: no split
+      // tail (A/B in the benchmarks only).
       const int64_t tiles = tiles_m * ceil_div(p.n, c.tile_n);
       c.gemm_ctas = int(std::min<int64_t>(tiles, sms - c.comm_ctas));
       const char* tail_env = std::getenv("WEFT_TP_TAIL_SPLIT");
