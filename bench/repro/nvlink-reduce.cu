@@ -6,7 +6,6 @@
 //   data     the copies only (bulk_wait at the end)
 //   chain    + fence.sc.sys, a flag into the peer, and a wait for the peer's flag (the exchange's chain)
 // each with plain stores (st) and with bf16 add reductions (red), to the peer and to local memory.
-// Then a sweep: how many CTAs it takes to fill the link with TMA bulk stores (64 MiB per direction).
 //   nvcc -arch=sm_90a -O3 -std=c++17 -o /tmp/nr bench/repro/nvlink-reduce.cu && /tmp/nr
 #include <cstdio>
 #include <cstdint>
@@ -56,7 +55,6 @@ struct Side {
   unsigned long long* flags;    // kCtas * 16 words in this GPU's memory
   cudaStream_t stream;
   cudaEvent_t a, b;
-  uint8_t* big;                 // 64 MiB landing area for the rate sweep
 };
 
 template <bool Reduce, bool Chain>
@@ -96,51 +94,6 @@ void time_mode(Side (&s)[2], bool peer, const char* name, unsigned long long& ep
 }
 
 
-// How many CTAs it takes to fill the link with TMA bulk stores: `ctas` CTAs each push `bytes` to the
-// peer in 8 KiB copies from one 64 KiB shared source, at most `inflight` groups of 8 outstanding.
-template <int Inflight>
-__global__ void push(uint8_t* dst, size_t bytes_per_cta) {
-  extern __shared__ __align__(128) uint8_t smem[];
-  for (int i = threadIdx.x; i < kCtaBytes / 4; i += blockDim.x) reinterpret_cast<uint32_t*>(smem)[i] = 0x3c003c00u;
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-  __syncthreads();
-  if (threadIdx.x != 0) return;
-  uint8_t* d = dst + size_t(blockIdx.x) * bytes_per_cta;
-  const size_t groups = bytes_per_cta / kCtaBytes;
-  for (size_t g = 0; g < groups; ++g) {
-    for (int i = 0; i < kCtaBytes / kCopyBytes; ++i) bulk<false>(d + g * kCtaBytes + i * kCopyBytes, smem + i * kCopyBytes);
-    asm volatile("cp.async.bulk.commit_group;" ::: "memory");
-    asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(Inflight) : "memory");
-  }
-  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
-}
-
-template <int Inflight>
-void time_push(Side (&s)[2], int ctas) {
-  const size_t total = size_t(64) << 20;  // 64 MiB per direction
-  const size_t per = total / ctas;
-  for (int g = 0; g < 2; ++g) {
-    cudaSetDevice(g);
-    cudaFuncSetAttribute(push<Inflight>, cudaFuncAttributeMaxDynamicSharedMemorySize, kCtaBytes);
-  }
-  float ms[2] = {0, 0};
-  for (int pass = 0; pass < 2; ++pass) {
-    for (int g = 0; g < 2; ++g) {
-      cudaSetDevice(g);
-      cudaEventRecord(s[g].a, s[g].stream);
-      push<Inflight><<<ctas, 32, kCtaBytes, s[g].stream>>>(s[1 - g].big, per);
-      cudaEventRecord(s[g].b, s[g].stream);
-    }
-    for (int g = 0; g < 2; ++g) {
-      cudaSetDevice(g);
-      cudaEventSynchronize(s[g].b);
-      cudaEventElapsedTime(&ms[g], s[g].a, s[g].b);
-    }
-  }
-  std::printf("push %3d CTAs, %d groups of 64 KiB in flight: %7.1f / %7.1f us for 64 MiB (%5.0f GB/s per direction)\n", ctas,
-              Inflight + 1, ms[0] * 1000, ms[1] * 1000, double(total) / (ms[0] * 1e-3) / 1e9);
-}
-
 int main() {
   Side s[2];
   for (int g = 0; g < 2; ++g) {
@@ -149,7 +102,6 @@ int main() {
     cudaMalloc(&s[g].buf, size_t(kCtas) * kCtaBytes);
     cudaMemset(s[g].buf, 0, size_t(kCtas) * kCtaBytes);
     cudaMalloc(&s[g].flags, kCtas * 16 * 8);
-    cudaMalloc(&s[g].big, size_t(64) << 20);
     cudaMemset(s[g].flags, 0, kCtas * 16 * 8);
     cudaStreamCreateWithFlags(&s[g].stream, cudaStreamNonBlocking);
     cudaEventCreate(&s[g].a);
@@ -161,10 +113,6 @@ int main() {
     time_mode<true, false>(s, true, "red.bf16", epoch);
     time_mode<false, true>(s, true, "st", epoch);
     time_mode<true, true>(s, true, "red.bf16", epoch);
-  }
-  for (int ctas : {1, 2, 4, 8, 16, 32}) {
-    time_push<1>(s, ctas);
-    time_push<3>(s, ctas);
   }
   // Local: what the own partial's add into a zeroed out costs (chain mode would wait on itself).
   time_mode<false, false>(s, false, "st", epoch);
