@@ -103,9 +103,10 @@ struct ExchangeHooks : gemm::DefaultHooks {
     if (keep_own && s.variant == kScatterLocalOnly) return 1u << s.rank;
     return ((1u << s.world) - 1u) & ~(keep_own ? 0u : 1u << s.rank);
   }
-  // 256-wide tiles: every tile is exchanged at once (the planner gives them one wave only); the
-  // deferral is compiled out, since at this width it spills (as the register exchange would: its
-  // kernel is never built at 256).
+  // 256-wide tiles: every tile is exchanged at once (the planner gives them one wave only, one tile
+  // per CTA), by gemm::exchange_at_once, which stages the sends and lands the peers' partials in the
+  // ring once the math is done; the deferral is compiled out, since at this width it spills (as the
+  // register exchange would: its kernel is never built at 256).
   template <class Cfg>
   static constexpr bool kAtOnce = Cfg::kTileN == 256;
   static __device__ __forceinline__ bool defers(const State& s) { return s.variant != kScatterPlainOrder; }
