@@ -58,9 +58,15 @@ constexpr size_t kPushBytes = size_t(3) << 30;  // outlasts the GEMM loop (~7 ms
 
 int main() {
   Gpu g[2];
-  for (int d = 0; d < 2; ++d) {
+  // With one GPU, "the peer" is another buffer of the same GPU (no NVLink): a bound on what the push
+  // CTAs and the GEMM do to each other through HBM alone.
+  int gpus = 0;
+  cudaGetDeviceCount(&gpus);
+  gpus = gpus >= 2 ? 2 : 1;
+  const auto peer = [&](int d) { return (d + 1) % gpus; };
+  for (int d = 0; d < gpus; ++d) {
     cudaSetDevice(d);
-    cudaDeviceEnablePeerAccess(1 - d, 0);
+    if (gpus == 2) cudaDeviceEnablePeerAccess(1 - d, 0);
     cudaMalloc(&g[d].a, M * K * 2);
     cudaMalloc(&g[d].b, K * N * 2);
     cudaMalloc(&g[d].c, M * N * 2);
@@ -93,13 +99,13 @@ int main() {
       float us[2] = {};
       const size_t bytes = size_t(512) << 20;
       for (int pass = 0; pass < 2; ++pass) {
-        for (int d = 0; d < 2; ++d) {
+        for (int d = 0; d < gpus; ++d) {
           cudaSetDevice(d);
           cudaEventRecord(g[d].p0, g[d].side);
-          push<<<ctas, 32, kGroupBytes, g[d].side>>>(g[1 - d].landing, bytes / ctas, inflight);
+          push<<<ctas, 32, kGroupBytes, g[d].side>>>(g[peer(d)].landing, bytes / ctas, inflight);
           cudaEventRecord(g[d].p1, g[d].side);
         }
-        for (int d = 0; d < 2; ++d) {
+        for (int d = 0; d < gpus; ++d) {
           cudaSetDevice(d);
           cudaEventSynchronize(g[d].p1);
           float ms = 0;
@@ -118,26 +124,26 @@ int main() {
       for (int mode = 0; mode < 3; ++mode) {
         float gemm_us[2] = {}, push_us[2] = {};
         for (int pass = 0; pass < 2; ++pass) {
-          for (int d = 0; d < 2; ++d) {
+          for (int d = 0; d < gpus; ++d) {
             cudaSetDevice(d);
             cudaDeviceSynchronize();
           }
-          for (int d = 0; d < 2; ++d) {
+          for (int d = 0; d < gpus; ++d) {
             cudaSetDevice(d);
             if (mode > 0) {
               cudaEventRecord(g[d].p0, g[d].side);
-              push<<<ctas, 32, kGroupBytes, g[d].side>>>(mode == 2 ? g[1 - d].landing : g[d].local, kPushBytes / ctas, inflight);
+              push<<<ctas, 32, kGroupBytes, g[d].side>>>(mode == 2 ? g[peer(d)].landing : g[d].local, kPushBytes / ctas, inflight);
               cudaEventRecord(g[d].p1, g[d].side);
             }
           }
-          for (int d = 0; d < 2; ++d) {
+          for (int d = 0; d < gpus; ++d) {
             cudaSetDevice(d);
             gemm(d);  // one untimed launch: the push CTAs are resident by the timed ones
             cudaEventRecord(g[d].g0, g[d].gemm);
             for (int i = 0; i < iters; ++i) gemm(d);
             cudaEventRecord(g[d].g1, g[d].gemm);
           }
-          for (int d = 0; d < 2; ++d) {
+          for (int d = 0; d < gpus; ++d) {
             cudaSetDevice(d);
             cudaDeviceSynchronize();
             float ms = 0;
@@ -158,7 +164,7 @@ int main() {
       }
     }
   }
-  for (int d = 0; d < 2; ++d) {
+  for (int d = 0; d < gpus; ++d) {
     cudaSetDevice(d);
     std::printf("gpu %d: %s\n", d, cudaGetErrorString(cudaDeviceSynchronize()));
   }
