@@ -26,7 +26,7 @@ export const CommConfig = new Struct("WeftCommConfig", {
   device: "i32",
   rank: "i32",
   world_size: "i32",
-  reserved: "i32",
+  sm_budget: "i32",
   heap_bytes: "u64",
   staged_bytes: "u64",
   timeout_ns: "u64",

@@ -34,6 +34,10 @@ export interface CommunicatorOptions {
   stagedBytes?: number;
   /** Bound of every GPU-side wait for a peer, in ms (default 10 000). */
   timeoutMs?: number;
+  /** SMs this rank's kernels may use (default: every SM). For several ranks on one GPU: each fused
+   * op's persistent kernel waits for the other ranks' kernels, so together they must fit the GPU
+   * (e.g. 44 each for 3 ranks on 132 SMs). */
+  smBudget?: number;
   /** Bound of every bootstrap wait (creation, teardown), in ms (default 120 000). */
   storeTimeoutMs?: number;
   /** Completion ticker: µs of polling per event-loop turn while a collective is pending (default
@@ -259,6 +263,7 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
     const stagedBytes = positiveInt(op, "stagedBytes", opts.stagedBytes ?? 1 << 20, 1 << 30);
     const timeoutMs = positiveInt(op, "timeoutMs", opts.timeoutMs ?? 10_000);
     const storeTimeoutMs = positiveInt(op, "storeTimeoutMs", opts.storeTimeoutMs ?? 120_000);
+    const smBudget = opts.smBudget === undefined ? 0 : positiveInt(op, "smBudget", opts.smBudget, 1 << 16);
     const eagerSpinMicros = opts.eagerSpinMicros ?? 0;
     checkSpin(op, "eagerSpinMicros", eagerSpinMicros);
     if (ident.worldSize !== store.worldSize || ident.rank !== store.rank) {
@@ -283,7 +288,7 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
     const nativeWorld = multi ? plan.localSize : ident.worldSize;
 
     const cfg = CommConfig.write(CommConfig.alloc(), {
-      device, rank: nativeRank, world_size: nativeWorld, heap_bytes: heapBytes, staged_bytes: stagedBytes,
+      device, rank: nativeRank, world_size: nativeWorld, sm_budget: smBudget, heap_bytes: heapBytes, staged_bytes: stagedBytes,
       timeout_ns: BigInt(timeoutMs) * 1_000_000n,
     });
     const out = new BigUint64Array(1);

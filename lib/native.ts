@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 import { errorFromStatus, LibraryError } from "./errors.ts";
 
 /** weft.h WEFT_ABI_VERSION this package was written against. */
-export const ABI_VERSION = 2;
+export const ABI_VERSION = 3;
 
 // Pointers are passed as T.ptr: a JS number (device/host address) or a TypedArray, which Bun
 // passes by address for the duration of the call. 64-bit sizes are T.u64 (number or bigint).

@@ -103,6 +103,17 @@ describeGpu("world size 1 (every collective is a local copy)", 1, () => {
       await c!.dispose();
     }
   }, LONG);
+  test("smBudget caps the SMs every kernel of the communicator plans for; a bad one names the option", async () => {
+    const [c] = await Communicator.local({ devices: [0], heapBytes: 64 << 20, smBudget: 20 });
+    try {
+      expect(c!.maxCtas).toBeLessThanOrEqual(20);
+    } finally {
+      await c!.dispose();
+    }
+    for (const smBudget of [-1, 0.5, NaN]) {
+      await expect(Communicator.local({ devices: [0], heapBytes: 64 << 20, smBudget })).rejects.toThrow(/smBudget/);
+    }
+  });
 });
 
 test("GPU count seen by the collective tests", () => {

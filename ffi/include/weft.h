@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 /* Bumped on any change to a signature or an ABI struct. lib/native.ts refuses a mismatch. */
-#define WEFT_ABI_VERSION 2
+#define WEFT_ABI_VERSION 3
 
 enum WeftStatus {
   WEFT_OK = 0,
@@ -167,7 +167,9 @@ typedef struct WeftCommConfig {
   int32_t device;
   int32_t rank;
   int32_t world_size;
-  int32_t reserved;
+  int32_t sm_budget;     /* SMs this rank's kernels may use (0 = every SM): several ranks sharing one
+                            GPU each take a share, so that their persistent kernels, which wait for
+                            each other, are resident together */
   uint64_t heap_bytes;   /* user region of the symmetric heap; rounded up to 2 MiB */
   uint64_t staged_bytes; /* per-source staging for small one-shot ops; rounded up to 4 KiB */
   uint64_t timeout_ns;   /* bound of every GPU-side wait; 0 = 10 s */

@@ -53,7 +53,7 @@ std::string build() {
   FIELD(WeftCommConfig, device);
   FIELD(WeftCommConfig, rank);
   FIELD(WeftCommConfig, world_size);
-  FIELD(WeftCommConfig, reserved);
+  FIELD(WeftCommConfig, sm_budget);
   FIELD(WeftCommConfig, heap_bytes);
   FIELD(WeftCommConfig, staged_bytes);
   FIELD(WeftCommConfig, timeout_ns);

@@ -8,6 +8,7 @@ import { LocalStore } from "../../lib/bootstrap.ts";
 import { Communicator } from "../../lib/comm.ts";
 import { ArgumentError } from "../../lib/errors.ts";
 import { TpPlan, validateTp, validateTpConfig, type TpTensorDesc } from "../../lib/ops/tp.ts";
+import { deviceInfo } from "../../lib/device.ts";
 import { describeGpu } from "../support/gpu.ts";
 import { runCheckWorkers } from "../support/report-channel.ts";
 import { backToBack, checkProblem, TP_CHECKS, type TpContext } from "../support/tp-checks.ts";
@@ -116,10 +117,10 @@ describeGpu("tensor-parallel ops, one process per GPU (2 bun processes, CUDA IPC
   }, LONG);
 });
 
-describeGpu("tensor-parallel ops, 2 and 4 ranks on one GPU (decode tiles, so every rank's kernel runs at once)", 1, () => {
-  // Several ranks share GPU 0; with M = 16 and N = 1000 each fused kernel takes 16 CTAs (64-column
-  // tiles), so all ranks' kernels are resident together and wait for each other. This is where world
-  // sizes above 2 run, with every all-reduce mover that applies and the sequential path.
+describeGpu("tensor-parallel ops, 2 to 4 ranks on one GPU (every rank's kernel resident at once)", 1, () => {
+  // Several ranks share GPU 0, so all ranks' kernels must be resident together (they wait for each
+  // other): decode tiles (M = 16, N = 1000: 16 CTAs each), or a 1/W share of the SMs per rank
+  // (smBudget). This is where world sizes above 2 run, every op with every mover.
   for (const world of [2, 4]) {
     test(`gemmAllReduce (16, 1000, ${512 * world}), world ${world}: every path against the fp32 reference`, async () => {
       const stores = LocalStore.group(world, { timeoutMs: 60_000 });
@@ -129,6 +130,37 @@ describeGpu("tensor-parallel ops, 2 and 4 ranks on one GPU (decode tiles, so eve
         const detail = await checkProblem({ comms, world }, { op: "gemmAllReduce", M: 16, N: 1000, K: 512 * world, transB: false, tag: 900 + world });
         console.log(`  [one GPU, world ${world}] ${detail}`);
         expect(detail).toContain("fused exchange");
+      } finally {
+        await Communicator.disposeAll(comms);
+      }
+    }, LONG);
+  }
+  // Every op and mover at world 3 and 4: each rank gets a 1/W share of the SMs (smBudget), so that
+  // all ranks' persistent kernels are resident together. M a multiple of 128 x W (row ownership, so
+  // the copy-engine movers run too), N / W a multiple of 8 (fused paths), K / W whole.
+  for (const world of [3, 4]) {
+    test(`every op and path, world ${world} on one GPU, each rank a 1/${world} share of its SMs`, async () => {
+      const stores = LocalStore.group(world, { timeoutMs: 60_000 });
+      const smBudget = Math.floor(deviceInfo(0).smCount / world);
+      const comms = await Promise.all(stores.map((store, rank) => Communicator.create(store,
+        { rank, worldSize: world, localRank: rank, localWorldSize: world, nodeId: "gpu0" }, 0,
+        { heapBytes: 512 << 20, timeoutMs: GPU_TIMEOUT_MS, smBudget })));
+      try {
+        const M = 256 * world, N = 1056, K = 512 * world;
+        for (const op of ["allGatherGemm", "gemmReduceScatter", "gemmAllReduce"] as const) {
+          for (const transB of [false, true]) {
+            const detail = await checkProblem({ comms, world }, { op, M, N, K, transB, tag: 920 + world });
+            console.log(`  [one GPU, world ${world}] ${op} (${M}, ${N}, ${K})${transB ? " b [n, k]" : ""}: ${detail}`);
+            expect(detail).toContain("fused copy-engine");
+          }
+        }
+        // Back to back with no reset (each launch reuses the receive slots, flags and side streams of
+        // the one before, by epoch), the movers alternating, every result checked.
+        for (const op of ["allGatherGemm", "gemmReduceScatter", "gemmAllReduce"] as const) {
+          const detail = await backToBack({ comms, world }, { op, M, N, K, transB: true, tag: 930 + world },
+            [{ path: "fused", mover: "copyEngine" }, { path: "fused", mover: "ctas" }], 60);
+          console.log(`  [one GPU, world ${world}] ${op} back to back: ${detail}`);
+        }
       } finally {
         await Communicator.disposeAll(comms);
       }

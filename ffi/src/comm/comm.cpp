@@ -52,6 +52,7 @@ WEFT_API int weft_comm_create(const WeftCommConfig* config, WeftComm** out_comm)
     WEFT_REQUIRE(config->rank >= 0 && config->rank < config->world_size, "rank must be in [0, %d) (got %d)",
                  config->world_size, config->rank);
     WEFT_REQUIRE(config->heap_bytes > 0, "heap_bytes must be > 0");
+    WEFT_REQUIRE(config->sm_budget >= 0, "sm_budget must be >= 0 (0 = every SM; got %d)", config->sm_budget);
     DeviceGuard g(config->device);
     auto comm = std::make_unique<WeftComm>();
     comm->device = config->device;
@@ -62,6 +63,8 @@ WEFT_API int weft_comm_create(const WeftCommConfig* config, WeftComm** out_comm)
     const uint64_t staged = coll::round_up(config->staged_bytes ? config->staged_bytes : 4096, 4096);
     comm->layout = coll::make_layout(comm->world, staged, comm->heap_bytes);
     WEFT_CUDA(cudaDeviceGetAttribute(&comm->sm_count, cudaDevAttrMultiProcessorCount, config->device));
+    // Every planner and collective sizes its grid from sm_count, so a budget caps them all.
+    if (config->sm_budget > 0) comm->sm_count = std::min(comm->sm_count, int(config->sm_budget));
     comm->max_ctas = std::min<uint32_t>(uint32_t(comm->sm_count), coll::kMaxCtas);
 
     void* arena = nullptr;
