@@ -85,6 +85,8 @@ for (const spec of shapes) {
     us: Object.fromEntries(variants.map((v, i) => [v.name, +(med[i]! * 1e3).toFixed(2)])),
     vsCublas: Object.fromEntries(variants.slice(1).map((v, i) => [v.name, +(med[i + 1]! / med[0]!).toFixed(4)])),
     vsFirst: Object.fromEntries(variants.slice(1).map((v, i) => [v.name, +(med[i + 1]! / med[1]!).toFixed(4)])),
+    // min and max of the samples over their median: how much one launch varies from the next
+    spread: Object.fromEntries(variants.map((v, i) => [v.name, [+(Math.min(...times[i]!) / med[i]!).toFixed(4), +(Math.max(...times[i]!) / med[i]!).toFixed(4)]])),
     rel: errs.map((e) => +e.toExponential(2)),
   };
   console.log(JSON.stringify(row));
