@@ -5,9 +5,12 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 
 import { Communicator } from "../lib/comm.ts";
+import "../lib/ops/tp.ts";  // comm.allGatherGemm()
 import { OutOfMemoryError } from "../lib/errors.ts";
 import { HeapAllocator } from "../lib/heap.ts";
+import { Tensor } from "../lib/tensor.ts";
 import { CHECKS, releaseDiffBuffers, type CheckContext } from "./support/collective-checks.ts";
+import { deviceError, referenceGemm } from "./support/gemm.ts";
 import { describeGpu, gpuCount } from "./support/gpu.ts";
 import { freePorts, runCheckWorkers } from "./support/report-channel.ts";
 
@@ -112,6 +115,27 @@ describeGpu("world size 1 (every collective is a local copy)", 1, () => {
     }
     for (const smBudget of [-1, 0.5, NaN]) {
       await expect(Communicator.local({ devices: [0], heapBytes: 64 << 20, smBudget })).rejects.toThrow(/smBudget/);
+    }
+    // One SM: the all-gather's CTA mover (a comm CTA beside a GEMM CTA) cannot be had; auto still runs.
+    const [one] = await Communicator.local({ devices: [0], heapBytes: 64 << 20, smBudget: 1 });
+    try {
+      using a = one!.empty([256, 512], "bf16").fillRandom(5);
+      using b = one!.empty([512, 256], "bf16").fillRandom(6);
+      using out = one!.empty([256, 256], "bf16").fill(NaN);
+      expect(() => one!.allGatherGemm({ a, b, out, config: { path: "fused", mover: "ctas" } })).toThrow(/at least 2 SMs/);
+      const plan = one!.allGatherGemm({ a, b, out });
+      try {
+        await plan.run();
+        using ref = Tensor.empty([256, 256], "f32", { device: 0 });
+        referenceGemm(a, b, ref, { m: 256, n: 256, k: 512 }, false);
+        const e = deviceError(out, ref);
+        expect(e.nonFinite).toBe(0);
+        expect(e.rel).toBeLessThan(1e-2);
+      } finally {
+        plan.dispose();
+      }
+    } finally {
+      await one!.dispose();
     }
   });
 });

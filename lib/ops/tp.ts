@@ -213,7 +213,7 @@ const leaks = new FinalizationRegistry<string>((what) => {
 });
 
 const ENGINE_STAGE: Record<number, string> = {
-  1: "the producer, waiting for a peer's rows of A",
+  1: "the producer, waiting for a peer's data (all-gather: its rows of A; reduce-scatter and all-reduce with the copy-engine mover: its partials of this rank's rows)",
   2: "a consumer (shared-memory pipeline)",
   3: "the epilogue, waiting for a tile's owner to store it or for the peers to enter the launch",
   4: "the end of the kernel, waiting for the peers to finish adding (or for this rank's copies to land)",

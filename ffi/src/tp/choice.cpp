@@ -227,6 +227,9 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
   if (c.fused_available) {
     const int64_t tiles_m = ceil_div(p.m, gemm::kTileM);
     if (p.op == WEFT_TP_ALL_GATHER_GEMM) {
+      // The CTA mover needs a comm CTA and a GEMM CTA (a communicator's smBudget can leave fewer SMs).
+      WEFT_REQUIRE(params.mover != WEFT_TP_MOVER_CTAS || sms >= 2,
+                   "mover 'ctas' needs at least 2 SMs (a comm CTA beside the GEMM's); this communicator has %d", sms);
       c.mover = params.mover == WEFT_TP_MOVER_CTAS || (params.mover == WEFT_TP_MOVER_AUTO && params.comm_ctas > 0)
                     ? WEFT_TP_MOVER_CTAS
                     : WEFT_TP_MOVER_COPY_ENGINE;
@@ -248,7 +251,8 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
         const double local_us = gemm_us(p.m_shard, p.n, p.k, c.tile_n, sms);
         const double need_gbs = out_bytes / std::max(local_us, 1.0) / 1e3;
         c.comm_ctas = params.comm_ctas ? params.comm_ctas
-                                       : int(std::clamp<double>(std::ceil(need_gbs / kMachine.cta_push_gbs), 1, 32));
+                                       : int(std::clamp<double>(std::ceil(need_gbs / kMachine.cta_push_gbs), 1,
+                                                                std::min(32, sms - 1)));
         mover_gbs = std::min(kMachine.nvlink_gbs, c.comm_ctas * kMachine.cta_push_gbs);
       }
       // The grid and the split tail (gemm.h). Where the planner splits the last wave, every SM gets
