@@ -10,9 +10,10 @@ import { cublasLtGemmSync } from "../../lib/baselines/cublaslt.ts";
 import { deviceInfo } from "../../lib/device.ts";
 import { check, native } from "../../lib/native.ts";
 import { gemmSync, type GemmConfig } from "../../lib/ops/gemm.ts";
-import { Event, Stream } from "../../lib/stream.ts";
+import { Stream } from "../../lib/stream.ts";
 import { Tensor } from "../../lib/tensor.ts";
 import { setNativeEnv } from "../../test/support/native-env.ts";
+import { median, RankTiming } from "../support/rank-timing.ts";
 
 const args = process.argv.slice(2);
 const opt = (n: string, d: string) => (args.includes(n) ? args[args.indexOf(n) + 1]! : d);
@@ -23,27 +24,13 @@ const shapes = opt("--shapes", "8192x4096x8192,4096x4096x8192,8192x8192x4096,409
   .split(",");
 
 const s = Stream.create(0);
-const e0 = Event.create(0), e1 = Event.create(0);
-const scratch = Tensor.empty([6], "f32");
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+// tp.ts's protocol: 2 ms of idle GPU, then a loop behind one untimed launch
+const timing = new RankTiming([s]);
+timing.restMs = 2;
 const SMS = deviceInfo(0).smCount;
 type Variant = { name: string; issue: () => void };
-function loopMs(v: Variant, iters: number): number {
-  const issue = v.issue;
-  s.synchronize();
-  Bun.sleepSync(2);
-  issue();
-  e0.record(s);
-  for (let i = 0; i < iters; i++) issue();
-  e1.record(s);
-  e1.synchronize();
-  return e1.elapsedSince(e0) / iters;
-}
-function rel(x: Tensor, ref: Tensor): number {
-  check(native().weft_diff_norms(x.ptr, 0, ref.ptr, 0, ref.numel, scratch.ptr, null), "rel");
-  const d = new Float64Array((scratch.download() as Float32Array).buffer, 0, 3);
-  return d[2]! > 0 ? NaN : Math.sqrt(d[0]!) / Math.sqrt(d[1]!);
-}
+const loopMs = (v: Variant, iters: number) => timing.loopMs(v.issue, iters);
+const rel = (x: Tensor, ref: Tensor) => timing.relError(x, ref, 0);
 
 for (const spec of shapes) {
   const [dims, tile] = spec.split("@");
@@ -117,16 +104,9 @@ if (agShapes.length > 0) {
     setNativeEnv("WEFT_GEMM_BALANCED", undefined);
     setNativeEnv("WEFT_TP_TAIL_SPLIT", undefined);
     const cs = comm!.stream;
-    const loop = (issue: () => void, iters: number) => {
-      cs.synchronize();
-      Bun.sleepSync(2);
-      issue();
-      e0.record(cs);
-      for (let i = 0; i < iters; i++) issue();
-      e1.record(cs);
-      e1.synchronize();
-      return e1.elapsedSince(e0) / iters;
-    };
+    const commTiming = new RankTiming([cs]);
+    commTiming.restMs = 2;
+    const loop = (issue: () => void, iters: number) => commTiming.loopMs(issue, iters);
     // Our plain GEMM of the same problem, interleaved with the plans (under each setting).
     const plainOut = Tensor.empty([m, n], "bf16");
     const heapOut = comm!.empty([m, n], "bf16");
@@ -153,7 +133,7 @@ if (agShapes.length > 0) {
       ratio: +(median(times[0]!) / median(times[1]!)).toFixed(4),
       rel: errs.map((e) => +e.toExponential(2)) }));
     made.forEach(({ out, plan }) => { plan.dispose(); out.dispose(); });
-    [a, b, ref, plainOut, heapOut, completion].forEach((t) => t.dispose());
+    [a, b, ref, plainOut, heapOut, completion, commTiming].forEach((t) => t.dispose());
   }
   await Communicator.disposeAll([comm!]);
 }

@@ -6,9 +6,9 @@
 import { cublasLtGemmSync } from "../../lib/baselines/cublaslt.ts";
 import { deviceCount } from "../../lib/device.ts";
 import { gemmSync } from "../../lib/ops/gemm.ts";
-import { Event, Stream } from "../../lib/stream.ts";
+import { Stream } from "../../lib/stream.ts";
 import { Tensor } from "../../lib/tensor.ts";
-import { median } from "../support/rank-timing.ts";
+import { median, RankTiming } from "../support/rank-timing.ts";
 
 const args = process.argv.slice(2);
 const opt = (n: string, d: string) => (args.includes(n) ? args[args.indexOf(n) + 1]! : d);
@@ -16,18 +16,16 @@ const SAMPLES = Number(opt("--samples", "40"));
 const shapes = opt("--shapes", "8192x4096x8192,4096x14336x2048").split(",");
 const gpus = Array.from({ length: Math.min(2, deviceCount()) }, (_, g) => g);
 const streams = gpus.map((g) => Stream.create(g));
-const events = gpus.map((g) => [Event.create(g), Event.create(g)] as const);
+// settings: both GPUs at once, then each alone; each a RankTiming over its GPUs' streams
+const settings = [gpus, ...(gpus.length > 1 ? gpus.map((g) => [g]) : [])].map((on) => {
+  const timing = new RankTiming(on.map((g) => streams[g]!));
+  timing.restMs = 2;
+  return { on, timing };
+});
 
 // ms per launch on each GPU in `on`, over a loop of `iters` launches behind one untimed launch.
-function loop(issue: (g: number) => void, on: number[], iters: number): number[] {
-  on.forEach((g) => streams[g]!.synchronize());
-  Bun.sleepSync(2);
-  on.forEach((g) => issue(g));
-  on.forEach((g) => events[g]![0].record(streams[g]!));
-  for (let i = 0; i < iters; i++) on.forEach((g) => issue(g));
-  on.forEach((g) => events[g]![1].record(streams[g]!));
-  return on.map((g) => (events[g]![1].synchronize(), events[g]![1].elapsedSince(events[g]![0]) / iters));
-}
+const loop = (issue: (g: number) => void, { on, timing }: (typeof settings)[number], iters: number) =>
+  timing.loopMsPerRank(() => on.forEach((g) => issue(g)), iters);
 
 const stats = (xs: number[]) => {
   const m = median(xs);
@@ -46,21 +44,15 @@ for (const spec of shapes) {
     ours: (g: number) => gemmSync(data[g]!.a, data[g]!.b, data[g]!.ours, { stream: streams[g] }),
     cublas: (g: number) => cublasLtGemmSync(data[g]!.a, data[g]!.b, data[g]!.theirs, { stream: streams[g] }),
   };
-  const iters = Math.max(1, Math.ceil(1.0 / loop(variants.ours, [0], 1)[0]!));
-  // settings: both GPUs at once, then each alone
-  const settings = [gpus, ...(gpus.length > 1 ? gpus.map((g) => [g]) : [])];
+  const iters = Math.max(1, Math.ceil(1.0 / loop(variants.ours, settings.at(-1)!, 1)[0]!));
   const times: Record<string, number[]> = {};
   for (let s = 0; s < SAMPLES; s++) {
-    for (const on of settings) {
+    for (const setting of settings) {
+      const { on } = setting;
       for (const [name, issue] of Object.entries(variants)) {
-        loop(issue, on, iters).forEach((t, i) => {
-          const key = `${name} gpu${on[i]}${on.length > 1 ? " (both busy)" : " (alone)"}`;
-          (times[key] ??= []).push(t);
-        });
-        if (on.length > 1) {
-          const both = on.map((_, i) => times[`${name} gpu${on[i]} (both busy)`]!.at(-1)!);
-          (times[`${name} slower of both`] ??= []).push(Math.max(...both));
-        }
+        const perGpu = loop(issue, setting, iters);
+        perGpu.forEach((t, i) => (times[`${name} gpu${on[i]}${on.length > 1 ? " (both busy)" : " (alone)"}`] ??= []).push(t));
+        if (on.length > 1) (times[`${name} slower of both`] ??= []).push(Math.max(...perGpu));
       }
     }
   }

@@ -37,6 +37,11 @@ export class RankTiming {
 
   /** ms per launch (slower rank) over a back-to-back loop of `iters` launches. */
   loopMs(issue: () => void, iters: number): number {
+    return Math.max(...this.loopMsPerRank(issue, iters));
+  }
+
+  /** Each rank's own ms per launch over a back-to-back loop of `iters` launches. */
+  loopMsPerRank(issue: () => void, iters: number): number[] {
     if (this.restMs > 0) {
       this.streams.forEach((s) => s.synchronize());
       Bun.sleepSync(this.restMs);
@@ -49,7 +54,7 @@ export class RankTiming {
     }
     this.streams.forEach((s, r) => this.#events[r]![1].record(s));
     this.#events.forEach(([, e]) => e.synchronize());
-    return Math.max(...this.#events.map(([a, b]) => b.elapsedSince(a))) / iters;
+    return this.#events.map(([a, b]) => b.elapsedSince(a) / iters);
   }
 
   /** Each issue's median ms over `samples` loops of about `loopMs` ms (at most `maxIters`

@@ -404,6 +404,9 @@ __device__ __forceinline__ void exchange_at_once(float (&acc)[Cfg::kTileN / 2], 
   if (leader) cta::fence_proxy_async_global();  // other agents' writes, acquired, before TMA reads them
   uint64_t* bar = s.received(consumer, 0);
   const int sources = Hooks::received_sources(p.hooks, t);
+  int boxes = 0;
+#pragma unroll
+  for (int box = 0; box < Cfg::kOutBoxes; ++box) boxes += in_c(box) ? 1 : 0;
   for (int source = 0; source < sources; ++source) {
     if (source > 0) {
       // Every thread's reads of the previous source are done before TMA overwrites the boxes.
@@ -411,9 +414,6 @@ __device__ __forceinline__ void exchange_at_once(float (&acc)[Cfg::kTileN / 2], 
       wg::sync(barrier_id);
     }
     if (leader) {
-      int boxes = 0;
-#pragma unroll
-      for (int box = 0; box < Cfg::kOutBoxes; ++box) boxes += in_c(box) ? 1 : 0;
       cta::mbarrier_arrive_expect_tx(bar, uint32_t(boxes * Hooks::received_box_rows(p.hooks)) * 128u);
 #pragma unroll
       for (int box = 0; box < Cfg::kOutBoxes; ++box) {
