@@ -6,7 +6,8 @@
 # Steps:  info -> weft info;  test -> REQUIRE_GPU=1 bun test;  demo -> the README's demo;
 #         quickstart -> the README's API example;
 #         torch -> bench/peers/torch_tp.py under torchrun (2 ranks); a later `tp` step reads it;
-#         anything else -> bun bench/<name>.ts
+#         NAME.cu -> bench/NAME.cu built with nvcc (linked against build/libweft.so) and run;
+#         anything else -> bun bench/<name>.ts (repro/rank-spread: bench/repro/rank-spread.ts)
 # A step may carry its own bound in seconds, `test:150`; STEP_TIMEOUT (default 300) bounds the rest. GPU-side waits are bounded by WEFT_COMM_TIMEOUT_MS
 # (3 s here), so a broken peer fails fast.
 set -uo pipefail
@@ -39,6 +40,7 @@ for spec in "$@"; do
   T=${STEP_TIMEOUT:-300}
   [ "$spec" = "$step" ] || T=${spec#*:}
   echo "=== $step (bound ${T} s)"
+  log="$LOGS/bench-${step//\//-}.txt"
   t0=$(date +%s.%N)
   case "$step" in
     info) timeout "$T" bun lib/cli.ts info > "$LOGS/info.txt" 2>&1; step_rc "$step" $?; cat "$LOGS/info.txt" ;;
@@ -49,7 +51,11 @@ for spec in "$@"; do
     torch) TORCHRUN=$(command -v torchrun || echo "python3 -m torch.distributed.run")
            timeout "$T" $TORCHRUN --nproc-per-node=2 bench/peers/torch_tp.py --out "$LOGS/torch_tp.json" > "$LOGS/torch.txt" 2>&1
            step_rc "$step" $?; export TORCH_TP_JSON="$LOGS/torch_tp.json"; tail -3 "$LOGS/torch.txt" ;;
-    *) timeout "$T" bun "bench/$step.ts" > "$LOGS/bench-$step.txt" 2>&1; step_rc "$step" $?; tail -40 "$LOGS/bench-$step.txt" ;;
+    *.cu) bin="$LOGS/$(basename "$step" .cu)"
+          nvcc -arch=sm_90a -O3 -std=c++17 -I ffi/include -o "$bin" "bench/$step" -L build -lweft \
+            -Xlinker -rpath -Xlinker "$PWD/build" > "$log" 2>&1 && timeout "$T" "$bin" >> "$log" 2>&1
+          step_rc "$step" $?; rm -f "$bin"; tail -40 "$log" ;;
+    *) timeout "$T" bun "bench/$step.ts" > "$log" 2>&1; step_rc "$step" $?; tail -40 "$log" ;;
   esac
   step_clocks "$step" "$t0" "$(date +%s.%N)"; grep "^$step " "$LOGS/clocks.txt"
   pack
