@@ -11,7 +11,7 @@ import { TpPlan, validateTp, validateTpConfig, type TpTensorDesc } from "../../l
 import { deviceInfo } from "../../lib/device.ts";
 import { describeGpu } from "../support/gpu.ts";
 import { runCheckWorkers } from "../support/report-channel.ts";
-import { backToBack, checkProblem, TP_CHECKS, type TpContext } from "../support/tp-checks.ts";
+import { backToBack, checkOddSizes, checkProblem, TP_CHECKS, type TpContext } from "../support/tp-checks.ts";
 
 const GPU_TIMEOUT_MS = Number(process.env.WEFT_COMM_TIMEOUT_MS ?? 10_000);
 const LONG = 600_000;
@@ -161,6 +161,22 @@ describeGpu("tensor-parallel ops, 2 to 4 ranks on one GPU (every rank's kernel r
             [{ path: "fused", mover: "copyEngine" }, { path: "fused", mover: "ctas" }], 60);
           console.log(`  [one GPU, world ${world}] ${op} back to back: ${detail}`);
         }
+      } finally {
+        await Communicator.disposeAll(comms);
+      }
+    }, LONG);
+  }
+  // Odd sizes at world 2 and 3 (each rank a 1/W share of the SMs): the sequential path's padded
+  // copies, its GEMM and our collectives with rows of odd lengths and shards of uneven heights.
+  for (const world of [2, 3]) {
+    test(`odd sizes, world ${world} on one GPU: every op, both B layouts, against the fp32 reference`, async () => {
+      const stores = LocalStore.group(world, { timeoutMs: 60_000 });
+      const smBudget = Math.floor(deviceInfo(0).smCount / world);
+      const comms = await Promise.all(stores.map((store, rank) => Communicator.create(store,
+        { rank, worldSize: world, localRank: rank, localWorldSize: world, nodeId: "gpu0" }, 0,
+        { heapBytes: 256 << 20, timeoutMs: GPU_TIMEOUT_MS, smBudget })));
+      try {
+        console.log(`  [one GPU, world ${world}] ${await checkOddSizes({ comms, world })}`);
       } finally {
         await Communicator.disposeAll(comms);
       }

@@ -30,6 +30,12 @@ export const SHAPES: [number, number, number][] = [
   [1, 8192, 8192], [127, 1000, 520], [1024, 8192, 8192], [8192, 8192, 8192], [4096, 14336, 4096],
 ];
 
+/** Sizes no tile and no 16-byte row divides (the issue's tails), as (M, N, K): M not a multiple of
+ * 128 x W, and at W = 2 an odd n = N / W (all-gather, (127, 1001, 522)), an odd K (all-gather, (300,
+ * 999, 1043)), an odd N and an odd k = K / W (the others, (127, 1001, 522)). The fused kernels' TMA
+ * needs 16-byte rows, so these run on the sequential path through padded copies. */
+export const ODD_SHAPES: [number, number, number][] = [[127, 1001, 522], [300, 999, 1043]];
+
 function seed(tag: number, rank: number, which: number): number {
   return tag * 7919 + which * 131 + rank + 1;
 }
@@ -270,6 +276,19 @@ export async function backToBack(ctx: TpContext, p: Problem, configs: TpConfig[]
   }
 }
 
+/** Every op, both B layouts, at every ODD_SHAPES size, against the fp32 reference (checkProblem). */
+export async function checkOddSizes(ctx: TpContext): Promise<string> {
+  const out: string[] = [];
+  for (const op of ["allGatherGemm", "gemmReduceScatter", "gemmAllReduce"] as TpOp[]) {
+    for (const transB of [false, true]) {
+      for (const [M, N, K] of ODD_SHAPES) {
+        out.push(`${op} (${M},${N},${K})${transB ? " b [n,k]" : ""} ${await checkProblem(ctx, { op, M, N, K, transB, tag: tags++ })}`);
+      }
+    }
+  }
+  return out.join("; ");
+}
+
 export const TP_CHECKS: TpCheck[] = [
   ...(["allGatherGemm", "gemmReduceScatter", "gemmAllReduce"] as TpOp[]).flatMap((op) => [false, true].map((transB) => ({
     name: `${op}, b ${transB ? "[n, k]" : "[k, n]"}: every issue shape, sequential and fused paths, against the fp32 reference`,
@@ -279,6 +298,10 @@ export const TP_CHECKS: TpCheck[] = [
       return out.join("; ");
     },
   }))),
+  {
+    name: "odd sizes (M not a multiple of 128 x W, odd n, k, N and K), every op, both B layouts, against the fp32 reference",
+    run: checkOddSizes,
+  },
   {
     name: "200 back-to-back runs per op with no reset, every result checked on the GPU, interleaved with allReduce",
     async run(ctx) {
