@@ -19,6 +19,16 @@ const LONG = 600_000;
 const t = (shape: number[], extra: Partial<TpTensorDesc> = {}): TpTensorDesc => ({ shape, dtype: "bf16", device: 0, ...extra });
 const sym = (shape: number[]) => t(shape, { symmetric: true });
 
+/** `world` ranks of one communicator, all on GPU 0 in this process. shareSms: each rank plans for a
+ * 1/W share of the SMs (smBudget), so that every rank's persistent kernels are resident together. */
+async function ranksOnOneGpu(world: number, heapBytes: number, shareSms = false): Promise<Communicator[]> {
+  const stores = LocalStore.group(world, { timeoutMs: 60_000 });
+  const smBudget = shareSms ? Math.floor(deviceInfo(0).smCount / world) : undefined;
+  return Promise.all(stores.map((store, rank) => Communicator.create(store,
+    { rank, worldSize: world, localRank: rank, localWorldSize: world, nodeId: "gpu0" }, 0,
+    { heapBytes, timeoutMs: GPU_TIMEOUT_MS, smBudget })));
+}
+
 describe("tensor-parallel ops: validation (CPU)", () => {
   test("allGatherGemm: shapes follow out's M, b's layout and the world size", () => {
     expect(validateTp("allGatherGemm", 2, 0, { a: t([64, 520]), b: t([520, 500]), out: t([127, 500]) }))
@@ -123,9 +133,7 @@ describeGpu("tensor-parallel ops, 2 to 4 ranks on one GPU (every rank's kernel r
   // (smBudget). This is where world sizes above 2 run, every op with every mover.
   for (const world of [2, 4]) {
     test(`gemmAllReduce (16, 1000, ${512 * world}), world ${world}: every path against the fp32 reference`, async () => {
-      const stores = LocalStore.group(world, { timeoutMs: 60_000 });
-      const comms = await Promise.all(stores.map((store, rank) => Communicator.create(store,
-        { rank, worldSize: world, localRank: rank, localWorldSize: world, nodeId: "gpu0" }, 0, { heapBytes: 256 << 20, timeoutMs: GPU_TIMEOUT_MS })));
+      const comms = await ranksOnOneGpu(world, 256 << 20);
       try {
         const detail = await checkProblem({ comms, world }, { op: "gemmAllReduce", M: 16, N: 1000, K: 512 * world, transB: false, tag: 900 + world });
         console.log(`  [one GPU, world ${world}] ${detail}`);
@@ -140,11 +148,7 @@ describeGpu("tensor-parallel ops, 2 to 4 ranks on one GPU (every rank's kernel r
   // the copy-engine movers run too), N / W a multiple of 8 (fused paths), K / W whole.
   for (const world of [3, 4]) {
     test(`every op and path, world ${world} on one GPU, each rank a 1/${world} share of its SMs`, async () => {
-      const stores = LocalStore.group(world, { timeoutMs: 60_000 });
-      const smBudget = Math.floor(deviceInfo(0).smCount / world);
-      const comms = await Promise.all(stores.map((store, rank) => Communicator.create(store,
-        { rank, worldSize: world, localRank: rank, localWorldSize: world, nodeId: "gpu0" }, 0,
-        { heapBytes: 512 << 20, timeoutMs: GPU_TIMEOUT_MS, smBudget })));
+      const comms = await ranksOnOneGpu(world, 512 << 20, true);
       try {
         const M = 256 * world, N = 1056, K = 512 * world;
         for (const op of ["allGatherGemm", "gemmReduceScatter", "gemmAllReduce"] as const) {
@@ -170,11 +174,7 @@ describeGpu("tensor-parallel ops, 2 to 4 ranks on one GPU (every rank's kernel r
   // copies, its GEMM and our collectives with rows of odd lengths and shards of uneven heights.
   for (const world of [2, 3]) {
     test(`odd sizes, world ${world} on one GPU: every op, both B layouts, against the fp32 reference`, async () => {
-      const stores = LocalStore.group(world, { timeoutMs: 60_000 });
-      const smBudget = Math.floor(deviceInfo(0).smCount / world);
-      const comms = await Promise.all(stores.map((store, rank) => Communicator.create(store,
-        { rank, worldSize: world, localRank: rank, localWorldSize: world, nodeId: "gpu0" }, 0,
-        { heapBytes: 256 << 20, timeoutMs: GPU_TIMEOUT_MS, smBudget })));
+      const comms = await ranksOnOneGpu(world, 256 << 20, true);
       try {
         console.log(`  [one GPU, world ${world}] ${await checkOddSizes({ comms, world })}`);
       } finally {
@@ -187,9 +187,7 @@ describeGpu("tensor-parallel ops, 2 to 4 ranks on one GPU (every rank's kernel r
   // tail in N), so the three kernels are resident together.
   test("gemmAllReduce (128, 2056, 1536), world 3, 256-wide exchange tiles: 60 back-to-back runs, every result checked", async () => {
     const world = 3;
-    const stores = LocalStore.group(world, { timeoutMs: 60_000 });
-    const comms = await Promise.all(stores.map((store, rank) => Communicator.create(store,
-      { rank, worldSize: world, localRank: rank, localWorldSize: world, nodeId: "gpu0" }, 0, { heapBytes: 256 << 20, timeoutMs: GPU_TIMEOUT_MS })));
+    const comms = await ranksOnOneGpu(world, 256 << 20);
     try {
       const detail = await backToBack({ comms, world }, { op: "gemmAllReduce", M: 128, N: 2056, K: 512 * world, transB: true, tag: 910 },
         [{ path: "fused", mover: "exchange", tileN: 256 }], 60);
