@@ -146,6 +146,30 @@ __device__ __forceinline__ void stage_for_store(const float (&acc)[Cfg::kTileN /
 // the last wave's traffic; only that traffic, a flag and one local load follow.
 enum class ExchangeStep { kStore, kDefer, kSend, kReceive };
 
+// One staged box of a half-tile to every rank in `dests` (Hooks::send_map: the peers' receive slots,
+// and the own slot for a deferred tile). The leader only; the caller commits the bulk group.
+template <class Hooks>
+__device__ __forceinline__ void send_box(const typename Hooks::State& state, uint32_t dests, const TileCoord& t,
+                                         int consumer, const uint8_t* buf, int32_t col0) {
+  for (uint32_t d = dests; d != 0; d &= d - 1) {
+    int32_t row = 0;
+    const CUtensorMap* map = Hooks::send_map(state, __ffs(d) - 1, t, consumer, row);
+    cta::store_2d(map, buf, col0, row);
+  }
+}
+
+// One staged box to every destination of a run-time route (Hooks::kRouted), stored or added: one
+// bulk group covers them all, so one wait_read frees the box. The leader only; the caller commits.
+template <class Hooks>
+__device__ __forceinline__ void store_routed_box(const typename Hooks::State& state, const Route& route,
+                                                 const uint8_t* buf, int32_t col0, int32_t row) {
+  for (uint32_t d = route.dests; d != 0; d &= d - 1) {
+    const CUtensorMap* map = Hooks::out_map(state, __ffs(d) - 1);
+    if (route.reduce) cta::reduce_add_2d(map, buf, col0, row);
+    else cta::store_2d(map, buf, col0, row);
+  }
+}
+
 // This consumer's half-tile, rounded, goes to every send destination box by box (the two staging
 // buffers alternating as in store_tile); kDefer adds the own slot as a destination. The caller
 // records the pending signal.
@@ -161,11 +185,7 @@ __device__ __forceinline__ void send_tile(const float (&acc)[Cfg::kTileN / 2], c
     uint8_t* buf = s.out_box(consumer, staged & 1u);
     stage_for_store<Cfg>(acc, buf, box, barrier_id, false);
     if (wg::thread() == 0) {
-      for (uint32_t d = dests; d != 0; d &= d - 1) {
-        int32_t row = 0;
-        const CUtensorMap* map = Hooks::send_map(p.hooks, __ffs(d) - 1, t, consumer, row);
-        cta::store_2d(map, buf, col0, row);
-      }
+      send_box<Hooks>(p.hooks, dests, t, consumer, buf, col0);
       cta::bulk_commit();
     }
     ++staged;
@@ -323,15 +343,7 @@ __device__ __forceinline__ void store_tile(float (&acc)[Cfg::kTileN / 2], const 
         if constexpr (Hooks::template kPhaseAdds<Phase>) cta::reduce_add_2d(map, buf, col0, row0 - route.row_offset);
         else cta::store_2d(map, buf, col0, row0 - route.row_offset);
       } else if constexpr (Hooks::kRouted) {
-        // One staged box feeds every destination (the same bulk group: wait_read covers them all).
-        for (uint32_t d = route.dests; d != 0; d &= d - 1) {
-          const CUtensorMap* map = Hooks::out_map(p.hooks, __ffs(d) - 1);
-          if (route.reduce) {
-            cta::reduce_add_2d(map, buf, col0, row0 - route.row_offset);
-          } else {
-            cta::store_2d(map, buf, col0, row0 - route.row_offset);
-          }
-        }
+        store_routed_box<Hooks>(p.hooks, route, buf, col0, row0 - route.row_offset);
       } else if constexpr (Hooks::kEpilogue == EpilogueOp::kReduceAdd) {
         cta::reduce_add_2d(&p.c, buf, col0, row0);
       } else {
@@ -384,15 +396,9 @@ __device__ __forceinline__ void exchange_at_once(float (&acc)[Cfg::kTileN / 2], 
   wg::sync(barrier_id);
   if (leader) {
     const uint32_t dests = Hooks::send_dests(p.hooks, t, false);
-    for (uint32_t d = dests; d != 0; d &= d - 1) {
 #pragma unroll
-      for (int box = 0; box < Cfg::kOutBoxes; ++box) {
-        if (!in_c(box)) break;
-        int32_t row = 0;
-        const CUtensorMap* map = Hooks::send_map(p.hooks, __ffs(d) - 1, t, consumer, row);
-        cta::store_2d(map, s.ring_box(consumer, box), t.n0 + box * Cfg::kOutBoxCols, row);
-      }
-    }
+    for (int box = 0; box < Cfg::kOutBoxes; ++box)
+      if (in_c(box)) send_box<Hooks>(p.hooks, dests, t, consumer, s.ring_box(consumer, box), t.n0 + box * Cfg::kOutBoxCols);
     cta::bulk_commit();
   }
   pending.tile = t;
@@ -439,16 +445,11 @@ __device__ __forceinline__ void exchange_at_once(float (&acc)[Cfg::kTileN / 2], 
   cta::fence_proxy_async_shared();
   wg::sync(barrier_id);
   if (leader) {
-    for (uint32_t d = route.dests; d != 0; d &= d - 1) {
-      const CUtensorMap* map = Hooks::out_map(p.hooks, __ffs(d) - 1);
 #pragma unroll
-      for (int box = 0; box < Cfg::kOutBoxes; ++box) {
-        if (!in_c(box)) break;
-        const int32_t col0 = t.n0 + box * Cfg::kOutBoxCols;
-        if (route.reduce) cta::reduce_add_2d(map, s.ring_box(consumer, Cfg::kOutBoxes + box), col0, row0 - route.row_offset);
-        else cta::store_2d(map, s.ring_box(consumer, Cfg::kOutBoxes + box), col0, row0 - route.row_offset);
-      }
-    }
+    for (int box = 0; box < Cfg::kOutBoxes; ++box)
+      if (in_c(box))
+        store_routed_box<Hooks>(p.hooks, route, s.ring_box(consumer, Cfg::kOutBoxes + box), t.n0 + box * Cfg::kOutBoxCols,
+                                row0 - route.row_offset);
     cta::bulk_commit();
   }
   hook_ok = ok && hook_ok;
