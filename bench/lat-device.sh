@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# bench/lat-device.sh — one call on the GPU host for the 8 KiB latency work (NOTES-collectives.md,
-# runs 7-8): launch paths A/B in alternating worker pairs (graph, the default, against driver),
+# bench/lat-device.sh — one call on the GPU host for the 8 KiB latency work (bench/DECISIONS.md,
+# "Small collectives launch through a one-kernel CUDA graph, rewritten ahead"): launch paths A/B in alternating worker pairs (graph, the default, against driver),
 # the staged kernel's phase stamps, the floors probe (build/latency-probe, built from
 # bench/latency-probe.cu), the communicator and TP tests, then the NCCL comparison table.
 #   bash .gpu/enter.sh bash bench/lat-device.sh

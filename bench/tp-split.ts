@@ -57,8 +57,8 @@ const LOOP_MS = Number(opt("--loop-ms", "2"));
 // --serial: an event recorded after every launch, so that no kernel overlaps its predecessor
 // (programmatic dependent launch off): per-launch time without the chain's overlap.
 const serial = args.includes("--serial");
-// --cold: every loop starts from an idle GPU, its first launch's host enqueue timed too (the timing
-// before session 11: RankTiming, lead).
+// --cold: every loop starts from an idle GPU, its first launch's host enqueue timed too (the earlier
+// protocol: RankTiming, lead).
 const cold = args.includes("--cold");
 // --rest-ms R: the GPUs idle R ms before every loop (default 0: back to back, at the card's power cap;
 // tp.ts rests 2).

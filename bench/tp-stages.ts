@@ -1,7 +1,7 @@
 // tp-stages.ts — what limits fused GEMM + reduce-scatter / all-reduce: the fused kernel beside our
 // GEMM alone, in one process, under the stage-out variant and tile-order lag that the environment
 // selects at plan creation (ffi/src/tp: WEFT_TP_SCATTER_VARIANT, WEFT_TP_SCATTER_LAG). Run it once
-// per setting (bench/tp-variants.sh); bench/NOTES-tp.md compares the settings.
+// per setting (bench/tp-variants.sh), which compares the settings.
 //
 //   WEFT_TP_SCATTER_VARIANT=2 bun bench/tp-stages.ts --label stores [--samples N] [--mover copyEngine] [--cases rs,ar] [--loop-ms 1]
 //
@@ -103,7 +103,8 @@ for (const { op, shape, tileN } of CASES) {
       const config: TpConfig = { path: "fused", mover, tileN: (t ? Number(t[1]) : tileN) as 64 | 128 | 256 | undefined,
         ...(g ? { groupM: Number(g[1]) } : {}) };
       // In the C environment: the planner reads it with getenv (test/support/native-env.ts). Until
-      // this went through setNativeEnv, vN plans were plain plans (bench/NOTES-tp.md, session 5).
+      // this went through setNativeEnv, vN plans were plain plans (bench/DECISIONS.md, "A native
+      // switch is set with setenv, not process.env").
       const saved = process.env.WEFT_TP_SCATTER_VARIANT;
       if (v) setNativeEnv("WEFT_TP_SCATTER_VARIANT", v[1]!);
       try {

@@ -9,14 +9,14 @@
 //                 (and, among the other variants, cuBLASLt's GEMM of the same local problem)
 //   cuBLAS+NCCL   cuBLASLt GEMM and NCCL collective in sequence on each GPU's stream (dlopen'ed)
 //   torch         bench/peers/torch_tp.py, run with torchrun in the same device session (its JSON)
-// plus, for bench/NOTES-tp.md, variants that leave one stage out or swap it: our sequential path,
+// plus variants that leave one stage out or swap it: our sequential path,
 // our fused path when the cost model picked the other one, the fused path's other mover, and our
 // collective alone (the communication without the GEMM).
 //
 // Timing: tinybench tasks whose overriddenDuration is CUDA-event time of a back-to-back loop (enough
 // launches for ~1 ms), the slower rank counts. Each loop starts behind one untimed launch of the same
 // work, so the GPUs are busy while the host enqueues the loop: the loop measures back-to-back GPU
-// time, not the first launch's host enqueue (--cold times from an idle GPU, as before session 11;
+// time, not the first launch's host enqueue (--cold times from an idle GPU, the earlier protocol;
 // bench/peers/torch_tp.py times torch's ops the same way, where the difference is large). Variants
 // alternate sample by sample (the card's clocks drift under its power cap; ROUNDS) and their
 // samples are pooled: the median of >= 20. Before every sample the GPUs idle REST_MS (2 ms), as
@@ -42,10 +42,11 @@ const args = process.argv.slice(2);
 const only = args.includes("--only") ? args[args.indexOf("--only") + 1]!.split(",") : ["ag", "rs", "ar"];
 const SAMPLES = Number(args.includes("--samples") ? args[args.indexOf("--samples") + 1] : 20);
 // Variants alternate sample by sample (one sample each per round): in rounds of 5 samples per
-// variant, a shape's own-GEMM column moved 6% between two ops of one run (run 37: 0.8223 against
-// 0.8728 ms for the same GEMM), as the clocks drift under the power cap.
-// --rounds R: R rounds of SAMPLES / R samples per variant instead (4: the rounds before session 11,
-// though with the warm-up loop in the first round only, as call 12 of NOTES-tp session 11 ran it).
+// variant, a shape's own-GEMM column moved 6% between two ops of one run (0.8223 against 0.8728 ms
+// for the same GEMM), as the clocks drift under the power cap (bench/DECISIONS.md, "Variants
+// alternate sample by sample").
+// --rounds R: R rounds of SAMPLES / R samples per variant instead (4: the earlier rounds, though
+// with the warm-up loop in the first round only, as that entry's A/B ran it).
 const ROUNDS = args.includes("--rounds") ? Number(args[args.indexOf("--rounds") + 1]) : SAMPLES;
 // --min-m M: only shapes with at least M rows (decode sizes only when M <= 16).
 const MIN_M = Number(args.includes("--min-m") ? args[args.indexOf("--min-m") + 1] : 0);
@@ -57,7 +58,8 @@ const ONLY_SHAPES = args.includes("--shapes") ? args[args.indexOf("--shapes") + 
 // same). Under the card's ~690 W power cap the SM clock follows the duty cycle: back to back, this
 // process held both GPUs at the cap (1620-1680 MHz median) while torch_tp.py, whose barrier and
 // Python leave the GPU idle between samples, ran at 1965 MHz, so the same cuBLAS GEMM took 12%
-// longer here. With 2 ms of rest in both, both run at 1980 MHz (NOTES-tp, session 12, call 1).
+// longer here. With 2 ms of rest in both, both run at 1980 MHz (bench/DECISIONS.md, "Both harnesses
+// rest 2 ms before every sample").
 const REST_MS = Number(args.includes("--rest-ms") ? args[args.indexOf("--rest-ms") + 1] : 2);
 // --cold: each loop from an idle GPU (see Timing above).
 const COLD = args.includes("--cold");

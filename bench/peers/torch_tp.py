@@ -8,7 +8,7 @@ warm-up, on random bf16 data, the way bench/tp.ts times its own variants (time_v
 sample a back-to-back loop of ~1 ms behind one untimed call, after 2 ms of idle GPU (--rest-ms: both
 harnesses rest the same, so both run at the same clocks under the power cap), the variants of a
 shape alternating sample by sample, the slower rank counting. (--cold: one call per sample from an idle GPU, each
-variant's samples in a row: the timing before session 11, which put Python's dispatch inside every
+variant's samples in a row: the earlier protocol, which put Python's dispatch inside every
 sample and ran a variant at other clocks than tp.ts runs ours.)
   ag_gemm   torch.ops.symm_mem.fused_all_gather_matmul   a [M/W, K] (gathered) x b [K, N/W]
   gemm_rs   torch.ops.symm_mem.fused_matmul_reduce_scatter a [M, K/W] x b [K/W, N] -> [M/W, N]
@@ -62,7 +62,7 @@ def loop_ms(fn, calls):
 
 
 def time_ms(fn, warmup=5, iters=25):
-    """--cold: one call per sample from an idle GPU (the timing before session 11)."""
+    """--cold: one call per sample from an idle GPU (the earlier protocol)."""
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()

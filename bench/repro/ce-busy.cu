@@ -1,5 +1,6 @@
 // Does a 2-D peer copy on a side stream run at full speed while a persistent kernel holds every SM?
-// (bench/NOTES-tp.md, session 5: yes, 16 us for 3.9 MiB either way.)
+// (Yes, 16 us for 3.9 MiB either way: bench/DECISIONS.md, "The first wave of a two-wave exchange
+// goes by copy engine".)
 //   nvcc -arch=sm_90a -O2 -o /tmp/ce-busy bench/repro/ce-busy.cu && /tmp/ce-busy
 // GPU 0: a kernel of 132 x 1 CTAs spinning ~200 us; meanwhile on another stream a copy GPU0 -> GPU1
 // (2-D: 512 rows x 7936 B of a 16 KiB pitch, and 1-D: the same bytes); events time the copy.

@@ -1,6 +1,6 @@
 // SM clock and power while the M = 512 decode all-reduce loops, with and without NVLink traffic
-// (variants through the C environment), and our GEMM alone, 1.5 s each (bench/NOTES-tp.md, session
-// 5). Phase marks go to stdout with wall-clock ms; nvidia-smi samples beside it: run clocks.sh.
+// (variants through the C environment), and our GEMM alone, 1.5 s each (bench/DECISIONS.md,
+// "SM-issued NVLink stores slow the sending GPU's math"). Phase marks go to stdout with wall-clock ms; nvidia-smi samples beside it: run clocks.sh.
 import { Communicator } from "../../lib/comm.ts";
 import { gemmSync } from "../../lib/ops/gemm.ts";
 import { TpPlan, type TpConfig } from "../../lib/ops/tp.ts";

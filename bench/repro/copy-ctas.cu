@@ -1,4 +1,5 @@
-// Copy CTAs on the SMs our GEMM leaves idle (bench/NOTES-tp.md, session 14): does NVLink traffic that a
+// Copy CTAs on the SMs our GEMM leaves idle (bench/DECISIONS.md, "No dedicated copy CTAs on the idle
+// SMs"): does NVLink traffic that a
 // few dedicated CTAs push slow our GEMM on the other SMs, the way the epilogue's own peer stores slow
 // the math of the SM that issues them? Both GPUs at once: our GEMM (libweft's weft_gemm, balanced grid:
 // 128 CTAs at 4096 x 14336 x 2048, so 4 SMs idle) in a loop on one stream while `ctas` push CTAs,

@@ -5,7 +5,8 @@
 // kernel on one rank (M x N x K: a [M, K], b [K, N]) both ways (WEFT_GEMM_BALANCED=0 for every SM).
 //   bun bench/repro/ctas.ts [--samples 15] [--shapes MxNxK[t][@tile],...] [--configs JSON] [--ag MxNxK,...]
 // A shape ending in t has b [N, K] (transB); otherwise b [K, N] as the tp ops use it. @256 / @128
-// forces the tile width. (bench/NOTES-gemm.md, session 13, has what it measured.)
+// forces the tile width. (bench/DECISIONS.md, "The grid is the fewest CTAs that keep the fewest
+// rounds", has what it measured.)
 import { cublasLtGemmSync } from "../../lib/baselines/cublaslt.ts";
 import { deviceInfo } from "../../lib/device.ts";
 import { check, native } from "../../lib/native.ts";

@@ -1,7 +1,8 @@
 # cublas-kernels.py: which cuBLAS kernels torch's matmul runs at our local GEMM shapes,
 # for ncu to name (grid, block, registers, shared memory, duration):
 #   ncu --section LaunchStats --section SpeedOfLight --csv python3 bench/repro/cublas-kernels.py
-# (bench/NOTES-gemm.md, session 13, has what it found.)
+# (What it found: cuBLAS uses 128 x 256 and 128 x 320 tiles in 2-CTA clusters there;
+# bench/DECISIONS.md, "Tile-order bands are √(ctas × tile_n / 128) tile rows high".)
 import torch
 shapes = [(8192, 4096, 8192), (8192, 8192, 4096), (4096, 14336, 2048), (512, 8192, 4096), (8192, 8192, 8192)]
 for m, n, k in shapes:

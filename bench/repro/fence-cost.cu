@@ -1,5 +1,5 @@
-// The cost of a fence between a data store and its flag, by fence kind and scope (bench/NOTES-tp.md,
-// session 5). 132 CTAs; thread 0 of each stores 16 bytes (to local or peer memory), fences, stores a
+// The cost of a fence between a data store and its flag, by fence kind and scope (bench/DECISIONS.md,
+// "One system fence per flag"). 132 CTAs; thread 0 of each stores 16 bytes (to local or peer memory), fences, stores a
 // flag, 2000 times.   nvcc -arch=sm_90a -O3 -o /tmp/fc bench/repro/fence-cost.cu && /tmp/fc
 #include <cstdio>
 #include <cuda_runtime.h>

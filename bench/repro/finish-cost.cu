@@ -1,6 +1,7 @@
 // finish-cost.cu — what cta::finish (primitives/completion.cuh) adds to the end of a persistent
 // kernel: 128 CTAs of 384 threads spin for `spin_us`, then report completion three ways; the
-// difference of back-to-back loop times is the cost. Diagnostic for NOTES-tp (decode, session 4).
+// difference of back-to-back loop times is the cost (bench/DECISIONS.md, "The last CTA publishes
+// with one st.release.sys after GPU-scope arrivals").
 //   nvcc -std=c++20 -arch=sm_90a -I cuda bench/repro/finish-cost.cu -o /tmp/finish-cost && /tmp/finish-cost
 #include <cuda_runtime.h>
 

@@ -1,5 +1,5 @@
-// Peer stores against peer bf16 reduce-adds over NVLink, both GPUs sending at once (bench/NOTES-tp.md,
-// session 14): can the decode all-reduce's exchange add the peer's partial at the destination (TMA
+// Peer stores against peer bf16 reduce-adds over NVLink, both GPUs sending at once (bench/DECISIONS.md,
+// "Partials are not added at the destination"): can the decode all-reduce's exchange add the peer's partial at the destination (TMA
 // reduce-add into a zeroed out) instead of landing it in a slot and adding it locally afterwards?
 // 128 CTAs each send 64 KiB (8 bulk copies of 8 KiB from shared memory: the decode M = 512 wave, 8 MiB
 // per direction). Modes, per launch:

@@ -1,5 +1,5 @@
 // rank-spread.ts — why our GEMM varies more than cuBLAS's in bench/tp.ts, where each sample is the
-// slower rank's (bench/NOTES-tp.md, session 14): each GPU's own time per sample, for our GEMM and
+// slower rank's (bench/DECISIONS.md, "Our GEMM's slow launches with two GPUs busy"): each GPU's own time per sample, for our GEMM and
 // cuBLASLt alternating, with both GPUs running at once (as in tp.ts) and with one GPU at a time.
 // Loops of ~1 ms behind one untimed launch, 2 ms of idle GPU before each (tp.ts's protocol).
 //   bun bench/repro/rank-spread.ts [--samples 40] [--shapes 8192x4096x8192,...]

@@ -1,4 +1,5 @@
-// What joining two K-pieces of a 128 x 256 tile costs (bench/NOTES-tp.md, session 15): the
+// What joining two K-pieces of a 128 x 256 tile costs (bench/DECISIONS.md, "Decode GEMM + all-reduce
+// at M = 512"): the
 // decode all-reduce split into two phases (the peers' tiles first, each tile as two K-halves on two
 // CTAs, so that 128 CTAs fill in each phase) has to add one piece's fp32 accumulators to the other's
 // once per phase. One GPU, 128 CTAs of two consumer warpgroups (the engine's 256-wide consumers:

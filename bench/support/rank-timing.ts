@@ -7,7 +7,8 @@
 // while the host enqueues the loop, so the loop measures back-to-back GPU time, as in a steady
 // stream of launches, whatever the loop's length. (From an idle GPU the first launch's host enqueue
 // is inside the loop too. For our ops that measured within noise; for torch's fused ops, timed the
-// same way in bench/peers/torch_tp.py, it was 0.05-0.17 ms of Python: NOTES-tp, session 11.)
+// same way in bench/peers/torch_tp.py, it was 0.05-0.17 ms of Python: bench/DECISIONS.md, "Loops
+// are timed behind one untimed launch".)
 import { check, native } from "../../lib/native.ts";
 import { Event, type Stream } from "../../lib/stream.ts";
 import { Tensor } from "../../lib/tensor.ts";
@@ -22,7 +23,8 @@ export class RankTiming {
    * host enqueue (both ranks', one after the other) inside the loop. */
   lead = true;
   /** ms of idle GPU before every loop (tp.ts's --rest-ms: without it back-to-back loops hold the
-   * card at its power cap, ~1650 MHz against 1980: NOTES-tp, session 12). */
+   * card at its power cap, ~1650 MHz against 1980: bench/DECISIONS.md, "Both harnesses rest 2 ms
+   * before every sample"). */
   restMs = 0;
   readonly #events: (readonly [Event, Event])[];
   readonly #gaps: Event[];

@@ -5,7 +5,8 @@
 SMI_CSV: `nvidia-smi --query-gpu=timestamp,index,clocks.sm,power.draw[,...] --format=csv,noheader
 -lms N`; T0, T1: epoch seconds (date +%s.%N). Prints one line per GPU: medians over the samples
 drawing more than 200 W (a step's start-up and host work are idle). Under the card's power cap a
-harness's duty cycle sets its clocks (bench/NOTES-tp.md, session 12), so bench/gpu-host.sh and
+harness's duty cycle sets its clocks (bench/DECISIONS.md, "Both harnesses rest 2 ms before every
+sample"), so bench/gpu-host.sh and
 bench/repro/rest.sh print this beside their timings.
 """
 import datetime
