@@ -44,7 +44,7 @@ say("[1/3] configure");
 
 /** Turns the build's output into the stage lines; returns nothing, keeps state across lines. */
 const progress = (() => {
-  let compiling = false;
+  let total = 0;
   let linking = false;
   let lastTenth = -1;
   let warning = null;
@@ -64,17 +64,21 @@ const progress = (() => {
       if (text.startsWith("weft:")) console.log(`${text} (warning)`);
       return;
     }
-    const step = line.match(/^\[(\d+)\/(\d+)\]\s+(.*)$/);
-    if (!step) return;
-    const [done, total, what] = [Number(step[1]), Number(step[2]), step[3]];
+    // Ninja's "[done/total] what" lines (its first pass only re-checks CMake's globs), or make's
+    // "[ 42%] what", read as 42/100.
+    const pct = line.match(/^\[\s*(\d+)%\]\s+(.*)$/);
+    const step = pct ? [line, pct[1], "100", pct[2]] : line.match(/^\[(\d+)\/(\d+)\]\s+(.*)$/);
+    if (!step || /Re-checking globbed directories/.test(step[3])) return;
+    const [done, steps, what] = [Number(step[1]), Number(step[2]), step[3]];
     if (/^Linking/.test(what)) {
       if (!linking) say(`[3/3] link (${elapsed()})`);
       linking = true;
       return;
     }
-    if (!compiling) {
-      say(`[2/3] compile ${total} steps`);
-      compiling = true;
+    if (steps !== total) {
+      total = steps;
+      lastTenth = -1;
+      say(`[2/3] compile: ${total} steps`);
     }
     const tenth = Math.floor((done * 10) / total);
     if (tenth > lastTenth) {
