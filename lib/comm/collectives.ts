@@ -41,7 +41,7 @@ const SUM_DTYPES: readonly DType[] = ["bf16", "f16", "f32"];
 const EAGER_SPIN_MAX_BYTES = 256 * 1024;
 
 /** The options argument, or an ArgumentError naming it. */
-function options<T extends CollectiveOptions>(op: string, opts: T): T {
+function checkOptions<T extends CollectiveOptions>(op: string, opts: T): T {
   if (opts === null || typeof opts !== "object" || Array.isArray(opts)) {
     throw new ArgumentError(op, "opts", `must be an options object (got ${opts === null ? "null" : typeof opts})`);
   }
@@ -125,7 +125,7 @@ export class PlanFactory {
 
   allGather(input: Tensor, output: Tensor, opts: CollectiveOptions = {}): CollectivePlan {
     const op = "Communicator.allGather";
-    opts = options(op, opts);
+    opts = this.#begin(op, opts);
     const c = this.#comm;
     this.#local(input, op, "input");
     const out = this.#symmetric(output, op, "output");
@@ -138,7 +138,7 @@ export class PlanFactory {
 
   reduceScatter(input: Tensor, output: Tensor, opts: CollectiveOptions = {}): CollectivePlan {
     const op = "Communicator.reduceScatter";
-    opts = options(op, opts);
+    opts = this.#begin(op, opts);
     const c = this.#comm;
     const inp = this.#symmetric(input, op, "input");
     this.#local(output, op, "output");
@@ -152,7 +152,7 @@ export class PlanFactory {
 
   allReduce(input: Tensor, output: Tensor = input, opts: CollectiveOptions = {}): CollectivePlan {
     const op = "Communicator.allReduce";
-    opts = options(op, opts);
+    opts = this.#begin(op, opts);
     const inp = this.#symmetric(input, op, "input");
     const out = this.#symmetric(output, op, "output");
     this.#sameDtype(inp, out, op);
@@ -166,7 +166,7 @@ export class PlanFactory {
 
   allToAll(input: Tensor, output: Tensor, opts: AllToAllOptions = {}): CollectivePlan {
     const op = "Communicator.allToAll";
-    opts = options(op, opts);
+    opts = this.#begin(op, opts);
     const c = this.#comm;
     this.#local(input, op, "input");
     const out = this.#symmetric(output, op, "output");
@@ -197,7 +197,7 @@ export class PlanFactory {
 
   broadcast(input: Tensor, output: Tensor, opts: BroadcastOptions = {}): CollectivePlan {
     const op = "Communicator.broadcast";
-    opts = options(op, opts);
+    opts = this.#begin(op, opts);
     const c = this.#comm;
     const root = opts.root ?? 0;
     if (!Number.isInteger(root) || root < 0 || root >= c.size) throw new ArgumentError(op, "root", `must be a rank in [0, ${c.size}) (got ${root})`);
@@ -210,6 +210,12 @@ export class PlanFactory {
 
   barrier(): CollectivePlan {
     return this.#plan("Communicator.barrier", "barrier", 0, undefined, undefined, {});
+  }
+
+  /** A disposed communicator is reported first, then the options object. */
+  #begin<T extends CollectiveOptions>(op: string, opts: T): T {
+    this.#internals.guard(op);
+    return checkOptions(op, opts);
   }
 
   #plan(op: string, kind: KindName, count: number, input: Tensor | undefined, output: Tensor | undefined, opts: CollectiveOptions,
