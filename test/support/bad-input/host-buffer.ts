@@ -19,6 +19,6 @@ export const cases: BadInputCase[] = [
   { name: "HostBuffer.alloc('64')", run: () => HostBuffer.alloc(any("64")), error: A, names: "bytes" },
   { name: "HostBuffer.alloc(NaN)", run: () => HostBuffer.alloc(NaN), error: A, names: "bytes" },
   { name: "HostBuffer.alloc(2^53)", run: () => HostBuffer.alloc(2 ** 53), error: A, names: "bytes" },
-  { name: "HostBuffer.view after dispose()", run: () => disposed().view, error: DisposedError, names: "HostBuffer of 64 bytes" },
-  { name: "HostBuffer.address after dispose()", run: () => disposed().address, error: DisposedError, names: "HostBuffer of 64 bytes" },
+  { name: "HostBuffer.view after dispose()", run: () => disposed().view, error: DisposedError, names: "HostBuffer" },
+  { name: "HostBuffer.address after dispose()", run: () => disposed().address, error: DisposedError, names: "HostBuffer" },
 ];
