@@ -12,7 +12,9 @@ import { checkInt } from "../errors.ts";
 import { NativeHandle } from "../handle.ts";
 import { check, detachNative, native, outPointer, viewNative } from "../native.ts";
 
-/** Frees host memory whose view could not be detached, once that view is unreachable. */
+/** Frees host memory whose view could not be detached, once that view is unreachable. Not a leak
+ * registry (lib/handle.ts has the one): the buffer was disposed, this only delays its free. Bun
+ * detaches such buffers, so this serves a runtime that cannot. */
 const freeWhenUnreachable = new FinalizationRegistry<number>((address) => {
   const status = native().weft_transport_host_free(address);
   if (status !== 0) console.warn(`weft: freeing a disposed HostBuffer failed with status ${status}`);
