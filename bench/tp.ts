@@ -33,7 +33,7 @@ import { cublasLtAvailable, cublasLtGemmSync } from "../lib/baselines/cublaslt.t
 import { Communicator } from "../lib/comm.ts";
 import { deviceCount, deviceInfo } from "../lib/device.ts";
 import { gemmSync } from "../lib/ops/gemm.ts";
-import { TpPlan, type TpConfig, type TpOp } from "../lib/ops/tp.ts";  // also adds comm.allGatherGemm & co.
+import { TpPlan, type TpConfig, type TpOp } from "../lib/ops/tp.ts";
 import { Stream } from "../lib/stream.ts";
 import { Tensor } from "../lib/tensor.ts";
 import { median, RankTiming } from "./support/rank-timing.ts";

@@ -1,4 +1,5 @@
-// The README's API example, as a program: `bun examples/quickstart.ts` on a machine with 2+ GPUs.
+// The README's API example, as a program: `npm run quickstart` on a machine with 2+ GPUs
+// (test/readme.test.ts keeps the README's lines and these in step).
 import { Communicator, Tensor, TpPlan, deviceCount, gemm, topology } from "../lib/index.ts";
 
 if (deviceCount() < 2) {
@@ -25,12 +26,13 @@ const x = comms.map((c) => c.empty([1 << 20], "f32").fill(c.rank + 1));
 await Promise.all(comms.map((c, r) => c.allReduce(x[r]!)));
 console.log("allReduce:", (x[0]!.download() as Float32Array)[0], "= 1 + 2 + ... + W");
 
-// One GPU, the same GEMM engine: y = x · wᵀ for weights w [N, K].
+// One GPU, the same GEMM engine: y = xs · wᵀ for weights w [N, K].
 using xs = Tensor.empty([128, K], "bf16").fillRandom(1);
 using w = Tensor.empty([N, K], "bf16").fillRandom(2);
 using y = Tensor.empty([128, N], "bf16");
 await gemm(xs, w, y, { transB: true });
 
+// Everything native is disposed explicitly (or by `using`); communicators together, collectively.
 plans.forEach((p) => p.dispose());
 x.forEach((t) => t.dispose());
 tensors.forEach((t) => Object.values(t).forEach((v) => v.dispose()));

@@ -20,7 +20,8 @@
 //   await c.promise(s.seq, "myOp");
 import { requireDevice } from "./device.ts";
 import { ArgumentError, DisposedError, TimeoutError, WeftError } from "./errors.ts";
-import { check, native, outPointer, viewNative } from "./native.ts";
+import { NativeHandle, teardown } from "./handle.ts";
+import { check, detachNative, native, outPointer, viewNative } from "./native.ts";
 
 /** Addresses and sequence number for one launch. */
 export interface CompletionSlot {
@@ -69,17 +70,14 @@ interface Pending {
   describe?: FailureDescriber;
 }
 
-const leaks = new FinalizationRegistry<string>((what) => {
-  console.warn(`weft: ${what} was garbage-collected without dispose(); its pinned memory stays allocated until exit.`);
-});
-
-export class Completion implements Disposable {
+export class Completion extends NativeHandle {
   readonly device: number;
   readonly slots: number;
   readonly timeoutMs: number;
-  #host: number;
   #hostDevice: number;
   #arrivals: number;
+  /** The slots' host words, zero-copy; private, and detached by dispose() before the memory is
+   * freed. */
   #words: BigUint64Array;
   /** The same memory as 32-bit halves (little-endian: low, high), read with Atomics.load so that
    * the JIT neither hoists nor merges the polls; no BigInt on the hot path. */
@@ -88,30 +86,33 @@ export class Completion implements Disposable {
   readonly #issued: Float64Array;
   #next = 1;
   readonly #pending = new Map<number, Pending>();
-  #disposed = false;
   /** See CompletionOptions.pollSpinMicros. */
   pollSpinMicros = 0;
 
   private constructor(device: number, slots: number, timeoutMs: number, host: number, hostDevice: number, arrivals: number) {
+    super(host, `Completion on device ${device}`, "its pinned memory stays allocated until the process exits");
     this.device = device;
     this.slots = slots;
     this.timeoutMs = timeoutMs;
-    this.#host = host;
     this.#hostDevice = hostDevice;
     this.#arrivals = arrivals;
     this.#words = new BigUint64Array(viewNative(host, slots * 16));
     this.#halves = new Uint32Array(this.#words.buffer);
     this.#issued = new Float64Array(slots);
-    leaks.register(this, `Completion on device ${device}`, this);
   }
 
   static create(device: number, opts: CompletionOptions = {}): Completion {
     const op = "Completion.create";
     requireDevice(device, op);
+    if (opts === null || typeof opts !== "object") throw new ArgumentError(op, "opts", "must be an options object");
     const slots = opts.slots ?? 4096;
     if (!Number.isInteger(slots) || slots < 1 || slots > 1 << 20) throw new ArgumentError(op, "slots", `must be an integer in [1, 2^20] (got ${slots})`);
     const timeoutMs = opts.timeoutMs ?? 60_000;
-    if (!(timeoutMs > 0)) throw new ArgumentError(op, "timeoutMs", `must be > 0 (got ${timeoutMs})`);
+    if (typeof timeoutMs !== "number" || !(timeoutMs > 0)) throw new ArgumentError(op, "timeoutMs", `must be a number > 0 (got ${timeoutMs})`);
+    const pollSpinMicros = opts.pollSpinMicros ?? 0;
+    if (typeof pollSpinMicros !== "number" || !(pollSpinMicros >= 0 && pollSpinMicros <= 1000)) {
+      throw new ArgumentError(op, "pollSpinMicros", `must be a number of µs in [0, 1000] (got ${pollSpinMicros})`);
+    }
     const host = new BigUint64Array(1);
     const hostDevice = new BigUint64Array(1);
     check(native().weft_host_alloc(slots * 16, host, hostDevice), op);
@@ -123,7 +124,7 @@ export class Completion implements Disposable {
       throw e;
     }
     const c = new Completion(device, slots, timeoutMs, outPointer(host), outPointer(hostDevice), outPointer(arrivals));
-    c.pollSpinMicros = opts.pollSpinMicros ?? 0;
+    c.pollSpinMicros = pollSpinMicros;
     c.#words.fill(0n);
     check(native().weft_memset(outPointer(arrivals), 0, slots * 8, null), op);
     return c;
@@ -132,7 +133,7 @@ export class Completion implements Disposable {
   /** Takes the next slot for one launch. When the ring is full of pending launches it waits
    * (bounded) for the oldest one: a slot is never shared by two launches in flight. */
   slot(): CompletionSlot {
-    this.#guard("Completion.slot");
+    this.guard("Completion.slot");
     const seq = this.#next++;
     const index = seq % this.slots;
     const previous = this.#issued[index]!;
@@ -157,7 +158,7 @@ export class Completion implements Disposable {
    * rejects with TimeoutError when no completion is reported within `timeoutMs` (default: this
    * Completion's). */
   promise(seq: number, op: string, describe?: FailureDescriber, eagerSpinMicros = 0, timeoutMs = this.timeoutMs): Promise<void> {
-    this.#guard("Completion.promise");
+    this.guard("Completion.promise");
     const index = seq % this.slots;
     if (this.#issued[index] !== seq) throw new ArgumentError("Completion.promise", "seq", `${seq} is not a launch in flight on this Completion`);
     const failure = this.#check(index, seq, op, describe);
@@ -173,6 +174,7 @@ export class Completion implements Disposable {
   /** The reason word of launch `seq` while its slot still holds it (diagnostics: a kernel may
    * leave phase times there on success, see cuda/collectives/args.h kStamps). @internal */
   reasonWord(seq: number): bigint {
+    this.guard("Completion.reasonWord");
     const index = seq % this.slots;
     if (this.#issued[index] !== seq) throw new ArgumentError("Completion.reasonWord", "seq", `${seq} no longer owns its slot`);
     return this.#words[index * 2 + 1]!;
@@ -188,7 +190,7 @@ export class Completion implements Disposable {
 
   /** Polls one pending launch for up to `us` µs, then leaves it to the ticker. */
   #eager(p: Pending, us: number): void {
-    if (this.#disposed || this.#pending.get(p.seq) !== p) return;  // settled meanwhile
+    if (this.disposed || this.#pending.get(p.seq) !== p) return;  // settled meanwhile
     const until = performance.now() + us / 1000;
     do {
       const failure = this.#check(p.index, p.seq, p.op, p.describe);
@@ -205,7 +207,7 @@ export class Completion implements Disposable {
   /** Spins until launch `seq` finishes; throws like promise() would reject. Blocks the thread:
    * for benchmarks and teardown only. */
   wait(seq: number, timeoutMs = this.timeoutMs, op = "Completion.wait", describe?: FailureDescriber): void {
-    this.#guard("Completion.wait");
+    this.guard("Completion.wait");
     const index = seq % this.slots;
     const deadline = performance.now() + timeoutMs;
     for (;;) {
@@ -219,28 +221,18 @@ export class Completion implements Disposable {
   }
 
   /** Settles what has finished, rejects what has not, and frees the memory. Idempotent. */
-  dispose(): void {
-    if (this.#disposed) return;
+  protected destroy(host: number): void {
     for (const p of this.#pending.values()) {
       const failure = this.#check(p.index, p.seq, p.op, p.describe);
       if (failure === null) p.resolve();
       else p.reject(failure ?? new DisposedError(p.op, `the Completion (launch ${p.seq} still pending)`));
     }
     this.#pending.clear();
-    this.#disposed = true;
-    leaks.unregister(this);
-    this.#words = new BigUint64Array(0);
-    this.#halves = new Uint32Array(0);
-    check(native().weft_free(this.#arrivals), "Completion.dispose");
-    check(native().weft_host_free(this.#host), "Completion.dispose");
-  }
-
-  [Symbol.dispose](): void {
-    this.dispose();
-  }
-
-  #guard(op: string): void {
-    if (this.#disposed) throw new DisposedError(op, "Completion");
+    detachNative(this.#words.buffer as ArrayBuffer);
+    teardown("Completion.dispose", [
+      () => check(native().weft_free(this.#arrivals), "Completion.dispose"),
+      () => check(native().weft_host_free(host), "Completion.dispose"),
+    ]);
   }
 
   #finished(index: number, seq: number): boolean {
@@ -273,8 +265,8 @@ export class Completion implements Disposable {
     for (;;) {
       const now = performance.now();
       for (const c of Completion.#active) {
-        if (!c.#disposed) c.#pass(now);
-        if (c.#disposed || c.#pending.size === 0) Completion.#active.delete(c);
+        if (!c.disposed) c.#pass(now);
+        if (c.disposed || c.#pending.size === 0) Completion.#active.delete(c);
       }
       if (Completion.#active.size === 0 || performance.now() >= until) break;
     }

@@ -1,6 +1,6 @@
 // device.ts — GPU enumeration and topology (which GPUs reach each other, over how many NVLinks).
 import { DeviceProps } from "./abi.ts";
-import { ArgumentError } from "./errors.ts";
+import { ArgumentError, DeviceError } from "./errors.ts";
 import { check, native } from "./native.ts";
 
 export interface DeviceInfo {
@@ -34,10 +34,17 @@ export function deviceCount(): number {
   return out[0]!;
 }
 
-/** Throws ArgumentError unless `device` indexes an existing GPU. */
+/** Throws unless `device` indexes an existing GPU: DeviceError when there is no GPU at all,
+ * ArgumentError when the index is not one of the GPUs there are. Both name the argument. */
 export function requireDevice(device: number, op: string, argument = "device"): void {
-  if (!Number.isInteger(device) || device < 0) throw new ArgumentError(op, argument, `must be a non-negative integer (got ${device})`);
+  if (typeof device !== "number" || !Number.isInteger(device) || device < 0) {
+    throw new ArgumentError(op, argument, `must be a non-negative integer (got ${JSON.stringify(device)})`);
+  }
   const n = deviceCount();
+  if (n === 0) {
+    throw new DeviceError(`argument '${argument}' asks for GPU ${device}, but there is no GPU on this machine (no NVIDIA driver, ` +
+      "or no device visible to this process: see `nvidia-smi` and CUDA_VISIBLE_DEVICES)", { code: "E_NO_DEVICE", op, argument });
+  }
   if (device >= n) throw new ArgumentError(op, argument, `must be < ${n}, the number of GPUs on this machine (got ${device})`);
 }
 

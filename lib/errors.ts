@@ -65,8 +65,16 @@ export class DisposedError extends WeftError {
 export class LibraryError extends WeftError {}
 /** The CUDA runtime or driver failed. */
 export class CudaError extends WeftError {}
-/** No GPU, no driver, or a device index out of range. */
-export class DeviceError extends WeftError {}
+/** No GPU or no driver (a device index past the GPUs there are is an ArgumentError), or a native
+ * call that found its device gone. */
+export class DeviceError extends WeftError {
+  /** The argument that asked for a device, when the error is about one ("device", "devices[1]"). */
+  readonly argument?: string;
+  constructor(message: string, init: WeftErrorInit & { argument?: string }) {
+    super(message, init);
+    this.argument = init.argument;
+  }
+}
 /** A device or pinned-host allocation failed. */
 export class OutOfMemoryError extends WeftError {}
 /** A bounded wait ran out: a GPU spin, the bootstrap store, the proxy. */

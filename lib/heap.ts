@@ -88,9 +88,8 @@ export class SymmetricTensor extends Tensor {
     this.offset = offset;
   }
 
-  override dispose(): void {
-    if (this.disposed) return;
-    super.dispose();
+  /** Gives the range back to the heap (the memory is the communicator's). */
+  protected override destroy(): void {
     this.owner.release(this.offset, this.bytes);
   }
 

@@ -24,16 +24,17 @@ export {
 } from "./ops/gemm.ts";
 export { cublasLtAvailable, cublasLtGemmSync } from "./baselines/cublaslt.ts";
 
-// fused tensor-parallel ops over NVLink (issue 5); importing it adds comm.allGatherGemm & co.
+// fused tensor-parallel ops over NVLink (issue 5): comm.allGatherGemm() and its siblings make TpPlans
 export {
   TpPlan, tpChoice, validateTp, validateTpConfig,
   type AllGatherGemmArgs, type GemmScatterArgs, type TpChoiceInfo, type TpConfig, type TpMover, type TpOp, type TpPath, type TpShape,
+  type TpTensorDesc,
 } from "./ops/tp.ts";
 
 // inter-node: command FIFO, proxy, transport (issue 6)
 export {
   HostBuffer, Opcode, Proxy, Region, Transport, transportCounters,
-  type Command as ProxyCommand, type Exchange, type ProxyOptions, type ProxyStats, type PutCommand, type SignalTarget,
-  type TransportInfo, type TransportOptions,
+  type Command as ProxyCommand, type Exchange, type ProxyOptions, type ProxyStats, type PutCommand, type RegisterableMemory,
+  type SignalTarget, type TransportInfo, type TransportOptions,
 } from "./transport.ts";
-export { planNodes, type NodePlan } from "./internode.ts";
+export { planNodes, type NodePlan } from "./comm/node-plan.ts";

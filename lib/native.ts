@@ -190,9 +190,26 @@ export function addressOf(view: ArrayBufferView): number {
   return bunPtr(view as Uint8Array) as number;
 }
 
-/** A zero-copy view of `bytes` bytes of native memory at `address` (pinned host memory). */
+/** A zero-copy view of `bytes` bytes of native memory at `address` (pinned host memory). The
+ * owner of that memory must detachNative() the buffer before it frees the memory. */
 export function viewNative(address: number, bytes: number): ArrayBuffer {
   return toArrayBuffer(address as Pointer, 0, bytes);
+}
+
+/** Detaches a buffer made by viewNative, so that no JS view reaches the native memory behind it
+ * any more: every typed array over it reads as length 0 (indexing gives undefined, writes are
+ * dropped, methods throw TypeError). ArrayBuffer.prototype.transfer(0) does it in Bun (and in V8)
+ * without touching the memory: the buffer was made without a deallocator, so nothing is freed.
+ * Returns false where the runtime cannot detach such a buffer; the owner must then keep the memory
+ * until the buffer is garbage-collected (HostBuffer does). */
+export function detachNative(buffer: ArrayBuffer): boolean {
+  if (buffer.detached) return true;
+  try {
+    buffer.transfer(0);
+  } catch {
+    return false; // not detachable here: the caller's fallback applies
+  }
+  return buffer.detached;
 }
 
 /** The NUL-terminated string at `address`. */

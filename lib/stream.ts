@@ -1,44 +1,25 @@
 // stream.ts — CUDA streams and events as handle classes, for stream-ordered work and timing.
 import { requireDevice } from "./device.ts";
-import { ArgumentError, DisposedError } from "./errors.ts";
+import { ArgumentError } from "./errors.ts";
+import { NativeHandle } from "./handle.ts";
 import { check, native, outPointer } from "./native.ts";
 
-const leaks = new FinalizationRegistry<string>((what) => {
-  console.warn(`weft: ${what} was garbage-collected without dispose(). Call dispose() or declare it with \`using\`.`);
-});
-
-abstract class Handle implements Disposable {
-  #handle: number;
-  #disposed = false;
+/** A stream or event: a native handle on one device. */
+abstract class DeviceHandle extends NativeHandle {
   readonly device: number;
 
   protected constructor(handle: number, device: number, what: string) {
-    this.#handle = handle;
+    super(handle, what, "it stays allocated until the process exits");
     this.device = device;
-    leaks.register(this, what, this);
   }
 
   get handle(): number {
-    if (this.#disposed) throw new DisposedError(`${this.constructor.name}.handle`, this.constructor.name);
-    return this.#handle;
-  }
-
-  protected abstract destroy(handle: number): number;
-
-  dispose(): void {
-    if (this.#disposed) return;
-    this.#disposed = true;
-    leaks.unregister(this);
-    check(this.destroy(this.#handle), `${this.constructor.name}.dispose`);
-  }
-
-  [Symbol.dispose](): void {
-    this.dispose();
+    return this.pointerFor(`${this.constructor.name}.handle`);
   }
 }
 
 /** A non-blocking CUDA stream on one device. */
-export class Stream extends Handle {
+export class Stream extends DeviceHandle {
   static create(device = 0): Stream {
     requireDevice(device, "Stream.create");
     const out = new BigUint64Array(1);
@@ -46,8 +27,8 @@ export class Stream extends Handle {
     return new Stream(outPointer(out), device, `Stream on device ${device}`);
   }
 
-  protected destroy(h: number): number {
-    return native().weft_stream_destroy(h);
+  protected destroy(h: number): void {
+    check(native().weft_stream_destroy(h), "Stream.dispose");
   }
 
   synchronize(): void {
@@ -63,7 +44,7 @@ export class Stream extends Handle {
 }
 
 /** A CUDA event, for timing stream work. */
-export class Event extends Handle {
+export class Event extends DeviceHandle {
   static create(device = 0): Event {
     requireDevice(device, "Event.create");
     const out = new BigUint64Array(1);
@@ -71,8 +52,8 @@ export class Event extends Handle {
     return new Event(outPointer(out), device, `Event on device ${device}`);
   }
 
-  protected destroy(h: number): number {
-    return native().weft_event_destroy(h);
+  protected destroy(h: number): void {
+    check(native().weft_event_destroy(h), "Event.dispose");
   }
 
   record(stream: Stream | null = null): this {

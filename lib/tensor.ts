@@ -2,8 +2,9 @@
 // (or wraps without owning). Host transfers are synchronous; device-side work is stream-ordered.
 import { requireDevice } from "./device.ts";
 import { bf16ToF32, DTYPES, f16ToF32, f32ToBf16, f32ToF16, isDType, scalarBits, type DType, type RawArray } from "./dtype.ts";
-import { ArgumentError, DisposedError } from "./errors.ts";
-import { addressOf, check, native, outPointer } from "./native.ts";
+import { ArgumentError } from "./errors.ts";
+import { NativeHandle } from "./handle.ts";
+import { check, native, outPointer } from "./native.ts";
 
 export type Shape = readonly number[];
 
@@ -42,14 +43,16 @@ export function checkDType(dtype: unknown, op: string, argument = "dtype"): DTyp
   return dtype;
 }
 
-// Leaks are reported, never cleaned up behind the user's back: freeing device memory from a GC
-// callback could race with kernels that still use it.
-const leaks = new FinalizationRegistry<string>((what) => {
-  console.warn(`weft: ${what} was garbage-collected without dispose(); its device memory stays allocated ` +
-    `until the process exits. Call dispose() or declare it with \`using\`.`);
-});
+/** The options object of a call, or an ArgumentError naming it when it is not an object. */
+export function checkOptions<T extends object>(opts: T | undefined, op: string, argument = "opts"): Partial<T> {
+  if (opts === undefined) return {};
+  if (opts === null || typeof opts !== "object" || Array.isArray(opts)) {
+    throw new ArgumentError(op, argument, `must be an options object or undefined (got ${opts === null ? "null" : Array.isArray(opts) ? "an array" : typeof opts})`);
+  }
+  return opts;
+}
 
-export class Tensor implements Disposable {
+export class Tensor extends NativeHandle {
   readonly shape: Shape;
   readonly dtype: DType;
   readonly device: number;
@@ -57,26 +60,25 @@ export class Tensor implements Disposable {
   readonly bytes: number;
   /** false for Tensor.wrap(): dispose() then forgets the pointer without freeing it. */
   readonly owned: boolean;
-  #ptr: number;
-  #disposed = false;
 
   protected constructor(ptr: number, shape: Shape, dtype: DType, device: number, owned: boolean) {
-    this.#ptr = ptr;
+    const numel = shape.reduce((a, b) => a * b, 1);
+    const what = `Tensor [${shape.join(", ")}] ${dtype} on device ${device}`;
+    super(ptr, what, owned ? `its ${numel * DTYPES[dtype].bytes} bytes of device memory stay allocated until the process exits` : null);
     this.shape = Object.freeze([...shape]);
     this.dtype = dtype;
     this.device = device;
-    this.numel = shape.reduce((a, b) => a * b, 1);
-    this.bytes = this.numel * DTYPES[dtype].bytes;
+    this.numel = numel;
+    this.bytes = numel * DTYPES[dtype].bytes;
     this.owned = owned;
-    if (owned) leaks.register(this, `Tensor [${shape.join(", ")}] ${dtype} on device ${device} (${this.bytes} bytes)`, this);
   }
 
   /** Uninitialized device memory. */
-  static empty(shape: Shape, dtype: DType, opts: TensorOptions = {}): Tensor {
+  static empty(shape: Shape, dtype: DType, opts?: TensorOptions): Tensor {
     const op = "Tensor.empty";
     const numel = checkShape(shape, op);
     checkDType(dtype, op);
-    const device = opts.device ?? 0;
+    const device = checkOptions(opts, op).device ?? 0;
     requireDevice(device, op);
     const out = new BigUint64Array(1);
     check(native().weft_malloc(device, numel * DTYPES[dtype].bytes, out), op);
@@ -84,10 +86,11 @@ export class Tensor implements Disposable {
   }
 
   /** A new device tensor holding `data`. */
-  static from(data: TensorData, shape: Shape, dtype: DType, opts: TensorOptions = {}): Tensor {
+  static from(data: TensorData, shape: Shape, dtype: DType, opts?: TensorOptions): Tensor {
     const op = "Tensor.from";
     const numel = checkShape(shape, op);
     checkDType(dtype, op);
+    checkOptions(opts, op);
     const bits = toRaw(data, dtype, numel, op); // validate before allocating
     const t = Tensor.empty(shape, dtype, opts);
     try {
@@ -111,17 +114,7 @@ export class Tensor implements Disposable {
 
   /** Device address of the first element. */
   get ptr(): number {
-    this.guard("Tensor.ptr");
-    return this.#ptr;
-  }
-
-  get disposed(): boolean {
-    return this.#disposed;
-  }
-
-  /** Throws DisposedError after dispose(). */
-  guard(op: string): void {
-    if (this.#disposed) throw new DisposedError(op, `Tensor [${this.shape.join(", ")}] ${this.dtype}`);
+    return this.pointerFor("Tensor.ptr");
   }
 
   upload(data: TensorData): this {
@@ -133,67 +126,66 @@ export class Tensor implements Disposable {
 
   /** Copies the tensor to the host. bf16/f16 come back as Float32Array unless `raw` is set, then
    * as their Uint16Array bits. */
-  download(opts: { raw?: boolean } = {}): RawArray {
+  download(opts?: { raw?: boolean }): RawArray {
     const op = "Tensor.download";
-    this.guard(op);
+    const ptr = this.pointerFor(op);
+    const { raw: asRaw } = checkOptions(opts, op);
+    if (asRaw !== undefined && typeof asRaw !== "boolean") throw new ArgumentError(op, "opts.raw", `must be a boolean (got ${JSON.stringify(asRaw)})`);
     const raw = allocRaw(this.dtype, this.numel);
-    check(native().weft_memcpy(raw, this.#ptr, this.bytes, COPY_D2H, null), op);
-    if (opts.raw || (this.dtype !== "bf16" && this.dtype !== "f16")) return raw;
+    check(native().weft_memcpy(raw, ptr, this.bytes, COPY_D2H, null), op);
+    if (asRaw || (this.dtype !== "bf16" && this.dtype !== "f16")) return raw;
     return this.dtype === "bf16" ? bf16ToF32(raw as Uint16Array) : f16ToF32(raw as Uint16Array);
   }
 
   /** Sets every element to `value` (NaN included, for poisoning outputs). */
   fill(value: number): this {
     const op = "Tensor.fill";
-    this.guard(op);
+    const ptr = this.pointerFor(op);
     if (typeof value !== "number") throw new ArgumentError(op, "value", `must be a number (got ${typeof value})`);
-    check(native().weft_fill(this.#ptr, this.numel, DTYPES[this.dtype].bytes, scalarBits(this.dtype, value), null), op);
+    checkElement(this.dtype, value, op, "value");
+    check(native().weft_fill(ptr, this.numel, DTYPES[this.dtype].bytes, scalarBits(this.dtype, value), null), op);
     return this;
   }
 
   /** Uniform random values in [lo, hi), generated on the device from `seed` (float dtypes). */
   fillRandom(seed: number, lo = -1, hi = 1): this {
     const op = "Tensor.fillRandom";
-    this.guard(op);
+    const ptr = this.pointerFor(op);
     if (!DTYPES[this.dtype].float) throw new ArgumentError(op, "this.dtype", `must be a float dtype (got ${this.dtype})`);
+    if (typeof seed !== "number" || !Number.isSafeInteger(seed)) throw new ArgumentError(op, "seed", `must be a safe integer (got ${JSON.stringify(seed)})`);
+    for (const [name, v] of [["lo", lo], ["hi", hi]] as const) {
+      if (typeof v !== "number" || !Number.isFinite(v)) throw new ArgumentError(op, name, `must be a finite number (got ${JSON.stringify(v)})`);
+    }
     if (!(hi > lo)) throw new ArgumentError(op, "hi", `must be greater than lo (got lo=${lo}, hi=${hi})`);
-    check(native().weft_fill_random(this.#ptr, DTYPES[this.dtype].code, this.numel, BigInt.asUintN(64, BigInt(Math.trunc(seed))), lo, hi, null), op);
+    check(native().weft_fill_random(ptr, DTYPES[this.dtype].code, this.numel, BigInt.asUintN(64, BigInt(seed)), lo, hi, null), op);
     return this;
   }
 
   /** Copies `src` into this tensor; across devices this is a peer copy. Sizes must match. */
   copyFrom(src: Tensor): this {
     const op = "Tensor.copyFrom";
-    this.guard(op);
+    const dst = this.pointerFor(op);
     if (!(src instanceof Tensor)) throw new ArgumentError(op, "src", "must be a Tensor");
     src.guard(op);
     if (src.bytes !== this.bytes) {
       throw new ArgumentError(op, "src", `has ${src.bytes} bytes but the destination has ${this.bytes}: copies need equal sizes`);
     }
-    if (src.device === this.device) check(native().weft_memcpy(this.#ptr, src.#ptr, this.bytes, COPY_D2D, null), op);
-    else check(native().weft_memcpy_peer(this.#ptr, this.device, src.#ptr, src.device, this.bytes, null), op);
+    if (src.device === this.device) check(native().weft_memcpy(dst, src.ptr, this.bytes, COPY_D2D, null), op);
+    else check(native().weft_memcpy_peer(dst, this.device, src.ptr, src.device, this.bytes, null), op);
     return this;
   }
 
-  /** Frees the device memory (when owned). Idempotent. */
-  dispose(): void {
-    if (this.#disposed) return;
-    this.#disposed = true;
-    leaks.unregister(this);
-    if (this.owned) check(native().weft_free(this.#ptr), "Tensor.dispose");
-    this.#ptr = 0;
+  /** Frees the device memory (when owned); a wrapped tensor only forgets its pointer. */
+  protected destroy(ptr: number): void {
+    if (this.owned) check(native().weft_free(ptr), "Tensor.dispose");
   }
 
-  [Symbol.dispose](): void {
-    this.dispose();
-  }
-
-  toString(): string {
-    return `Tensor([${this.shape.join(", ")}], ${this.dtype}, device ${this.device}${this.#disposed ? ", disposed" : ""})`;
+  override toString(): string {
+    return `Tensor([${this.shape.join(", ")}], ${this.dtype}, device ${this.device}${this.disposed ? ", disposed" : ""})`;
   }
 
   #uploadRaw(raw: RawArray, op: string): void {
-    check(native().weft_memcpy(this.#ptr, raw, this.bytes, COPY_H2D, null), op);
+    check(native().weft_memcpy(this.pointerFor(op), raw, this.bytes, COPY_H2D, null), op);
   }
 }
 
@@ -212,13 +204,15 @@ function toRaw(data: TensorData, dtype: DType, numel: number, op: string): RawAr
   if (typeof length !== "number") throw new ArgumentError(op, "data", "must be a typed array or an array of numbers");
   if (length !== numel) throw new ArgumentError(op, "data", `has ${length} elements but the shape needs ${numel}`);
   if (Array.isArray(data)) {
-    const arr = data as readonly number[];
+    const arr = data as readonly unknown[];
+    arr.forEach((v, i) => checkElement(dtype, v, op, `data[${i}]`));
+    const nums = arr as readonly number[];
     switch (dtype) {
-      case "bf16": return f32ToBf16(Float32Array.from(arr));
-      case "f16": return f32ToF16(Float32Array.from(arr));
-      case "f32": return Float32Array.from(arr);
-      case "i32": return Int32Array.from(arr);
-      case "u8": return Uint8Array.from(arr);
+      case "bf16": return f32ToBf16(Float32Array.from(nums));
+      case "f16": return f32ToF16(Float32Array.from(nums));
+      case "f32": return Float32Array.from(nums);
+      case "i32": return Int32Array.from(nums);
+      case "u8": return Uint8Array.from(nums);
     }
   }
   const accepted: Record<DType, string[]> = {
@@ -235,4 +229,17 @@ function toRaw(data: TensorData, dtype: DType, numel: number, op: string): RawAr
   if (dtype === "bf16" && data instanceof Float32Array) return f32ToBf16(data);
   if (dtype === "f16" && data instanceof Float32Array) return f32ToF16(data);
   return data as RawArray;
+}
+
+const INT_RANGE: Partial<Record<DType, [number, number]>> = { i32: [-(2 ** 31), 2 ** 31 - 1], u8: [0, 255] };
+
+/** Throws ArgumentError unless `v` is a value of `dtype` as written: any number for the float
+ * dtypes (NaN and ±Inf included: they poison outputs), an integer in range for i32 and u8, which a
+ * typed array would otherwise wrap (300 -> 44) or truncate (1.7 -> 1, NaN -> 0) without a word. */
+function checkElement(dtype: DType, v: unknown, op: string, argument: string): void {
+  if (typeof v !== "number") throw new ArgumentError(op, argument, `must be a number (got ${v === null ? "null" : typeof v})`);
+  const range = INT_RANGE[dtype];
+  if (range && !(Number.isInteger(v) && v >= range[0] && v <= range[1])) {
+    throw new ArgumentError(op, argument, `must be an integer in [${range[0]}, ${range[1]}] for a ${dtype} tensor (got ${v})`);
+  }
 }

@@ -5,7 +5,6 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 
 import { Communicator } from "../lib/comm.ts";
-import "../lib/ops/tp.ts";  // comm.allGatherGemm()
 import { OutOfMemoryError } from "../lib/errors.ts";
 import { HeapAllocator } from "../lib/heap.ts";
 import { Tensor } from "../lib/tensor.ts";

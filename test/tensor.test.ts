@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 
 import { bf16ToF32, f32ToBf16 } from "../lib/dtype.ts";
-import { ArgumentError, DisposedError, WeftError } from "../lib/errors.ts";
+import { ArgumentError, DeviceError, DisposedError, WeftError } from "../lib/errors.ts";
 import { Tensor } from "../lib/tensor.ts";
 import { enablePeerAccess } from "../lib/device.ts";
 import { Event, Stream } from "../lib/stream.ts";
@@ -47,8 +47,21 @@ describe("validation (no GPU needed: checked before anything is allocated)", () 
     expect(argError(() => Tensor.from(42 as never, [4], "u8"), "data")).toContain("typed array");
   });
 
-  test("an out-of-range device", () => {
-    expect(argError(() => Tensor.empty([4], "f32", { device: gpuCount() + 3 }), "device")).toContain(`must be < ${gpuCount()}`);
+  test("an out-of-range device: ArgumentError past the GPUs there are, DeviceError when there is none", () => {
+    if (gpuCount() > 0) {
+      expect(argError(() => Tensor.empty([4], "f32", { device: gpuCount() + 3 }), "device")).toContain(`must be < ${gpuCount()}`);
+    } else {
+      let err: unknown;
+      try {
+        Tensor.empty([4], "f32", { device: 0 });
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(DeviceError);
+      expect((err as DeviceError).argument).toBe("device");
+      expect((err as Error).message).toContain("no GPU on this machine");
+      expect((err as Error).message).toContain("'device'");
+    }
     expect(argError(() => Tensor.empty([4], "f32", { device: -1 }), "device")).toContain("non-negative");
   });
 

@@ -3,7 +3,8 @@
 // all of them in one group call. Not part of weft's API surface; bench/ uses it.
 import { NcclParams } from "../abi.ts";
 import { DTYPES } from "../dtype.ts";
-import { ArgumentError, DisposedError } from "../errors.ts";
+import { ArgumentError } from "../errors.ts";
+import { NativeHandle } from "../handle.ts";
 import { addressOf, check, native, outPointer } from "../native.ts";
 import type { Stream } from "../stream.ts";
 import type { Tensor } from "../tensor.ts";
@@ -18,12 +19,11 @@ export function ncclVersion(): number {
   return v[0]!;
 }
 
-export class NcclGroup implements Disposable {
+export class NcclGroup extends NativeHandle {
   readonly devices: readonly number[];
-  #handle: number;
 
   private constructor(handle: number, devices: readonly number[]) {
-    this.#handle = handle;
+    super(handle, `NcclGroup on devices ${devices.join(", ")}`, "its NCCL communicators stay open until the process exits");
     this.devices = devices;
   }
 
@@ -46,23 +46,16 @@ export class NcclGroup implements Disposable {
     });
     const dv = new DataView(params.buffer);
     return () => {
-      if (this.#handle === 0) throw new DisposedError("NcclGroup.run", "NcclGroup");
+      const handle = this.pointerFor("NcclGroup.run");
       // The arrays stay referenced by this closure; their addresses are taken per call.
       dv.setBigUint64(NcclParams.offsets.inputs, BigInt(addressOf(ins)), true);
       dv.setBigUint64(NcclParams.offsets.outputs, BigInt(addressOf(outs)), true);
       dv.setBigUint64(NcclParams.offsets.streams, BigInt(addressOf(sts)), true);
-      check(native().weft_nccl_collective(this.#handle, params), `nccl.${kind}`);
+      check(native().weft_nccl_collective(handle, params), `nccl.${kind}`);
     };
   }
 
-  dispose(): void {
-    if (this.#handle === 0) return;
-    const h = this.#handle;
-    this.#handle = 0;
-    check(native().weft_nccl_destroy(h), "NcclGroup.dispose");
-  }
-
-  [Symbol.dispose](): void {
-    this.dispose();
+  protected destroy(handle: number): void {
+    check(native().weft_nccl_destroy(handle), "NcclGroup.dispose");
   }
 }

@@ -78,13 +78,21 @@ function isPositiveInt(x: unknown): x is number {
   return typeof x === "number" && Number.isInteger(x) && x > 0;
 }
 
-/** t's [rows, cols], or an ArgumentError unless t is a 2-D tensor. */
+/** t's [rows, cols], or an ArgumentError unless t is a 2-D tensor (or description of one) with
+ * positive integer dimensions on a device index. A Tensor always is one; a plain description
+ * (planGemm, validateTp) is checked as strictly. */
 export function matrix(t: TensorDesc | undefined, op: string, argument: string): [number, number] {
   if (t === null || typeof t !== "object" || !Array.isArray(t.shape)) {
     throw new ArgumentError(op, argument, "must be a Tensor");
   }
   if (t.shape.length !== 2) {
     throw new ArgumentError(op, argument, `must be 2-D (got shape [${t.shape.join(", ")}])`);
+  }
+  t.shape.forEach((d, i) => {
+    if (!isPositiveInt(d)) throw new ArgumentError(op, `${argument}.shape[${i}]`, `must be a positive integer (got ${JSON.stringify(d)})`);
+  });
+  if (typeof t.device !== "number" || !Number.isInteger(t.device) || t.device < 0) {
+    throw new ArgumentError(op, `${argument}.device`, `must be a non-negative integer (got ${JSON.stringify(t.device)})`);
   }
   return [t.shape[0]!, t.shape[1]!];
 }

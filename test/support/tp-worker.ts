@@ -2,7 +2,6 @@
 // WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, MASTER_PORT like any launched rank, runs every check of
 // tp-checks.ts (CHECK_FILTER: a regex on the names) and prints one JSON line per check.
 import { Communicator } from "../../lib/comm.ts";
-import "../../lib/ops/tp.ts";
 import { TP_CHECKS, type TpContext } from "./tp-checks.ts";
 import { runChecks } from "./report-channel.ts";
 

@@ -1,21 +1,15 @@
 // GPU threads pushing into the proxy's device lane (cuda/primitives/fifo.cuh), one process, the
-// transport writing to itself. Needs a GPU; skips without one (REQUIRE_GPU=1 makes that a failure).
+// transport writing to itself. Needs a GPU and libfabric's provider; skips without them, saying
+// why (REQUIRE_GPU=1 and REQUIRE_FABRIC=1 make those failures).
 import { expect, test } from "bun:test";
 
-import { fabricProviders } from "../../lib/info.ts";
 import { Tensor } from "../../lib/tensor.ts";
 import { HostBuffer, Proxy, Transport, transportCounters } from "../../lib/transport.ts";
+import { describeFabric } from "../support/fabric.ts";
 import { describeGpu } from "../support/gpu.ts";
 
 // tcp;ofi_rxm unless WEFT_FABRIC_PROVIDER names another (shm, ...).
 const provider = process.env.WEFT_FABRIC_PROVIDER ?? "tcp;ofi_rxm";
-const haveProvider = (() => {
-  try {
-    return fabricProviders().providers.some((p) => p.name === provider);
-  } catch {
-    return false;
-  }
-})();
 
 async function until(cond: () => boolean, timeoutMs: number, what: () => string): Promise<void> {
   const deadline = performance.now() + timeoutMs;
@@ -25,11 +19,7 @@ async function until(cond: () => boolean, timeoutMs: number, what: () => string)
   }
 }
 
-describeGpu("proxy device lane", 1, () => {
-  test("the provider is available", () => {
-    expect(haveProvider).toBe(true);
-  });
-
+describeGpu("proxy device lane", 1, () => describeFabric(`over ${provider}`, provider, () => {
   for (const [slots, ctas, threads, perThread] of [[1024, 4, 128, 50], [8, 8, 64, 40]] as const) {
     test(`${ctas}x${threads} GPU threads push ${perThread} signals each through a ${slots}-slot FIFO`, async () => {
       const words = ctas * threads;
@@ -89,4 +79,4 @@ describeGpu("proxy device lane", 1, () => {
   test("teardown leaves nothing behind", () => {
     expect(transportCounters()).toMatchObject({ transports: 0, regions: 0, proxyThreads: 0 });
   });
-});
+}));

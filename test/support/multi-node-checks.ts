@@ -1,18 +1,19 @@
-// internode-checks.ts — the GPU checks of a communicator that spans several nodes (hierarchical
-// collectives through the proxy). Run by every rank process (internode-worker.ts); each rank
+// multi-node-checks.ts — the GPU checks of a communicator that spans several nodes: hierarchical
+// collectives (NVLink inside a node, the proxy between nodes) and the inter-node TP plans
+// (allGatherGemm, gemmReduceScatter across nodes, one kernel each). Run by every rank process
+// (multi-node-worker.ts) and, for the collectives, by test/multi-node.test.ts; each rank
 // builds every rank's input from its seed (fillRandom is deterministic), so references need no
 // data exchange. Rules (DESIGN.md "Testing"): fresh random inputs, outputs poisoned with NaN,
 // every element checked on the GPU, sums against an fp32 reference (bf16 <= 1e-2, f32 <= 1e-5).
 import { Communicator } from "../../lib/comm.ts";
 import { DTYPES, type DType } from "../../lib/dtype.ts";
 import { ArgumentError, UnsupportedError, WeftError } from "../../lib/errors.ts";
-import "../../lib/ops/tp.ts";
 import { Tensor } from "../../lib/tensor.ts";
 import { accumulate, diff, expectClose, expectExact, random, seed, slice } from "./collective-checks.ts";
 import { referenceGemm } from "./gemm.ts";
 import type { NamedCheck } from "./report-channel.ts";
 
-export interface InterNodeContext {
+export interface MultiNodeContext {
   comm: Communicator;
 }
 
@@ -181,7 +182,7 @@ async function gemmReduceScatter(c: Communicator, M: number, N: number, K: numbe
 let tags = 5000;
 const nextTag = () => tags++;
 
-export const INTERNODE_CHECKS: NamedCheck<InterNodeContext>[] = [
+export const MULTI_NODE_CHECKS: NamedCheck<MultiNodeContext>[] = [
   {
     name: "the communicator spans one node per rank and says which provider it uses",
     async run({ comm: c }) {
@@ -192,14 +193,14 @@ export const INTERNODE_CHECKS: NamedCheck<InterNodeContext>[] = [
       return `provider ${c.transportProvider}, node ${c.node} of ${c.nodes}, staging ${c.interNodeBytes} B`;
     },
   },
-  ...DTYPES_CHECKED.map((dtype): NamedCheck<InterNodeContext> => ({
+  ...DTYPES_CHECKED.map((dtype): NamedCheck<MultiNodeContext> => ({
     name: `hierarchical allGather ${dtype}: every block of every size exact`,
     async run({ comm: c }) {
       for (const n of sizes(c, dtype)) await allGather(c, dtype, n, nextTag());
       return sizes(c, dtype).join(", ") + " el";
     },
   })),
-  ...DTYPES_CHECKED.map((dtype): NamedCheck<InterNodeContext> => ({
+  ...DTYPES_CHECKED.map((dtype): NamedCheck<MultiNodeContext> => ({
     name: `hierarchical reduceScatter ${dtype} against the fp32 reference`,
     async run({ comm: c }) {
       let worst = 0;
@@ -207,7 +208,7 @@ export const INTERNODE_CHECKS: NamedCheck<InterNodeContext>[] = [
       return `${sizes(c, dtype).join(", ")} el, worst rel ${worst.toExponential(2)}`;
     },
   })),
-  ...DTYPES_CHECKED.map((dtype): NamedCheck<InterNodeContext> => ({
+  ...DTYPES_CHECKED.map((dtype): NamedCheck<MultiNodeContext> => ({
     name: `hierarchical allReduce ${dtype} against the fp32 reference, in place and out of place`,
     async run({ comm: c }) {
       let worst = 0;

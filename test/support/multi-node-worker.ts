@@ -1,12 +1,12 @@
-// One rank of the multi-node tests (test/internode.test.ts): a torchrun-style rank whose
+// One rank of the multi-node tests (test/multi-node.test.ts): a torchrun-style rank whose
 // WEFT_NODE_ID puts it on its own node, so that two GPUs of one host are two nodes talking through
 // the proxy and libfabric. Creates its communicator with Communicator.fromEnv(), runs every check
-// of internode-checks.ts (CHECK_FILTER: a regex on the names), one JSON line per check, then
+// of multi-node-checks.ts (CHECK_FILTER: a regex on the names), one JSON line per check, then
 // disposes and checks that the transport left nothing behind.
 import { Communicator } from "../../lib/comm.ts";
 import { transportCounters } from "../../lib/transport.ts";
 import { releaseDiffBuffers } from "./collective-checks.ts";
-import { INTERNODE_CHECKS } from "./internode-checks.ts";
+import { MULTI_NODE_CHECKS } from "./multi-node-checks.ts";
 import { describeError, report, runChecks } from "./report-channel.ts";
 
 /** GPU wait bound: short on the device runner so that a broken kernel fails fast. */
@@ -21,7 +21,7 @@ try {
   report({ name: "Communicator.fromEnv over nodes", ok: false, error: JSON.stringify(describeError(e)) + " " + String((e as Error).stack) });
   process.exit(1);
 }
-failures += await runChecks(INTERNODE_CHECKS, { comm });
+failures += await runChecks(MULTI_NODE_CHECKS, { comm });
 releaseDiffBuffers();
 const t1 = performance.now();
 try {
