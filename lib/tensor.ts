@@ -1,8 +1,9 @@
 // tensor.ts — a dense, row-major device tensor: shape, dtype, device, and the device memory it owns
 // (or wraps without owning). Host transfers are synchronous; device-side work is stream-ordered.
+import { DlpackDesc } from "./abi.ts";
 import { requireDevice } from "./device.ts";
 import { bf16ToF32, DTYPES, f16ToF32, f32ToBf16, f32ToF16, isDType, scalarBits, type DType, type RawArray } from "./dtype.ts";
-import { ArgumentError, DisposedError } from "./errors.ts";
+import { ArgumentError, DisposedError, UnsupportedError } from "./errors.ts";
 import { addressOf, check, native, outPointer } from "./native.ts";
 
 export type Shape = readonly number[];
@@ -59,6 +60,8 @@ export class Tensor implements Disposable {
   readonly owned: boolean;
   #ptr: number;
   #disposed = false;
+  /** A DLPack import's managed tensor, whose deleter dispose() calls. */
+  #dlpack: { managed: number; flags: number } | undefined;
 
   protected constructor(ptr: number, shape: Shape, dtype: DType, device: number, owned: boolean) {
     this.#ptr = ptr;
@@ -182,6 +185,7 @@ export class Tensor implements Disposable {
     leaks.unregister(this);
     if (this.owned) check(native().weft_free(this.#ptr), "Tensor.dispose");
     this.#ptr = 0;
+    if (this.#dlpack) check(native().weft_dlpack_delete(this.#dlpack.managed, this.#dlpack.flags), "Tensor.dispose");
   }
 
   [Symbol.dispose](): void {
@@ -195,7 +199,76 @@ export class Tensor implements Disposable {
   #uploadRaw(raw: RawArray, op: string): void {
     check(native().weft_memcpy(this.#ptr, raw, this.bytes, COPY_H2D, null), op);
   }
+
+  /** Takes another runtime's tensor in this process, zero copy: `managed` is the address of a DLPack
+   * DLManagedTensorVersioned (a legacy DLManagedTensor with `{ versioned: false }`) holding a dense,
+   * row-major CUDA tensor of a weft dtype. The Tensor owes its producer the deleter call: dispose()
+   * makes it. On an error nothing is taken (the caller still owns `managed`). */
+  static fromDLPack(managed: number, opts: { versioned?: boolean } = {}): Tensor {
+    const op = "Tensor.fromDLPack";
+    if (!Number.isSafeInteger(managed) || managed <= 0) throw new ArgumentError(op, "managed", `must be the address of a DLPack managed tensor (got ${managed})`);
+    const flags = opts.versioned === false ? 0 : DLPACK_VERSIONED;
+    const buf = DlpackDesc.alloc();
+    check(native().weft_dlpack_import(managed, flags, buf), op);
+    const d = DlpackDesc.read(buf);
+    if (d.device_type !== DLPACK_CUDA) {
+      throw new ArgumentError(op, "managed", `holds memory of DLPack device type ${d.device_type} (${d.device_type === 1 ? "host memory" : "not CUDA"}): weft tensors are CUDA device memory`);
+    }
+    const shape = d.shape.slice(0, d.ndim).map(Number);
+    const strides = d.strides.slice(0, d.ndim).map(Number);
+    if (d.dtype < 0) {
+      const code = d.dl_dtype & 0xff, bits = (d.dl_dtype >> 8) & 0xff, lanes = d.dl_dtype >>> 16;
+      throw new UnsupportedError(`a tensor of DLPack dtype code ${code}, ${bits} bits, ${lanes} lane(s): weft takes ${Object.keys(DTYPES).join(", ")}`,
+        { code: "E_UNSUPPORTED", op });
+    }
+    const dtype = (Object.keys(DTYPES) as DType[]).find((k) => DTYPES[k].code === d.dtype)!;
+    checkShape(shape, op, "managed's shape");
+    let step = 1;
+    for (let i = shape.length - 1; i >= 0; i--) {
+      if (shape[i]! > 1 && strides[i] !== step) {
+        throw new ArgumentError(op, "managed", `has strides [${strides.join(", ")}] for shape [${shape.join(", ")}]: weft tensors are dense and row-major`);
+      }
+      step *= shape[i]!;
+    }
+    requireDevice(d.device_id, op, "managed's device");
+    const t = new Tensor(Number(d.data), shape, dtype, d.device_id, false);
+    t.#dlpack = { managed, flags };
+    leaks.register(t, `Tensor [${shape.join(", ")}] ${dtype} from DLPack (its producer's memory)`, t);
+    return t;
+  }
+
+  /** This tensor as a DLPack DLManagedTensorVersioned (its address) for another runtime in this
+   * process; the consumer calls its deleter when done. An owned tensor hands its memory over: this
+   * Tensor is disposed and the deleter frees the memory. A view (Tensor.wrap, a symmetric tensor, a
+   * DLPack import) is lent: keep what owns it alive until the consumer has called the deleter. */
+  toDLPack(): number {
+    const op = "Tensor.toDLPack";
+    this.guard(op);
+    const strides: number[] = [];
+    let step = 1;
+    for (let i = this.shape.length - 1; i >= 0; i--) {
+      strides[i] = step;
+      step *= this.shape[i]!;
+    }
+    const desc = DlpackDesc.write(DlpackDesc.alloc(), {
+      data: this.#ptr, device_type: DLPACK_CUDA, device_id: this.device, ndim: this.shape.length, dtype: DTYPES[this.dtype].code,
+      shape: [...this.shape], strides,
+    });
+    const moves = this.owned && this.#dlpack === undefined;
+    const out = new BigUint64Array(1);
+    check(native().weft_dlpack_export(desc, DLPACK_VERSIONED | (moves ? DLPACK_FREE_DATA : 0), null, null, out), op);
+    if (moves) {
+      this.#disposed = true;
+      leaks.unregister(this);
+      this.#ptr = 0;
+    }
+    return outPointer(out);
+  }
 }
+
+const DLPACK_VERSIONED = 1;
+const DLPACK_FREE_DATA = 2;
+const DLPACK_CUDA = 2;
 
 function allocRaw(dtype: DType, n: number): RawArray {
   switch (dtype) {
