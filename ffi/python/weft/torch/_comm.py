@@ -39,7 +39,7 @@ _ids = itertools.count(1)
 
 def lookup(comm_id: int, op: str) -> "Communicator":
     """The live communicator behind a custom op's ``comm`` argument."""
-    c = _REGISTRY.get(comm_id)
+    c = _REGISTRY.get(int(comm_id))  # (a traced graph may hand it over as a SymInt)
     if c is None:
         raise ArgumentError(op, "comm", f"{comm_id} is not an open weft communicator of this process")
     return c
@@ -130,10 +130,12 @@ class Communicator:
             for n in natives:
                 n.connect()
         except BaseException:
-            for n in natives:
-                n.close_peers()
-            for n in natives:
-                n.destroy()
+            for step in (NativeComm.close_peers, NativeComm.destroy):
+                for n in natives:
+                    try:
+                        step(n)
+                    except Exception:  # noqa: BLE001 - the creation error is the one to report
+                        pass
             raise
         comms = [cls(n, rendezvous=None, stream=torch.cuda.Stream(device=n.device)) for n in natives]
         for c in comms:
