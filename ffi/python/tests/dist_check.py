@@ -14,7 +14,6 @@ os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
 
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
 
 import weft.torch as wt  # noqa: E402
 

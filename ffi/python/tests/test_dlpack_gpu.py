@@ -2,7 +2,6 @@
 producer's pending work is ordered before the consumer's stream (on the GPU, no host wait)."""
 import struct
 
-import pytest
 
 import weft
 from support import need_gpus, need_module

@@ -26,7 +26,6 @@ DLPACK_RELEASE = CFUNCTYPE(None, c_void_p)
 
 _i32p = POINTER(c_int32)
 _vpp = POINTER(c_void_p)
-_u64p = POINTER(c_uint64)
 
 # name: argument types. Every function returns int status except weft_last_error. Struct arguments
 # are passed as their address (ctypes.addressof), so they are c_void_p here.
@@ -173,14 +172,6 @@ def check(status: int, op: str) -> None:
     """Raises the WeftError matching a non-zero status, with weft_last_error()'s message."""
     if status != 0:
         raise error_from_status(status, op, last_error())
-
-
-def out_ptr() -> c_void_p:
-    return c_void_p(0)
-
-
-def as_u64(cell: c_uint64) -> int:
-    return int(cell.value)
 
 
 # ---- WEFT_TRACE_FFI --------------------------------------------------------------------------------
