@@ -97,3 +97,18 @@ def test_the_package_builds_as_a_wheel_without_an_index(tmp_path):
     names = zipfile.ZipFile(tmp_path / r.stdout.strip()).namelist()
     assert "weft/__init__.py" in names and "weft/torch/_ops.py" in names and "weft/_where.py" in names
     assert any(n.endswith(".dist-info/RECORD") for n in names)
+
+
+LATE = ("import sys, types, warnings; warnings.simplefilter('always'); t = types.ModuleType('torch'); "
+        "t.cuda = types.SimpleNamespace(is_initialized=lambda: True); sys.modules['torch'] = t; import weft")
+
+
+def test_importing_weft_after_torch_initialized_cuda_warns():
+    import os
+
+    if "CUDA_DEVICE_MAX_CONNECTIONS" in os.environ:
+        pytest.skip("CUDA_DEVICE_MAX_CONNECTIONS is set in this environment: there is nothing to warn about")
+    r = run_python(LATE)
+    assert r.returncode == 0 and "came too late" in r.stderr, r.stderr
+    r = run_python(LATE, {"CUDA_DEVICE_MAX_CONNECTIONS": "8"})  # the user's own choice: no warning
+    assert r.returncode == 0 and "came too late" not in r.stderr, r.stderr
