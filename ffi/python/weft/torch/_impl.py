@@ -158,16 +158,16 @@ def all_gather_gemm(comm_id: int, a: torch.Tensor, b: torch.Tensor, keep: bool) 
 
 
 def gemm_reduce_scatter(comm_id: int, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    comm = lookup(comm_id, "gemm_reduce_scatter")
-    e, _ = _entry(comm, _tp.GEMM_REDUCE_SCATTER, a, b, False)
-    e.a.copy_(a)
-    e.plan.launch()
-    return e.out.clone()
+    return _summed(_tp.GEMM_REDUCE_SCATTER, comm_id, a, b)
 
 
 def gemm_all_reduce(comm_id: int, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    comm = lookup(comm_id, "gemm_all_reduce")
-    e, _ = _entry(comm, _tp.GEMM_ALL_REDUCE, a, b, False)
+    return _summed(_tp.GEMM_ALL_REDUCE, comm_id, a, b)
+
+
+def _summed(op_code: int, comm_id: int, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """GEMM + reduce-scatter or all-reduce: `a` copied in, the symmetric output copied out."""
+    e, _ = _entry(lookup(comm_id, _tp.OP_NAMES[op_code]), op_code, a, b, False)
     e.a.copy_(a)
     e.plan.launch()
     return e.out.clone()
