@@ -89,7 +89,11 @@ class TpPlan:
         self._op = op
         # The plan zeroed its workspace on `stream`; a barrier on the same stream orders that before any
         # peer's first launch (each rank enters it only after its earlier work on the stream).
-        comm.barrier(stream, op)
+        try:
+            comm.barrier(stream, op)
+        except BaseException:
+            self.close()
+            raise
 
     def launch(self) -> int:
         if not self._handle:
