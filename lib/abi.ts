@@ -277,6 +277,21 @@ export const CommInterNode = new Struct("WeftCommInterNode", {
   reserved: "u32",
 });
 
+// DLPack hand-over (issue 27)
+export const DlpackDesc = new Struct("WeftDlpackDesc", {
+  size: "u32",
+  version: "u32",
+  data: "u64",
+  device_type: "i32",
+  device_id: "i32",
+  ndim: "i32",
+  dtype: "i32",
+  dl_dtype: "u32",
+  read_only: "u32",
+  shape: { array: "i64", length: 8 },
+  strides: { array: "i64", length: 8 },
+});
+
 /** Every ABI struct, by its C name. */
 export const ABI_STRUCTS: readonly Struct<any>[] = [
   DeviceProps,
@@ -301,4 +316,6 @@ export const ABI_STRUCTS: readonly Struct<any>[] = [
   ProxyFifo,
   ProxyStats,
   CommInterNode,
+  // issue 27
+  DlpackDesc,
 ];

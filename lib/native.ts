@@ -12,7 +12,7 @@ import { fileURLToPath } from "node:url";
 import { errorFromStatus, LibraryError } from "./errors.ts";
 
 /** weft.h WEFT_ABI_VERSION this package was written against. */
-export const ABI_VERSION = 3;
+export const ABI_VERSION = 4;
 
 // Pointers are passed as T.ptr: a JS number (device/host address) or a TypedArray, which Bun
 // passes by address for the duration of the call. 64-bit sizes are T.u64 (number or bigint).
@@ -47,6 +47,7 @@ export const symbols = {
   weft_event_record: { args: [T.ptr /* event */, T.ptr /* stream */], returns: T.i32 },
   weft_event_synchronize: { args: [T.ptr], returns: T.i32 },
   weft_event_elapsed: { args: [T.ptr /* start */, T.ptr /* end */, T.ptr /* float* ms */], returns: T.i32 },
+  weft_stream_order: { args: [T.i32 /* device */, T.ptr /* producer stream */, T.ptr /* consumer stream */], returns: T.i32 },
   // transports
   weft_fabric_providers: { args: [T.ptr /* const char** json */], returns: T.i32 },
   // test support
@@ -100,6 +101,12 @@ export const symbols = {
   weft_proxy_device_push: { args: [T.ptr /* proxy */, T.ptr /* const WeftProxyCommand* tmpl */, T.u32 /* ctas */, T.u32 /* threads */, T.u32 /* per_thread */, T.u32 /* timeout_ms */, T.ptr /* uint64_t[2] failures (device) */, T.ptr /* stream */], returns: T.i32 },
   weft_comm_internode_bytes: { args: [T.i32 /* nodes */, T.u64 /* slot_bytes */, T.ptr /* uint64_t* send_bytes */, T.ptr /* uint64_t* recv_bytes */], returns: T.i32 },
   weft_comm_set_internode: { args: [T.ptr /* comm */, T.ptr /* const WeftCommInterNode* */], returns: T.i32 },
+
+  // DLPack hand-over (issue 27)
+  weft_dlpack_export: { args: [T.ptr /* const WeftDlpackDesc* */, T.u32 /* WeftDlpackFlags */, T.ptr /* WeftDlpackRelease */, T.ptr /* ctx */, T.ptr /* void** managed */], returns: T.i32 },
+  weft_dlpack_import: { args: [T.ptr /* const managed tensor */, T.u32 /* WeftDlpackFlags */, T.ptr /* WeftDlpackDesc* */], returns: T.i32 },
+  weft_dlpack_delete: { args: [T.ptr /* managed tensor */, T.u32 /* WeftDlpackFlags */], returns: T.i32 },
+  weft_dlpack_live: { args: [T.ptr /* int64_t* */], returns: T.i32 },
 
   // baselines for benchmarks (dlopen'ed cuBLASLt, NCCL)
   weft_cublaslt_available: { args: [T.ptr /* int32_t* */, T.ptr /* const char** path */], returns: T.i32 },

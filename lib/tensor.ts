@@ -1,8 +1,9 @@
 // tensor.ts — a dense, row-major device tensor: shape, dtype, device, and the device memory it owns
 // (or wraps without owning). Host transfers are synchronous; device-side work is stream-ordered.
+import { DlpackDesc } from "./abi.ts";
 import { requireDevice } from "./device.ts";
 import { bf16ToF32, DTYPES, f16ToF32, f32ToBf16, f32ToF16, isDType, scalarBits, type DType, type RawArray } from "./dtype.ts";
-import { ArgumentError } from "./errors.ts";
+import { ArgumentError, UnsupportedError } from "./errors.ts";
 import { NativeHandle } from "./handle.ts";
 import { check, native, outPointer } from "./native.ts";
 
@@ -60,11 +61,13 @@ export class Tensor extends NativeHandle {
   readonly bytes: number;
   /** false for Tensor.wrap(): dispose() then forgets the pointer without freeing it. */
   readonly owned: boolean;
+  /** A DLPack import's managed tensor, whose deleter dispose() calls. */
+  #dlpack: { managed: number; flags: number } | undefined;
 
-  protected constructor(ptr: number, shape: Shape, dtype: DType, device: number, owned: boolean) {
+  protected constructor(ptr: number, shape: Shape, dtype: DType, device: number, owned: boolean, leak?: string) {
     const numel = shape.reduce((a, b) => a * b, 1);
     const what = `Tensor [${shape.join(", ")}] ${dtype} on device ${device}`;
-    super(ptr, what, owned ? `its ${numel * DTYPES[dtype].bytes} bytes of device memory stay allocated until the process exits` : null);
+    super(ptr, what, leak ?? (owned ? `its ${numel * DTYPES[dtype].bytes} bytes of device memory stay allocated until the process exits` : null));
     this.shape = Object.freeze([...shape]);
     this.dtype = dtype;
     this.device = device;
@@ -175,9 +178,11 @@ export class Tensor extends NativeHandle {
     return this;
   }
 
-  /** Frees the device memory (when owned); a wrapped tensor only forgets its pointer. */
+  /** Frees the device memory (when owned); a wrapped tensor only forgets its pointer; a DLPack
+   * import calls its producer's deleter. */
   protected destroy(ptr: number): void {
     if (this.owned) check(native().weft_free(ptr), "Tensor.dispose");
+    if (this.#dlpack) check(native().weft_dlpack_delete(this.#dlpack.managed, this.#dlpack.flags), "Tensor.dispose");
   }
 
   override toString(): string {
@@ -187,7 +192,72 @@ export class Tensor extends NativeHandle {
   #uploadRaw(raw: RawArray, op: string): void {
     check(native().weft_memcpy(this.pointerFor(op), raw, this.bytes, COPY_H2D, null), op);
   }
+
+  /** Takes another runtime's tensor in this process, zero copy: `managed` is the address of a DLPack
+   * DLManagedTensorVersioned (a legacy DLManagedTensor with `{ versioned: false }`) holding a dense,
+   * row-major CUDA tensor of a weft dtype. The Tensor owes its producer the deleter call: dispose()
+   * makes it. On an error nothing is taken (the caller still owns `managed`). */
+  static fromDLPack(managed: number, opts: { versioned?: boolean } = {}): Tensor {
+    const op = "Tensor.fromDLPack";
+    if (!Number.isSafeInteger(managed) || managed <= 0) throw new ArgumentError(op, "managed", `must be the address of a DLPack managed tensor (got ${managed})`);
+    const flags = opts.versioned === false ? 0 : DLPACK_VERSIONED;
+    const buf = DlpackDesc.alloc();
+    check(native().weft_dlpack_import(managed, flags, buf), op);
+    const d = DlpackDesc.read(buf);
+    if (d.device_type !== DLPACK_CUDA) {
+      throw new ArgumentError(op, "managed", `holds memory of DLPack device type ${d.device_type} (${d.device_type === 1 ? "host memory" : "not CUDA"}): weft tensors are CUDA device memory`);
+    }
+    const shape = d.shape.slice(0, d.ndim).map(Number);
+    const strides = d.strides.slice(0, d.ndim).map(Number);
+    if (d.dtype < 0) {
+      const code = d.dl_dtype & 0xff, bits = (d.dl_dtype >> 8) & 0xff, lanes = d.dl_dtype >>> 16;
+      throw new UnsupportedError(`a tensor of DLPack dtype code ${code}, ${bits} bits, ${lanes} lane(s): weft takes ${Object.keys(DTYPES).join(", ")}`,
+        { code: "E_UNSUPPORTED", op });
+    }
+    const dtype = (Object.keys(DTYPES) as DType[]).find((k) => DTYPES[k].code === d.dtype)!;
+    checkShape(shape, op, "managed's shape");
+    let step = 1;
+    for (let i = shape.length - 1; i >= 0; i--) {
+      if (shape[i]! > 1 && strides[i] !== step) {
+        throw new ArgumentError(op, "managed", `has strides [${strides.join(", ")}] for shape [${shape.join(", ")}]: weft tensors are dense and row-major`);
+      }
+      step *= shape[i]!;
+    }
+    requireDevice(d.device_id, op, "managed's device");
+    const t = new Tensor(Number(d.data), shape, dtype, d.device_id, false,
+      "its producer's memory stays held until the process exits (the DLPack deleter was never called)");
+    t.#dlpack = { managed, flags };
+    return t;
+  }
+
+  /** This tensor as a DLPack DLManagedTensorVersioned (its address) for another runtime in this
+   * process; the consumer calls its deleter when done. An owned tensor hands its memory over: this
+   * Tensor is disposed and the deleter frees the memory. A view (Tensor.wrap, a symmetric tensor, a
+   * DLPack import) is lent: keep what owns it alive until the consumer has called the deleter. */
+  toDLPack(): number {
+    const op = "Tensor.toDLPack";
+    const data = this.pointerFor(op);
+    const strides: number[] = [];
+    let step = 1;
+    for (let i = this.shape.length - 1; i >= 0; i--) {
+      strides[i] = step;
+      step *= this.shape[i]!;
+    }
+    const desc = DlpackDesc.write(DlpackDesc.alloc(), {
+      data, device_type: DLPACK_CUDA, device_id: this.device, ndim: this.shape.length, dtype: DTYPES[this.dtype].code,
+      shape: [...this.shape], strides,
+    });
+    const moves = this.owned && this.#dlpack === undefined;
+    const out = new BigUint64Array(1);
+    check(native().weft_dlpack_export(desc, DLPACK_VERSIONED | (moves ? DLPACK_FREE_DATA : 0), null, null, out), op);
+    if (moves) this.abandon();
+    return outPointer(out);
+  }
 }
+
+const DLPACK_VERSIONED = 1;
+const DLPACK_FREE_DATA = 2;
+const DLPACK_CUDA = 2;
 
 function allocRaw(dtype: DType, n: number): RawArray {
   switch (dtype) {

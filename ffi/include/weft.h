@@ -31,7 +31,7 @@ extern "C" {
 #endif
 
 /* Bumped on any change to a signature or an ABI struct. lib/native.ts refuses a mismatch. */
-#define WEFT_ABI_VERSION 3
+#define WEFT_ABI_VERSION 4
 
 enum WeftStatus {
   WEFT_OK = 0,
@@ -125,6 +125,10 @@ WEFT_API int weft_event_destroy(void* event);
 WEFT_API int weft_event_record(void* event, void* stream);
 WEFT_API int weft_event_synchronize(void* event);
 WEFT_API int weft_event_elapsed(void* start, void* end, float* out_ms);
+/* Makes `consumer`'s later work wait for the work queued on `producer` so far (an event recorded on
+ * one, waited on by the other; the host does not wait). Both are streams of `device`; NULL is that
+ * device's legacy default stream. Equal streams: nothing to do. (DLPack's stream hand-over.) */
+WEFT_API int weft_stream_order(int32_t device, void* producer, void* consumer);
 
 /* ---- transports ---------------------------------------------------------------------------- */
 
@@ -637,6 +641,55 @@ WEFT_API int weft_comm_set_internode(WeftComm* comm, const WeftCommInterNode* in
 /* Failure stage of a hierarchical collective waiting for another node (WeftCollectiveStage):
  * the peer in the reason word is a global rank; code WEFT_E_TIMEOUT, or the proxy's WEFT_E_*. */
 #define WEFT_STAGE_REMOTE 6
+
+/* ---- DLPack: tensors shared with other runtimes in one process (issue 27) --------------------- */
+
+/* A strided tensor as DLPack (dlpack.h 1.x) describes it, flattened into an ABI struct. Export turns
+ * one into a DLManagedTensorVersioned (or a legacy DLManagedTensor) whose deleter is native code;
+ * import reads either kind back. Bindings only move the managed tensor's address (and, in Python,
+ * wrap it in a "dltensor_versioned" / "dltensor" capsule); the DLPack structs live in ffi/src. */
+#define WEFT_DLPACK_MAX_NDIM 8
+enum WeftDlpackDevice {  /* DLDeviceType values */
+  WEFT_DLPACK_CPU = 1,
+  WEFT_DLPACK_CUDA = 2,
+  WEFT_DLPACK_CUDA_HOST = 3,    /* pinned host memory */
+  WEFT_DLPACK_CUDA_MANAGED = 13
+};
+enum WeftDlpackFlags {
+  WEFT_DLPACK_VERSIONED = 1, /* DLManagedTensorVersioned; without it, the legacy DLManagedTensor */
+  WEFT_DLPACK_FREE_DATA = 2  /* export only: the deleter weft_free()s `data` (weft_malloc memory whose
+                                ownership moves to the consumer) */
+};
+
+typedef struct WeftDlpackDesc {
+  uint32_t size;      /* sizeof(WeftDlpackDesc) */
+  uint32_t version;   /* 1 */
+  uint64_t data;      /* address of element 0 (DLTensor.data + byte_offset) */
+  int32_t device_type; /* WeftDlpackDevice */
+  int32_t device_id;
+  int32_t ndim;       /* 0 .. WEFT_DLPACK_MAX_NDIM */
+  int32_t dtype;      /* WeftDtype; import: -1 when the DLPack dtype has no weft equivalent */
+  uint32_t dl_dtype;  /* DLDataType as code | bits << 8 | lanes << 16 (export derives it from dtype) */
+  uint32_t read_only; /* 1: DLPACK_FLAG_BITMASK_READ_ONLY (versioned tensors only carry it) */
+  int64_t shape[WEFT_DLPACK_MAX_NDIM];
+  int64_t strides[WEFT_DLPACK_MAX_NDIM]; /* in elements; import gives compact row-major strides when
+                                            the producer passed none */
+} WeftDlpackDesc;
+
+/* Called once by the exported tensor's deleter, on whichever thread the consumer drops it, so the
+ * producer can let go of what kept the memory alive. May be NULL. */
+typedef void (*WeftDlpackRelease)(void* ctx);
+
+/* flags: WEFT_DLPACK_VERSIONED, WEFT_DLPACK_FREE_DATA. out_managed: the DLManagedTensor(Versioned)*. */
+WEFT_API int weft_dlpack_export(const WeftDlpackDesc* desc, uint32_t flags, WeftDlpackRelease release,
+                                void* ctx, void** out_managed);
+/* Reads any producer's managed tensor (flags: WEFT_DLPACK_VERSIONED when it is one). Versions other
+ * than 1.x and more than WEFT_DLPACK_MAX_NDIM dimensions fail with WEFT_E_UNSUPPORTED. */
+WEFT_API int weft_dlpack_import(const void* managed, uint32_t flags, WeftDlpackDesc* out);
+/* The consumer is done: calls the managed tensor's deleter (any producer's; NULL deleter: nothing). */
+WEFT_API int weft_dlpack_delete(void* managed, uint32_t flags);
+/* Tensors exported by weft_dlpack_export whose deleter has not run yet (leak checks). */
+WEFT_API int weft_dlpack_live(int64_t* out_count);
 
 /* ---- baselines for benchmarks (dlopen'ed cuBLASLt, NCCL) ------------------------------------- */
 

@@ -274,6 +274,21 @@ std::string build() {
   FIELD(WeftCommInterNode, fifo_capacity);
   FIELD(WeftCommInterNode, reserved);
 
+
+  // DLPack hand-over (issue 27)
+  STRUCT(WeftDlpackDesc);
+  FIELD(WeftDlpackDesc, size);
+  FIELD(WeftDlpackDesc, version);
+  FIELD(WeftDlpackDesc, data);
+  FIELD(WeftDlpackDesc, device_type);
+  FIELD(WeftDlpackDesc, device_id);
+  FIELD(WeftDlpackDesc, ndim);
+  FIELD(WeftDlpackDesc, dtype);
+  FIELD(WeftDlpackDesc, dl_dtype);
+  FIELD(WeftDlpackDesc, read_only);
+  FIELD(WeftDlpackDesc, shape);
+  FIELD(WeftDlpackDesc, strides);
+
   return l.end();
 }
 

@@ -87,4 +87,20 @@ WEFT_API int weft_event_elapsed(void* start, void* end, float* out_ms) {
   });
 }
 
+WEFT_API int weft_stream_order(int32_t device, void* producer, void* consumer) {
+  return guard([&] {
+    if (producer == consumer) return;
+    // The device makes NULL mean that device's legacy stream, and the event must be created on the
+    // device whose stream records it.
+    DeviceGuard g(device);
+    cudaEvent_t e = nullptr;
+    WEFT_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    cudaError_t r = cudaEventRecord(e, as_stream(producer));
+    if (r == cudaSuccess) r = cudaStreamWaitEvent(as_stream(consumer), e, 0);
+    // Destroying a recorded event is allowed at once: its resources go when the wait is satisfied.
+    (void)cudaEventDestroy(e);
+    WEFT_CUDA(r);
+  });
+}
+
 }  // extern "C"

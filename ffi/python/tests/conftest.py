@@ -1,0 +1,15 @@
+"""Test set-up shared by every test: the package under test is this checkout's ffi/python (installed
+or not), and the environment is safe for the shared GPU hosts before anything loads NCCL or JAX."""
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# NVLink multicast must never be touched on the shared GPU hosts (as test/support/preload.ts does).
+os.environ["NCCL_NVLS_ENABLE"] = "0"
+os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
+os.environ["NVSHMEM_DISABLE_NVLS"] = "1"
+# JAX takes 75% of GPU memory at its first use unless told not to; torch shares this process.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
