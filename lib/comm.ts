@@ -23,6 +23,7 @@ import { ArgumentError, checkInt, DisposedError, errorFromStatus, PeerError, Sta
 import { HeapAllocator, requireSymmetric, SymmetricTensor, type SymmetricOwner } from "./heap.ts";
 import { InterNode, planNodes } from "./internode.ts";
 import { addressOf, check, native, outPointer } from "./native.ts";
+import { createMoeCombine, createMoeDispatch, type MoeCombineArgs, type MoeCombinePlan, type MoeDispatchArgs, type MoeDispatchPlan } from "./ops/moe.ts";
 import { Stream } from "./stream.ts";
 import { checkDType, checkShape, Tensor, type Shape } from "./tensor.ts";
 
@@ -451,6 +452,18 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
     const plan = make();
     this.#lastPlans.set(kind, { input, output, ctas: opts?.ctas, algorithm: opts?.algorithm, root: opts?.root, plan });
     return plan;
+  }
+
+  /** MoE dispatch: every routed row of x to its expert's owner, laid out for the grouped GEMMs
+   * (lib/ops/moe.ts). Collective: every rank creates its MoE plans in the same order. */
+  moeDispatch(args: MoeDispatchArgs): MoeDispatchPlan {
+    return createMoeDispatch(this, args);
+  }
+
+  /** MoE combine: the experts' output rows back to their tokens, out = their weighted sum
+   * (lib/ops/moe.ts). Collective. */
+  moeCombine(args: MoeCombineArgs): MoeCombinePlan {
+    return createMoeCombine(this, args);
   }
 
   /** Resolves once every rank has reached this barrier on its stream. */
