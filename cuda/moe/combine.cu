@@ -208,14 +208,13 @@ size_t combine_smem_bytes(int world) {
   return (size_t(world) * 8 + 15) / 16 * 16 + (size_t(world) * 4 + 15) / 16 * 16 + 16 + 16;
 }
 
+cudaError_t preload_combine() {
+  cudaFuncAttributes attributes{};
+  return cudaFuncGetAttributes(&attributes, combine_kernel);
+}
+
 cudaError_t launch_combine(const CombineArgs& a, int ctas, cudaStream_t stream) {
-  const size_t smem = combine_smem_bytes(a.peer.world);
-  if (ctas == 0) {
-    // Loads the module now (see launch_dispatch); the kernel needs no opt-in below 48 KiB.
-    cudaFuncAttributes attributes{};
-    return cudaFuncGetAttributes(&attributes, combine_kernel);
-  }
-  combine_kernel<<<ctas, kThreads, smem, stream>>>(a);
+  combine_kernel<<<ctas, kThreads, combine_smem_bytes(a.peer.world), stream>>>(a);
   return cudaGetLastError();
 }
 

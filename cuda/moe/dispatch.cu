@@ -450,21 +450,32 @@ size_t dispatch_smem_bytes(int experts, int world) {
          7 * r(size_t(experts) * 4) + 5 * r(size_t(kPiece) * 4);
 }
 
-cudaError_t launch_dispatch(const DispatchArgs& a, int ctas, cudaStream_t stream) {
+cudaError_t preload_dispatch(int experts, int world) {
   constexpr int kMaxDevices = 64;
   static std::atomic<size_t> opted_in[kMaxDevices];  // the dynamic shared memory set per device so far
   int device = 0;
   cudaError_t e = cudaGetDevice(&device);
   if (e != cudaSuccess) return e;
   if (device < 0 || device >= kMaxDevices) return cudaErrorInvalidDevice;
-  const size_t smem = dispatch_smem_bytes(a.experts, a.peer.world);
+  const size_t smem = dispatch_smem_bytes(experts, world);
   if (opted_in[device].load(std::memory_order_relaxed) < smem) {
     e = cudaFuncSetAttribute(dispatch_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem));
     if (e != cudaSuccess) return e;
     opted_in[device].store(smem, std::memory_order_relaxed);
   }
-  if (ctas == 0) return cudaSuccess;
-  dispatch_kernel<<<ctas, kThreads, smem, stream>>>(a);
+  return cudaSuccess;
+}
+
+cudaError_t preload_kernels(int experts, int world) {
+  cudaError_t e = preload_dispatch(experts, world);
+  return e != cudaSuccess ? e : preload_combine();
+}
+
+cudaError_t launch_dispatch(const DispatchArgs& a, int ctas, cudaStream_t stream) {
+  // A no-op after the plan's preload (the attribute only ever grows).
+  const cudaError_t e = preload_dispatch(a.experts, a.peer.world);
+  if (e != cudaSuccess) return e;
+  dispatch_kernel<<<ctas, kThreads, dispatch_smem_bytes(a.experts, a.peer.world), stream>>>(a);
   return cudaGetLastError();
 }
 

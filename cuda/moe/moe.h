@@ -228,11 +228,17 @@ struct RouteArgs {
 size_t dispatch_smem_bytes(int experts, int world);
 size_t combine_smem_bytes(int world);
 
-// ctas == 0: only set the kernel's attributes (which loads its module: see preload() in
-// ffi/src/tp/plan.cpp for why a plan does that at creation).
 cudaError_t launch_dispatch(const DispatchArgs& a, int ctas, cudaStream_t stream);
 cudaError_t launch_combine(const CombineArgs& a, int ctas, cudaStream_t stream);
 cudaError_t launch_route(const RouteArgs& a, cudaStream_t stream);
+// Loads the dispatch and combine kernels on the current device and sets the dispatch kernel's
+// shared memory for E experts and W ranks. Every MoE plan calls it at creation, before its setup
+// barrier: with lazy module loading a kernel's first load may wait for the device to go idle, and a
+// barrier or an MoE kernel of this rank that waits for a peer this thread has yet to serve never
+// lets it (see preload() in ffi/src/tp/plan.cpp).
+cudaError_t preload_kernels(int experts, int world);
+cudaError_t preload_dispatch(int experts, int world);
+cudaError_t preload_combine();
 
 // References (reference.cu), see weft.h.
 cudaError_t reference_route(const void* logits, int dtype, int64_t tokens, int experts, int topk, bool normalize,

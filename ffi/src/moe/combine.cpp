@@ -109,7 +109,7 @@ WEFT_API int weft_moe_combine_create(WeftComm* comm, const WeftMoeCombineParams*
       a.tokens = d.tokens;
       a.max_tokens = d.max_tokens;
       WEFT_CUDA(cudaMemsetAsync(reinterpret_cast<void*>(p.workspace), 0, a.layout.total, plan->stream));
-      WEFT_CUDA(moe::launch_combine(a, 0, plan->stream));  // loads the kernel now
+      WEFT_CUDA(moe::preload_kernels(d.experts, d.peer.world));  // a no-op after the dispatch plan's
     } catch (...) {
       plan->report.release();
       throw;

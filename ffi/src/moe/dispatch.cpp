@@ -161,7 +161,7 @@ WEFT_API int weft_moe_dispatch_create(WeftComm* comm, const WeftMoeDispatchParam
       // Counters and epochs start at 0 (stream-ordered; the caller orders it before any peer's first
       // launch with a barrier on the same stream).
       WEFT_CUDA(cudaMemsetAsync(reinterpret_cast<void*>(p.workspace), 0, a.layout.total, plan->stream));
-      WEFT_CUDA(moe::launch_dispatch(a, 0, plan->stream));  // loads the kernel now (see moe.h)
+      WEFT_CUDA(moe::preload_kernels(a.experts, a.peer.world));  // before the setup barrier (moe.h)
     } catch (...) {
       plan->report.release();
       throw;
