@@ -405,7 +405,9 @@ __global__ void __launch_bounds__(kThreads, 1) dispatch_kernel(const __grid_cons
   cta_grid_barrier(a, s, epoch);
   // Every CTA has read the launch count: the next launch's may be published.
   if (blockIdx.x == 0 && threadIdx.x == 0) *at<uint64_t>(me, a.layout.epoch) = epoch;
-  publish_counts(a, s, epoch);
+  // A CTA whose barrier wait ran out does not know that the histograms are complete: it sends
+  // nothing, and the peers time out on its counts.
+  if (s.fail->code == 0) publish_counts(a, s, epoch);
   // This CTA's base positions, while the peers' counts are on their way.
   const int* hist = at<int>(me, a.layout.hist);
   for (int e = threadIdx.x; e < E; e += blockDim.x) {
