@@ -35,7 +35,7 @@ const SMS = 132;
 const CFG = { T: 4096, k: 8, H: 7168, I: 2048, local: 32 };
 const TORCH_2GPU_MS = 3.86;
 const PUBLISHED = { lo: 230, hi: 415 };  // TFLOP/s per GPU, MoE dispatch + GEMM on 2 x 8 H200 (DeepEP + grouped GEMM, mKernel)
-const PER_SM_STORE_GBS = 26;  // one SM's 16-byte peer stores (bench/NOTES-collectives.md: ~12 CTAs saturate the 2-GPU link)
+const PER_SM_STORE_GBS = 25;  // one CTA's 16-byte peer stores (bench/NOTES-tp.md, all-gather comm CTAs: ~25 GB/s per CTA)
 
 const notes: string[] = [];
 const collectives = load("collectives.json");

@@ -1,7 +1,8 @@
 // moe.ts — the MoE ops against torch's path, all timed in this process (DESIGN.md "Benchmarks"):
 //
 //   bun bench/moe.ts [--configs A,B,decode] [--worlds 1,2] [--devices 0,1] [--routing uniform,skewed]
-//                    [--samples N] [--rest-ms R] [--name moe]        (TORCH_MOE_JSON=path adds torch's numbers)
+//                    [--samples N] [--rest-ms R] [--name moe]   (TORCH_MOE_JSON=a.json[,b.json] adds torch's numbers)
+//   bash bench/moe-host.sh      (torch's peer, then this, then bench/model-moe.ts: one device call)
 //
 // Configs (per rank): A T 4096, k 8, H 7168, I 2048, 32 local experts; B T 16384, k 4, H 4096, I 1536,
 // 16 local experts; decode: A at T 128. E = local experts x W. Worlds: W ranks sharing GPU 0 (each a
@@ -172,10 +173,10 @@ async function runCase(config: string, world: number, routing: RoutingKind): Pro
   }
 }
 
+/** torch's rows from TORCH_MOE_JSON: one or more files (comma-separated), e.g. the one-GPU and the two-GPU runs. */
 function torchRows(): any[] {
-  const path = process.env.TORCH_MOE_JSON;
-  if (!path || !existsSync(path)) return [];
-  return JSON.parse(readFileSync(path, "utf8")).results ?? [];
+  const paths = (process.env.TORCH_MOE_JSON ?? "").split(",").filter((p) => p && existsSync(p));
+  return paths.flatMap((p) => JSON.parse(readFileSync(p, "utf8")).results ?? []);
 }
 
 function cell(v: number | undefined, digits = 3): string {
