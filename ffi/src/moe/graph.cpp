@@ -4,9 +4,22 @@
 // Thread-local capture mode: another thread's unrelated CUDA calls neither join nor break it.
 #include <cuda_runtime_api.h>
 
+#include "device_guard.hpp"
 #include "status.hpp"
 
 using namespace weft;
+
+namespace {
+
+// The device of `stream`: instantiation and launch run with it current (one process may drive
+// ranks on several GPUs).
+int device_of(void* stream) {
+  int dev = -1;
+  WEFT_CUDA(cudaStreamGetDevice(static_cast<cudaStream_t>(stream), &dev));
+  return dev;
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -20,6 +33,7 @@ WEFT_API int weft_graph_capture_begin(void* stream) {
 WEFT_API int weft_graph_capture_end(void* stream, void** out_graph_exec) {
   return guard([&] {
     WEFT_REQUIRE(stream && out_graph_exec, "stream and out_graph_exec must not be NULL");
+    DeviceGuard g(device_of(stream));
     cudaGraph_t graph = nullptr;
     WEFT_CUDA(cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph));
     cudaGraphExec_t exec = nullptr;
@@ -32,7 +46,8 @@ WEFT_API int weft_graph_capture_end(void* stream, void** out_graph_exec) {
 
 WEFT_API int weft_graph_launch(void* graph_exec, void* stream) {
   return guard([&] {
-    WEFT_REQUIRE(graph_exec, "graph_exec must not be NULL");
+    WEFT_REQUIRE(graph_exec && stream, "graph_exec and stream must not be NULL");
+    DeviceGuard g(device_of(stream));
     WEFT_CUDA(cudaGraphLaunch(static_cast<cudaGraphExec_t>(graph_exec), static_cast<cudaStream_t>(stream)));
   });
 }
