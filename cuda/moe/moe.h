@@ -74,6 +74,16 @@ inline int rows_per_signal(int hidden) {
 
 inline uint64_t align_up(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
 
+// Consecutive workspace regions, each starting on a 256-byte boundary.
+struct Regions {
+  uint64_t at = 0;
+  uint64_t take(uint64_t bytes) {
+    const uint64_t here = at;
+    at = align_up(at + bytes, 256);
+    return here;
+  }
+};
+
 // The descriptor rank q writes into slot desc[parity][q] of every rank before any row moves; the
 // reader compares it with its own plan. `epoch` (the last word) is written last, st.release.sys.
 struct alignas(64) Desc {
@@ -109,15 +119,10 @@ struct DispatchLayout {
 };
 
 inline DispatchLayout dispatch_layout(int world, int experts, int64_t capacity, int hidden) {
-  constexpr uint64_t kAlign = 256;
   const uint64_t local = uint64_t(experts / world);
   DispatchLayout l{};
-  uint64_t at = 0;
-  auto take = [&](uint64_t bytes) {
-    const uint64_t here = at;
-    at = align_up(at + bytes, kAlign);
-    return here;
-  };
+  Regions r;
+  auto take = [&](uint64_t bytes) { return r.take(bytes); };
   l.abort = take(8);
   l.desc = take(2ull * world * sizeof(Desc));
   l.counts = take(2ull * world * kMaxExperts * 4);
@@ -131,7 +136,7 @@ inline DispatchLayout dispatch_layout(int world, int experts, int64_t capacity, 
   l.source_counts = take(uint64_t(world) * local * 4);
   l.expert_offsets = take((local + 1) * 4);
   l.expert_counts = take(local * 4);
-  l.total = at;
+  l.total = r.at;
   return l;
 }
 
@@ -148,21 +153,16 @@ struct CombineLayout {
 };
 
 inline CombineLayout combine_layout(int world, int64_t max_tokens, int topk, int hidden) {
-  constexpr uint64_t kAlign = 256;
   CombineLayout l{};
-  uint64_t at = 0;
-  auto take = [&](uint64_t bytes) {
-    const uint64_t here = at;
-    at = align_up(at + bytes, kAlign);
-    return here;
-  };
+  Regions r;
+  auto take = [&](uint64_t bytes) { return r.take(bytes); };
   l.abort = take(8);
   l.ready = take(uint64_t(world) * 8);
   l.arrived = take(uint64_t((max_tokens + kTokenBlock - 1) / kTokenBlock) * 8);
   l.returned = take(uint64_t(max_tokens) * topk * hidden * 2);
   l.epoch = take(8);
   l.finished = take(8);
-  l.total = at;
+  l.total = r.at;
   return l;
 }
 

@@ -12,12 +12,8 @@
 
 using namespace weft;
 
-struct WeftMoeCombinePlan {
-  WeftComm* comm = nullptr;
-  cudaStream_t stream = nullptr;
-  int ctas = 0;
+struct WeftMoeCombinePlan : weft::moe::PlanBase {
   moe::CombineArgs args{};
-  moe::Report report;
 };
 
 namespace {
@@ -76,19 +72,11 @@ WEFT_API int weft_moe_combine_create(WeftComm* comm, const WeftMoeCombineParams*
     }
     comm::require_on_device(c, p.hidden, "hidden", kOp);
     WEFT_REQUIRE((p.hidden & 15) == 0, "%s: hidden must be 16-byte aligned", kOp);
-    WEFT_REQUIRE(p.workspace_bytes >= ch.workspace_bytes, "%s: workspace_bytes (%llu) is smaller than the plan needs (%llu)",
-                 kOp, (unsigned long long)p.workspace_bytes, (unsigned long long)ch.workspace_bytes);
-    comm::require_symmetric(c, p.workspace, p.workspace_bytes, "workspace", kOp);
-    WEFT_REQUIRE((p.workspace & 255) == 0, "%s: workspace must be 256-byte aligned", kOp);
+    moe::check_workspace(c, p.workspace, p.workspace_bytes, ch.workspace_bytes, kOp);
     DeviceGuard g(c.device);
     auto plan = std::make_unique<WeftMoeCombinePlan>();
     plan->comm = comm;
-    plan->stream = reinterpret_cast<cudaStream_t>(p.stream);
-    if (plan->stream) {
-      int sd = -1;
-      WEFT_CUDA(cudaStreamGetDevice(plan->stream, &sd));
-      WEFT_REQUIRE(sd == c.device, "%s: stream belongs to device %d but the communicator's rank is on device %d", kOp, sd, c.device);
-    }
+    plan->stream = moe::plan_stream(c, p.stream, kOp);
     plan->ctas = ch.ctas;
     try {
       plan->report.allocate();
@@ -121,10 +109,10 @@ WEFT_API int weft_moe_combine_create(WeftComm* comm, const WeftMoeCombineParams*
 WEFT_API int weft_moe_combine_launch(WeftMoeCombinePlan* plan, const WeftTpLaunch* launch) {
   return guard([&] {
     WEFT_REQUIRE(plan, "%s: plan must not be NULL", kOp);
-    moe::require_launch(plan->comm, launch);
-    DeviceGuard g(plan->comm->device);
-    plan->args.peer.completion = moe::completion_of(launch);
-    WEFT_CUDA(moe::launch_combine(plan->args, plan->ctas, plan->stream));
+    moe::launch_plan(*plan, launch, [&](moe::CompletionWords words) {
+      plan->args.peer.completion = words;
+      WEFT_CUDA(moe::launch_combine(plan->args, plan->ctas, plan->stream));
+    });
   });
 }
 
@@ -139,10 +127,7 @@ WEFT_API int weft_moe_combine_destroy(WeftMoeCombinePlan* plan) {
   return guard([&] {
     if (!plan) return;
     std::unique_ptr<WeftMoeCombinePlan> owned(plan);
-    DeviceGuard g(plan->comm->device);
-    const cudaError_t e = cudaStreamSynchronize(plan->stream);
-    plan->report.release();
-    WEFT_CUDA(e);
+    moe::destroy_plan(*plan);
   });
 }
 

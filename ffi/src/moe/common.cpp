@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "comm/call_checks.hpp"
+#include "device_guard.hpp"
 #include "status.hpp"
 
 namespace weft::moe {
@@ -52,6 +54,30 @@ WeftComm& require_comm(WeftComm* comm) {
   if (c.inter.nodes > 1)
     WEFT_FAIL(WEFT_E_UNSUPPORTED, "the MoE ops are single-node for now: this communicator spans %d nodes", c.inter.nodes);
   return c;
+}
+
+cudaStream_t plan_stream(const WeftComm& c, uint64_t stream, const char* op) {
+  auto s = reinterpret_cast<cudaStream_t>(stream);
+  if (s) {
+    int sd = -1;
+    WEFT_CUDA(cudaStreamGetDevice(s, &sd));
+    WEFT_REQUIRE(sd == c.device, "%s: stream belongs to device %d but the communicator's rank is on device %d", op, sd, c.device);
+  }
+  return s;
+}
+
+void check_workspace(const WeftComm& c, uint64_t workspace, uint64_t workspace_bytes, uint64_t need, const char* op) {
+  WEFT_REQUIRE(workspace_bytes >= need, "%s: workspace_bytes (%llu) is smaller than the plan needs (%llu)", op,
+               (unsigned long long)workspace_bytes, (unsigned long long)need);
+  comm::require_symmetric(c, workspace, workspace_bytes, "workspace", op);
+  WEFT_REQUIRE((workspace & 255) == 0, "%s: workspace must be 256-byte aligned", op);
+}
+
+void destroy_plan(PlanBase& plan) {
+  DeviceGuard g(plan.comm->device);
+  const cudaError_t e = cudaStreamSynchronize(plan.stream);
+  plan.report.release();
+  WEFT_CUDA(e);
 }
 
 int choose_ctas(const WeftComm& c, int32_t requested, int64_t work, const char* op) {

@@ -18,6 +18,27 @@ struct Report {
   void release();
 };
 
+// What every MoE plan holds beside its kernel's arguments.
+struct PlanBase {
+  WeftComm* comm = nullptr;
+  cudaStream_t stream = nullptr;
+  int ctas = 0;
+  Report report;
+};
+
+// The plan's stream, checked to be on the communicator's device.
+cudaStream_t plan_stream(const WeftComm& c, uint64_t stream, const char* op);
+
+// workspace_bytes >= need, in this rank's symmetric heap, 256-byte aligned.
+void check_workspace(const WeftComm& c, uint64_t workspace, uint64_t workspace_bytes, uint64_t need, const char* op);
+
+// Checks a launch and makes the plan's device current for `launch(completion)`.
+template <class Launch>
+void launch_plan(PlanBase& plan, const WeftTpLaunch* launch, Launch&& run);
+
+// Waits for the plan's stream, then frees what the plan owns (the caller deletes it).
+void destroy_plan(PlanBase& plan);
+
 // Rank, world, peer table and the workspace's place in the arena: the same for every kernel of a plan.
 PeerArgs peer_args(const WeftComm& c, uint64_t workspace, const Report& report);
 
@@ -38,3 +59,12 @@ int choose_ctas(const WeftComm& c, int32_t requested, int64_t work, const char* 
 const DispatchArgs& dispatch_args(const WeftMoeDispatchPlan* plan, const WeftComm** comm);
 
 }  // namespace weft::moe
+
+#include "device_guard.hpp"
+
+template <class Launch>
+void weft::moe::launch_plan(PlanBase& plan, const WeftTpLaunch* launch, Launch&& run) {
+  require_launch(plan.comm, launch);
+  DeviceGuard g(plan.comm->device);
+  run(completion_of(launch));
+}
