@@ -292,6 +292,84 @@ export const DlpackDesc = new Struct("WeftDlpackDesc", {
   strides: { array: "i64", length: 8 },
 });
 
+// MoE expert parallelism (issue 26)
+export const MoeRouteParams = new Struct("WeftMoeRouteParams", {
+  size: "u32",
+  version: "u32",
+  logits: "u64",
+  logits_dtype: "i32",
+  flags: "u32",
+  tokens: "i64",
+  experts: "i32",
+  topk: "i32",
+  ids: "u64",
+  weights: "u64",
+  stream: "u64",
+  done: "u64",
+  seq: "u64",
+  arrivals: "u64",
+});
+
+export const MoeDispatchParams = new Struct("WeftMoeDispatchParams", {
+  size: "u32",
+  version: "u32",
+  flags: "u32",
+  experts: "i32",
+  topk: "i32",
+  hidden: "i32",
+  tokens: "i64",
+  max_tokens: "i64",
+  capacity: "i64",
+  x: "u64",
+  ids: "u64",
+  weights: "u64",
+  logits: "u64",
+  logits_dtype: "i32",
+  ctas: "i32",
+  workspace: "u64",
+  workspace_bytes: "u64",
+  stream: "u64",
+});
+
+export const MoeDispatchChoice = new Struct("WeftMoeDispatchChoice", {
+  size: "u32",
+  version: "u32",
+  ctas: "i32",
+  local_experts: "i32",
+  capacity: "i64",
+  max_tokens: "i64",
+  workspace_bytes: "u64",
+  recv_offset: "u64",
+  row_source_offset: "u64",
+  expert_offsets_offset: "u64",
+  expert_counts_offset: "u64",
+  source_counts_offset: "u64",
+  arrivals_offset: "u64",
+});
+
+export const MoeCombineParams = new Struct("WeftMoeCombineParams", {
+  size: "u32",
+  version: "u32",
+  dispatch: "u64",
+  hidden: "u64",
+  weights: "u64",
+  out: "u64",
+  ctas: "i32",
+  reserved: "i32",
+  workspace: "u64",
+  workspace_bytes: "u64",
+  stream: "u64",
+});
+
+export const MoeCombineChoice = new Struct("WeftMoeCombineChoice", {
+  size: "u32",
+  version: "u32",
+  ctas: "i32",
+  reserved: "i32",
+  workspace_bytes: "u64",
+  returned_offset: "u64",
+});
+
 /** Every ABI struct, by its C name. */
 export const ABI_STRUCTS: readonly Struct<any>[] = [
   DeviceProps,
@@ -318,4 +396,10 @@ export const ABI_STRUCTS: readonly Struct<any>[] = [
   CommInterNode,
   // issue 27
   DlpackDesc,
+  // issue 26
+  MoeRouteParams,
+  MoeDispatchParams,
+  MoeDispatchChoice,
+  MoeCombineParams,
+  MoeCombineChoice,
 ];

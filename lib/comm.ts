@@ -34,6 +34,7 @@ import { NativeHandle, teardownAsync } from "./handle.ts";
 import { HeapAllocator, SymmetricTensor, type SymmetricOwner } from "./heap.ts";
 import { check, native, outPointer } from "./native.ts";
 import { chooseTpPlan, createTpPlan, type AllGatherGemmArgs, type GemmScatterArgs, type TpChoiceInfo, type TpOp, type TpPlan } from "./ops/tp.ts";
+import { createMoeCombine, createMoeDispatch, type MoeCombineArgs, type MoeCombinePlan, type MoeDispatchArgs, type MoeDispatchPlan } from "./ops/moe.ts";
 import { Stream } from "./stream.ts";
 import { checkDType, checkShape, type Shape, type Tensor } from "./tensor.ts";
 
@@ -358,6 +359,18 @@ export class Communicator extends NativeHandle<Promise<void>> implements Symmetr
     const plan = make();
     this.#lastPlans.set(kind, { input, output, ctas: opts?.ctas, algorithm: opts?.algorithm, root: opts?.root, plan });
     return plan;
+  }
+
+  /** MoE dispatch: every routed row of x to its expert's owner, laid out for the grouped GEMMs
+   * (lib/ops/moe.ts). Collective: every rank creates its MoE plans in the same order. */
+  moeDispatch(args: MoeDispatchArgs): MoeDispatchPlan {
+    return createMoeDispatch(this, args);
+  }
+
+  /** MoE combine: the experts' output rows back to their tokens, out = their weighted sum
+   * (lib/ops/moe.ts). Collective. */
+  moeCombine(args: MoeCombineArgs): MoeCombinePlan {
+    return createMoeCombine(this, args);
   }
 
   /** Resolves once every rank has reached this barrier on its stream. */

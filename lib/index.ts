@@ -38,3 +38,14 @@ export {
   type SignalTarget, type TransportInfo, type TransportOptions,
 } from "./transport.ts";
 export { planNodes, type NodePlan } from "./comm/node-plan.ts";
+
+// MoE expert parallelism (issue 26); comm.moeDispatch / comm.moeCombine are Communicator methods.
+export {
+  MoeCombinePlan, MoeDispatchPlan, type MoeCombineArgs, type MoeDispatchArgs, type MoeLayout,
+} from "./ops/moe.ts";
+export { moeRoute, moeRouteSync, type MoeRouteArgs, type MoeRouting } from "./ops/moe-route.ts";
+export {
+  validateMoeCombine, validateMoeDispatch, validateMoeRoute, MOE_BLOCK_ROWS, MOE_MAX_EXPERTS,
+  type MoeDispatchShape, type MoeRouteShape,
+} from "./ops/moe-validate.ts";
+export { CudaGraph } from "./graph.ts";

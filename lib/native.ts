@@ -108,6 +108,28 @@ export const symbols = {
   weft_dlpack_delete: { args: [T.ptr /* managed tensor */, T.u32 /* WeftDlpackFlags */], returns: T.i32 },
   weft_dlpack_live: { args: [T.ptr /* int64_t* */], returns: T.i32 },
 
+  // MoE expert parallelism (issue 26)
+  weft_moe_route: { args: [T.ptr /* const WeftMoeRouteParams* */], returns: T.i32 },
+  weft_moe_dispatch_choose: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftMoeDispatchParams* */, T.ptr /* WeftMoeDispatchChoice* out */], returns: T.i32 },
+  weft_moe_dispatch_create: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftMoeDispatchParams* */, T.ptr /* WeftMoeDispatchPlan** */], returns: T.i32 },
+  weft_moe_dispatch_launch: { args: [T.ptr /* WeftMoeDispatchPlan* */, T.ptr /* const WeftTpLaunch* */], returns: T.i32 },
+  weft_moe_dispatch_destroy: { args: [T.ptr /* WeftMoeDispatchPlan* */], returns: T.i32 },
+  weft_moe_dispatch_report: { args: [T.ptr /* WeftMoeDispatchPlan* */, T.ptr /* const uint64_t** */], returns: T.i32 },
+  weft_moe_combine_choose: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftMoeCombineParams* */, T.ptr /* WeftMoeCombineChoice* out */], returns: T.i32 },
+  weft_moe_combine_create: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftMoeCombineParams* */, T.ptr /* WeftMoeCombinePlan** */], returns: T.i32 },
+  weft_moe_combine_launch: { args: [T.ptr /* WeftMoeCombinePlan* */, T.ptr /* const WeftTpLaunch* */], returns: T.i32 },
+  weft_moe_combine_destroy: { args: [T.ptr /* WeftMoeCombinePlan* */], returns: T.i32 },
+  weft_moe_combine_report: { args: [T.ptr /* WeftMoeCombinePlan* */, T.ptr /* const uint64_t** */], returns: T.i32 },
+  weft_graph_capture_begin: { args: [T.ptr /* stream */], returns: T.i32 },
+  weft_graph_capture_end: { args: [T.ptr /* stream */, T.ptr /* void** graph_exec */], returns: T.i32 },
+  weft_graph_launch: { args: [T.ptr /* graph_exec */, T.ptr /* stream */], returns: T.i32 },
+  weft_graph_destroy: { args: [T.ptr /* graph_exec */], returns: T.i32 },
+  weft_moe_reference_route: { args: [T.ptr /* logits */, T.i32 /* dtype */, T.i64 /* tokens */, T.i32 /* experts */, T.i32 /* topk */, T.i32 /* normalize */, T.ptr /* int32_t* ids */, T.ptr /* float* weights */, T.ptr /* stream */], returns: T.i32 },
+  weft_moe_reference_gather: { args: [T.ptr /* src */, T.i64 /* src_rows */, T.i64 /* cols */, T.ptr /* const int32_t* index */, T.i64 /* rows */, T.ptr /* out */, T.ptr /* stream */], returns: T.i32 },
+  weft_moe_reference_combine: { args: [T.ptr /* rows */, T.i32 /* rows_dtype */, T.i64 /* nrows */, T.i64 /* hidden */, T.ptr /* const int32_t* index */, T.ptr /* const float* weights */, T.i64 /* tokens */, T.i32 /* topk */, T.ptr /* float* out */, T.ptr /* stream */], returns: T.i32 },
+  weft_moe_reference_rows_gemm: { args: [T.ptr /* a */, T.i32 /* a_dtype */, T.i64 /* lda */, T.ptr /* a_index */, T.ptr /* b */, T.i64 /* ldb */, T.i32 /* b_nk */, T.ptr /* float* c */, T.i64 /* ldc */, T.ptr /* c_index */, T.i64 /* m */, T.i64 /* n */, T.i64 /* k */, T.ptr /* stream */], returns: T.i32 },
+  weft_moe_reference_swiglu: { args: [T.ptr /* h */, T.i32 /* h_dtype */, T.i64 /* rows */, T.i64 /* inter */, T.ptr /* out */, T.i32 /* out_dtype */, T.ptr /* stream */], returns: T.i32 },
+
   // baselines for benchmarks (dlopen'ed cuBLASLt, NCCL)
   weft_cublaslt_available: { args: [T.ptr /* int32_t* */, T.ptr /* const char** path */], returns: T.i32 },
   weft_cublaslt_gemm: { args: [T.ptr /* const WeftGemmParams* */], returns: T.i32 },

@@ -691,6 +691,202 @@ WEFT_API int weft_dlpack_delete(void* managed, uint32_t flags);
 /* Tensors exported by weft_dlpack_export whose deleter has not run yet (leak checks). */
 WEFT_API int weft_dlpack_live(int64_t* out_count);
 
+/* ---- MoE expert parallelism (issue 26) ------------------------------------------------------- */
+
+/* Each rank holds `tokens` rows x [tokens, hidden] (bf16) and their top-k routing over E experts;
+ * E / W experts live on each rank (expert e on rank e / (E / W)). Everything below runs on the GPU:
+ * routing, the per-(source rank, expert) counts, their exchange through the symmetric heap, the
+ * receive layout and the row movement. No host sync, so plans are back-to-back safe and capturable
+ * in a CUDA graph. The device code and the layouts are documented in cuda/moe/moe.h.
+ *
+ * Routing: the k largest logits of a token, ties to the lower expert id (NaN counts as -inf), in
+ * descending order; weights = softmax(logits)[ids], renormalised over the k when asked. */
+#define WEFT_MOE_MAX_EXPERTS 1024
+#define WEFT_MOE_BLOCK_ROWS 128 /* each expert's receive rows are padded to this (the GEMM's row block) */
+#define WEFT_MOE_ROUTE 1u       /* WeftMoeDispatchParams.flags: route from `logits` inside the dispatch */
+#define WEFT_MOE_NORMALIZE 2u   /* renormalise the top-k weights to sum to 1 */
+
+typedef struct WeftMoeRouteParams {
+  uint32_t size;    /* sizeof(WeftMoeRouteParams) */
+  uint32_t version; /* 1 */
+  uint64_t logits;  /* [tokens, experts] f32 or bf16, row stride `experts` */
+  int32_t logits_dtype; /* WEFT_F32 or WEFT_BF16 */
+  uint32_t flags;       /* WEFT_MOE_NORMALIZE */
+  int64_t tokens;       /* >= 0 */
+  int32_t experts;      /* 1 .. WEFT_MOE_MAX_EXPERTS */
+  int32_t topk;         /* 1 .. experts */
+  uint64_t ids;         /* out: [tokens, topk] int32 */
+  uint64_t weights;     /* out: [tokens, topk] f32 */
+  uint64_t stream;
+  uint64_t done;        /* completion (WeftTpLaunch's words), optional: 0 = none */
+  uint64_t seq;
+  uint64_t arrivals;
+} WeftMoeRouteParams;
+WEFT_API int weft_moe_route(const WeftMoeRouteParams* params);
+
+/* Dispatch: one persistent kernel per launch. It routes (WEFT_MOE_ROUTE) or reads `ids`, counts the
+ * rows per expert, exchanges the counts with every rank, lays out every owner's receive buffer
+ * (expert-contiguous, each expert padded to WEFT_MOE_BLOCK_ROWS rows, this rank's own rows first
+ * in each expert, then the other sources in the order they arrive) and pushes every routed row
+ * into its owner's receive slot, raising per-128-row-block arrival counters. The plan's workspace
+ * (symmetric, weft_moe_dispatch_choose gives its size and the offsets below) holds the layout:
+ *   recv           bf16 [capacity, hidden]   the received rows; padding rows are left as they were
+ *   row_source     int32 [capacity, 4]       per row: source rank, token, k slot, 0 (-1s on padding)
+ *   expert_offsets int32 [E/W + 1]           expert le's rows start there (multiples of 128); [E/W] = rows used
+ *   expert_counts  int32 [E/W]               real rows per local expert
+ *   source_counts  int32 [W, E/W]            rows per (source rank, local expert)
+ *   arrivals       uint64 [capacity / 128]   landed rows + padding credit per block: 128 x launches when complete
+ * Capacity 0 = the worst case (W x max_tokens x topk rows + padding), so no token is ever dropped;
+ * a smaller capacity that a routing overflows fails the launch on every rank (WEFT_MOE_FAIL_CAPACITY,
+ * with the owner and the rows it needed), it never drops rows silently. */
+typedef struct WeftMoeDispatchParams {
+  uint32_t size;    /* sizeof(WeftMoeDispatchParams) */
+  uint32_t version; /* 1 */
+  uint32_t flags;   /* WEFT_MOE_ROUTE, WEFT_MOE_NORMALIZE */
+  int32_t experts;  /* E: a multiple of the world size, <= WEFT_MOE_MAX_EXPERTS */
+  int32_t topk;     /* 1 <= topk <= E */
+  int32_t hidden;   /* H: a multiple of 8 */
+  int64_t tokens;   /* this rank's T, 0 <= T <= max_tokens */
+  int64_t max_tokens; /* the same on every rank (0 = tokens) */
+  int64_t capacity;   /* receive rows per rank: 0 = worst case, else a multiple of 128 */
+  uint64_t x;         /* [tokens, hidden] bf16, 16-byte aligned (unused when tokens = 0) */
+  uint64_t ids;       /* [tokens, topk] int32: the routing, or where WEFT_MOE_ROUTE writes it */
+  uint64_t weights;   /* [tokens, topk] f32: where WEFT_MOE_ROUTE writes the weights (else unused) */
+  uint64_t logits;    /* WEFT_MOE_ROUTE: [tokens, experts] */
+  int32_t logits_dtype; /* WEFT_F32 or WEFT_BF16 */
+  int32_t ctas;         /* 0 = chosen by size */
+  uint64_t workspace;       /* symmetric (weft_moe_dispatch_create only) */
+  uint64_t workspace_bytes;
+  uint64_t stream;          /* where the plan runs */
+} WeftMoeDispatchParams;
+
+typedef struct WeftMoeDispatchChoice {
+  uint32_t size;    /* sizeof(WeftMoeDispatchChoice) */
+  uint32_t version; /* 1 */
+  int32_t ctas;
+  int32_t local_experts;
+  int64_t capacity;   /* receive rows (a multiple of 128) */
+  int64_t max_tokens;
+  uint64_t workspace_bytes;
+  /* Byte offsets in the workspace (the same on every rank): */
+  uint64_t recv_offset;
+  uint64_t row_source_offset;
+  uint64_t expert_offsets_offset;
+  uint64_t expert_counts_offset;
+  uint64_t source_counts_offset;
+  uint64_t arrivals_offset;
+} WeftMoeDispatchChoice;
+
+typedef struct WeftMoeDispatchPlan WeftMoeDispatchPlan;
+WEFT_API int weft_moe_dispatch_choose(WeftComm* comm, const WeftMoeDispatchParams* params,
+                                      WeftMoeDispatchChoice* out);
+/* Zeroes the workspace on `stream`; order that before any peer's first launch (a barrier on the
+ * same stream), as for TP plans. */
+WEFT_API int weft_moe_dispatch_create(WeftComm* comm, const WeftMoeDispatchParams* params,
+                                      WeftMoeDispatchPlan** out_plan);
+/* launch->done = 0: no completion (CUDA-graph capture); failures then show only in the layout's
+ * status, which the combine checks. Every rank launches its MoE plans in the same order. */
+WEFT_API int weft_moe_dispatch_launch(WeftMoeDispatchPlan* plan, const WeftTpLaunch* launch);
+WEFT_API int weft_moe_dispatch_destroy(WeftMoeDispatchPlan* plan);
+/* Host address of 4 host-mapped uint64 words a failed launch fills before it reports (see
+ * WeftMoeFailure for what each holds); valid until destroy. */
+WEFT_API int weft_moe_dispatch_report(WeftMoeDispatchPlan* plan, const uint64_t** out_words);
+
+/* Combine: every owner pushes each real row of `hidden` (the experts' outputs, in the dispatch's
+ * receive layout) back to its source rank's slot (token, k slot); there out [tokens, hidden] (bf16) =
+ * sum over k, in top-k order, in fp32, of weights[token, k] x the returned row. Its workspace
+ * (symmetric) holds the returned rows [max_tokens x topk, hidden] and their arrival counters. */
+typedef struct WeftMoeCombineParams {
+  uint32_t size;    /* sizeof(WeftMoeCombineParams) */
+  uint32_t version; /* 1 */
+  uint64_t dispatch; /* the WeftMoeDispatchPlan* whose layout this combines */
+  uint64_t hidden;   /* [capacity, hidden] bf16 on this rank */
+  uint64_t weights;  /* [tokens, topk] f32 */
+  uint64_t out;      /* [tokens, hidden] bf16 */
+  int32_t ctas;      /* 0 = chosen by size */
+  int32_t reserved;
+  uint64_t workspace;
+  uint64_t workspace_bytes;
+  uint64_t stream;
+} WeftMoeCombineParams;
+
+typedef struct WeftMoeCombineChoice {
+  uint32_t size;    /* sizeof(WeftMoeCombineChoice) */
+  uint32_t version; /* 1 */
+  int32_t ctas;
+  int32_t reserved;
+  uint64_t workspace_bytes;
+  uint64_t returned_offset; /* bf16 [max_tokens x topk, hidden]: row token x topk + k */
+} WeftMoeCombineChoice;
+
+typedef struct WeftMoeCombinePlan WeftMoeCombinePlan;
+WEFT_API int weft_moe_combine_choose(WeftComm* comm, const WeftMoeCombineParams* params,
+                                     WeftMoeCombineChoice* out);
+WEFT_API int weft_moe_combine_create(WeftComm* comm, const WeftMoeCombineParams* params,
+                                     WeftMoeCombinePlan** out_plan);
+WEFT_API int weft_moe_combine_launch(WeftMoeCombinePlan* plan, const WeftTpLaunch* launch);
+WEFT_API int weft_moe_combine_destroy(WeftMoeCombinePlan* plan);
+WEFT_API int weft_moe_combine_report(WeftMoeCombinePlan* plan, const uint64_t** out_words);
+
+/* A failed MoE launch's reason word: code in bits 0..31 (WeftMoeFailure), stage (WeftMoeStage) in
+ * 32..39, field (WeftMoeField) in 40..47, peer rank in 48..63. Report words (…_report): [0] the
+ * plan's launch count at the failure, then per code: CAPACITY [1] rows the owner (the peer field)
+ * needed, [2] the capacity; BAD_EXPERT [1] the item (token x topk + k slot), [2] the id. */
+enum WeftMoeFailure {
+  WEFT_MOE_FAIL_TIMEOUT = 1,         /* a wait for a peer ran out (the stage says which) */
+  WEFT_MOE_FAIL_ABORTED = 2,         /* another rank failed this launch and told everyone to stop */
+  WEFT_MOE_FAIL_MISMATCH = 3,        /* the peer's plan differs (the field says in what) */
+  WEFT_MOE_FAIL_BAD_EXPERT = 4,      /* this rank's routing holds an id outside [0, E) */
+  WEFT_MOE_FAIL_PEER_BAD_EXPERT = 5, /* the peer's routing does */
+  WEFT_MOE_FAIL_CAPACITY = 6,        /* the peer (owner) needs more receive rows than the capacity */
+  WEFT_MOE_FAIL_NO_LAYOUT = 7        /* combine: the layout's latest dispatch failed or never ran */
+};
+enum WeftMoeStage {
+  WEFT_MOE_STAGE_ENTRY = 1,    /* dispatch: waiting for a peer's counts */
+  WEFT_MOE_STAGE_LAYOUT = 2,   /* dispatch: checking the counts and the capacity */
+  WEFT_MOE_STAGE_ARRIVALS = 3, /* dispatch: waiting for the rows routed here */
+  WEFT_MOE_STAGE_BARRIER = 4,  /* a grid barrier of this rank's kernel */
+  WEFT_MOE_STAGE_READY = 5,    /* combine: waiting for a source rank to start its combine */
+  WEFT_MOE_STAGE_RETURN = 6    /* combine: waiting for this rank's rows to come back */
+};
+enum WeftMoeField {
+  WEFT_MOE_FIELD_EXPERTS = 1, WEFT_MOE_FIELD_TOPK = 2, WEFT_MOE_FIELD_HIDDEN = 3,
+  WEFT_MOE_FIELD_WORLD = 4, WEFT_MOE_FIELD_CAPACITY = 5, WEFT_MOE_FIELD_MAX_TOKENS = 6,
+  WEFT_MOE_FIELD_EPOCH = 7
+};
+
+/* CUDA graphs (the MoE plans' capture test; any stream-ordered work): capture what is enqueued on
+ * `stream` between begin and end (thread-local mode) into an executable graph. */
+WEFT_API int weft_graph_capture_begin(void* stream);
+WEFT_API int weft_graph_capture_end(void* stream, void** out_graph_exec);
+WEFT_API int weft_graph_launch(void* graph_exec, void* stream);
+WEFT_API int weft_graph_destroy(void* graph_exec);
+
+/* Test support: deliberately simple references for the MoE pieces (one thread per token, plain
+ * loops, fp32), each stream-ordered. */
+/* The routing above, one thread per token, serial loops. */
+WEFT_API int weft_moe_reference_route(const void* logits, int32_t logits_dtype, int64_t tokens,
+                                      int32_t experts, int32_t topk, int32_t normalize, int32_t* ids,
+                                      float* weights, void* stream);
+/* out[i] = src[index[i]] (bf16 rows of `cols`); index outside [0, src_rows) gives a NaN row. */
+WEFT_API int weft_moe_reference_gather(const void* src, int64_t src_rows, int64_t cols, const int32_t* index,
+                                       int64_t rows, void* out, void* stream);
+/* out[t] (f32) = sum over j < topk, in order, of weights[t, j] x rows[index[t, j]] (rows bf16 or f32
+ * by rows_dtype); an index outside [0, nrows) gives NaN. */
+WEFT_API int weft_moe_reference_combine(const void* rows, int32_t rows_dtype, int64_t nrows, int64_t hidden,
+                                        const int32_t* index, const float* weights, int64_t tokens,
+                                        int32_t topk, float* out, void* stream);
+/* c[c_index[i]] (f32, row stride ldc) = a[a_index[i]] (bf16 or f32, stride lda) x op(b) for i < m,
+ * b as in weft_reference_gemm (b_nk = 1: [n, k]); a null index is the identity. */
+WEFT_API int weft_moe_reference_rows_gemm(const void* a, int32_t a_dtype, int64_t lda, const int32_t* a_index,
+                                          const void* b, int64_t ldb, int32_t b_nk, float* c, int64_t ldc,
+                                          const int32_t* c_index, int64_t m, int64_t n, int64_t k,
+                                          void* stream);
+/* out [rows, inter] (bf16 or f32 by out_dtype) = silu(h[:, :inter]) x h[:, inter:] of h [rows, 2 inter]
+ * (bf16 or f32 by h_dtype): SwiGLU with the gate first. */
+WEFT_API int weft_moe_reference_swiglu(const void* h, int32_t h_dtype, int64_t rows, int64_t inter, void* out,
+                                       int32_t out_dtype, void* stream);
+
 /* ---- baselines for benchmarks (dlopen'ed cuBLASLt, NCCL) ------------------------------------- */
 
 /* 1 when libcublasLt.so.13 (or libcublasLt.so) could be loaded, else 0 (not an error); out_path

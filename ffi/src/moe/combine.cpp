@@ -1,0 +1,134 @@
+// combine.cpp — weft_moe_combine_choose / create / launch / destroy / report: a combine reads the
+// layout of one dispatch plan (same communicator, same geometry) and owns its own workspace
+// (cuda/moe/moe.h, combine_layout).
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "comm/call_checks.hpp"
+#include "device_guard.hpp"
+#include "moe/common.hpp"
+#include "status.hpp"
+
+using namespace weft;
+
+struct WeftMoeCombinePlan : weft::moe::PlanBase {
+  moe::CombineArgs args{};
+};
+
+namespace {
+
+constexpr char kOp[] = "weft_moe_combine";
+
+const moe::DispatchArgs& validate(const WeftComm& c, const WeftMoeCombineParams* p) {
+  WEFT_REQUIRE(p, "%s: params must not be NULL", kOp);
+  WEFT_REQUIRE(p->size == sizeof(WeftMoeCombineParams) && p->version == 1,
+               "%s: params->size/version must be sizeof(WeftMoeCombineParams) (%zu) and 1 (got %u, %u)", kOp,
+               sizeof(WeftMoeCombineParams), p->size, p->version);
+  const WeftComm* owner = nullptr;
+  const moe::DispatchArgs& d = moe::dispatch_args(reinterpret_cast<const WeftMoeDispatchPlan*>(p->dispatch), &owner);
+  WEFT_REQUIRE(owner == &c, "%s: dispatch belongs to another communicator", kOp);
+  WEFT_REQUIRE(p->ctas >= 0, "%s: ctas must be >= 0 (got %d)", kOp, p->ctas);
+  return d;
+}
+
+WeftMoeCombineChoice choose(const WeftComm& c, const WeftMoeCombineParams& p) {
+  const moe::DispatchArgs& d = validate(c, &p);
+  const moe::CombineLayout l = moe::combine_layout(int(c.world), d.max_tokens, d.topk, d.hidden);
+  WeftMoeCombineChoice out{};
+  out.size = sizeof out;
+  out.version = 1;
+  // As many CTAs as the dispatch takes for the same rows (the pushes are the same traffic back).
+  out.ctas = moe::choose_ctas(c, p.ctas, (d.max_tokens * d.topk + 7) / 8, kOp);
+  out.workspace_bytes = l.total;
+  out.returned_offset = l.returned;
+  return out;
+}
+
+}  // namespace
+
+extern "C" {
+
+WEFT_API int weft_moe_combine_choose(WeftComm* comm, const WeftMoeCombineParams* params, WeftMoeCombineChoice* out) {
+  return guard([&] {
+    WeftComm& c = comm::require(comm, false);
+    WEFT_REQUIRE(out && out->size == sizeof(WeftMoeCombineChoice) && out->version == 1,
+                 "%s: out must be a WeftMoeCombineChoice with size %zu and version 1", kOp, sizeof(WeftMoeCombineChoice));
+    *out = choose(c, *params);
+  });
+}
+
+WEFT_API int weft_moe_combine_create(WeftComm* comm, const WeftMoeCombineParams* params, WeftMoeCombinePlan** out_plan) {
+  return guard([&] {
+    WeftComm& c = moe::require_comm(comm);
+    WEFT_REQUIRE(out_plan, "%s: out_plan must not be NULL", kOp);
+    const WeftMoeCombineChoice ch = choose(c, *params);
+    const WeftMoeCombineParams& p = *params;
+    const moe::DispatchArgs& d = validate(c, params);
+    if (d.tokens > 0) {
+      comm::require_on_device(c, p.weights, "weights", kOp);
+      comm::require_on_device(c, p.out, "out", kOp);
+      WEFT_REQUIRE((p.out & 15) == 0 && (p.weights & 3) == 0, "%s: out must be 16-byte and weights 4-byte aligned", kOp);
+    }
+    comm::require_on_device(c, p.hidden, "hidden", kOp);
+    WEFT_REQUIRE((p.hidden & 15) == 0, "%s: hidden must be 16-byte aligned", kOp);
+    moe::check_workspace(c, p.workspace, p.workspace_bytes, ch.workspace_bytes, kOp);
+    DeviceGuard g(c.device);
+    auto plan = std::make_unique<WeftMoeCombinePlan>();
+    plan->comm = comm;
+    plan->stream = moe::plan_stream(c, p.stream, kOp);
+    plan->ctas = ch.ctas;
+    try {
+      plan->report.allocate();
+      moe::CombineArgs& a = plan->args;
+      a.peer = moe::peer_args(c, p.workspace, plan->report);
+      a.layout = moe::combine_layout(int(c.world), d.max_tokens, d.topk, d.hidden);
+      const char* dws = c.arena + d.peer.ws_offset;  // the dispatch plan's workspace on this rank
+      a.dispatch_status = reinterpret_cast<const uint64_t*>(dws + d.layout.status);
+      a.expert_offsets = reinterpret_cast<const int32_t*>(dws + d.layout.expert_offsets);
+      a.row_source = reinterpret_cast<const int4*>(dws + d.layout.row_source);
+      a.hidden_rows = reinterpret_cast<const uint16_t*>(p.hidden);
+      a.weights = reinterpret_cast<const float*>(p.weights);
+      a.out = reinterpret_cast<uint16_t*>(p.out);
+      a.topk = d.topk;
+      a.hidden = d.hidden;
+      a.local_experts = d.local_experts;
+      a.rows_per_signal = d.rows_per_signal;
+      a.tokens = d.tokens;
+      a.max_tokens = d.max_tokens;
+      WEFT_CUDA(cudaMemsetAsync(reinterpret_cast<void*>(p.workspace), 0, a.layout.total, plan->stream));
+      WEFT_CUDA(moe::preload_kernels(d.experts, d.peer.world));  // a no-op after the dispatch plan's
+    } catch (...) {
+      plan->report.release();
+      throw;
+    }
+    *out_plan = plan.release();
+  });
+}
+
+WEFT_API int weft_moe_combine_launch(WeftMoeCombinePlan* plan, const WeftTpLaunch* launch) {
+  return guard([&] {
+    WEFT_REQUIRE(plan, "%s: plan must not be NULL", kOp);
+    moe::launch_plan(*plan, launch, [&](moe::CompletionWords words) {
+      plan->args.peer.completion = words;
+      WEFT_CUDA(moe::launch_combine(plan->args, plan->ctas, plan->stream));
+    });
+  });
+}
+
+WEFT_API int weft_moe_combine_report(WeftMoeCombinePlan* plan, const uint64_t** out_words) {
+  return guard([&] {
+    WEFT_REQUIRE(plan && out_words, "%s: plan and out_words must not be NULL", kOp);
+    *out_words = plan->report.host;
+  });
+}
+
+WEFT_API int weft_moe_combine_destroy(WeftMoeCombinePlan* plan) {
+  return guard([&] {
+    if (!plan) return;
+    std::unique_ptr<WeftMoeCombinePlan> owned(plan);
+    moe::destroy_plan(*plan);
+  });
+}
+
+}  // extern "C"

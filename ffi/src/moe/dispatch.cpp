@@ -1,0 +1,197 @@
+// dispatch.cpp — weft_moe_dispatch_choose / create / launch / destroy / report: validates a
+// dispatch, sizes its workspace (cuda/moe/moe.h, dispatch_layout), builds the kernel's arguments
+// once per plan and launches it (one kernel per launch, nothing else on the stream).
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "comm/call_checks.hpp"
+#include "device_guard.hpp"
+#include "moe/common.hpp"
+#include "status.hpp"
+
+using namespace weft;
+
+struct WeftMoeDispatchPlan : weft::moe::PlanBase {
+  moe::DispatchArgs args{};
+};
+
+namespace {
+
+constexpr char kOp[] = "weft_moe_dispatch";
+
+struct Shape {
+  int64_t max_tokens, capacity;
+  int local_experts;
+};
+
+Shape validate(const WeftComm& c, const WeftMoeDispatchParams* p) {
+  WEFT_REQUIRE(p, "%s: params must not be NULL", kOp);
+  WEFT_REQUIRE(p->size == sizeof(WeftMoeDispatchParams) && p->version == 1,
+               "%s: params->size/version must be sizeof(WeftMoeDispatchParams) (%zu) and 1 (got %u, %u)", kOp,
+               sizeof(WeftMoeDispatchParams), p->size, p->version);
+  WEFT_REQUIRE((p->flags & ~(WEFT_MOE_ROUTE | WEFT_MOE_NORMALIZE)) == 0, "%s: flags has unknown bits (0x%x)", kOp, p->flags);
+  const int W = int(c.world);
+  WEFT_REQUIRE(p->experts >= 1 && p->experts <= moe::kMaxExperts, "%s: experts must be in [1, %d] (got %d)", kOp,
+               moe::kMaxExperts, p->experts);
+  WEFT_REQUIRE(p->experts % W == 0, "%s: experts (%d) must be a multiple of the world size (%d)", kOp, p->experts, W);
+  WEFT_REQUIRE(p->topk >= 1 && p->topk <= p->experts, "%s: topk must be in [1, experts = %d] (got %d)", kOp, p->experts, p->topk);
+  WEFT_REQUIRE(p->hidden >= 8 && p->hidden % 8 == 0 && p->hidden <= (1 << 20),
+               "%s: hidden must be a multiple of 8 in [8, 2^20] (16-byte rows; got %d)", kOp, p->hidden);
+  WEFT_REQUIRE(p->tokens >= 0, "%s: tokens must be >= 0 (got %lld)", kOp, (long long)p->tokens);
+  const int64_t max_tokens = p->max_tokens == 0 ? p->tokens : p->max_tokens;
+  WEFT_REQUIRE(p->tokens <= max_tokens, "%s: tokens (%lld) must be <= max_tokens (%lld)", kOp, (long long)p->tokens,
+               (long long)max_tokens);
+  const int local = p->experts / W;
+  // Every row index and count is an int32 on the device.
+  const int64_t worst = int64_t(W) * max_tokens * p->topk;
+  WEFT_REQUIRE(worst + int64_t(local) * moe::kBlockRows < (int64_t(1) << 31),
+               "%s: world x max_tokens x topk (%lld) must stay below 2^31 rows", kOp, (long long)worst);
+  int64_t capacity = p->capacity;
+  if (capacity == 0) {
+    capacity = int64_t(moe::align_up(uint64_t(worst + int64_t(local) * (moe::kBlockRows - 1)), moe::kBlockRows));
+    if (capacity < moe::kBlockRows) capacity = moe::kBlockRows;
+  }
+  WEFT_REQUIRE(capacity >= moe::kBlockRows && capacity % moe::kBlockRows == 0 && capacity < (int64_t(1) << 31),
+               "%s: capacity must be a positive multiple of %d rows below 2^31 (got %lld)", kOp, moe::kBlockRows,
+               (long long)capacity);
+  WEFT_REQUIRE(p->ctas >= 0, "%s: ctas must be >= 0 (got %d)", kOp, p->ctas);
+  if (p->flags & WEFT_MOE_ROUTE)
+    WEFT_REQUIRE(p->logits_dtype == WEFT_F32 || p->logits_dtype == WEFT_BF16, "%s: logits_dtype must be WEFT_F32 or WEFT_BF16", kOp);
+  return Shape{max_tokens, capacity, local};
+}
+
+void validate_tensors(const WeftComm& c, const WeftMoeDispatchParams& p) {
+  if (p.tokens == 0) return;
+  comm::require_on_device(c, p.x, "x", kOp);
+  WEFT_REQUIRE((p.x & 15) == 0, "%s: x (%#llx) must be 16-byte aligned", kOp, (unsigned long long)p.x);
+  comm::require_on_device(c, p.ids, "ids", kOp);
+  WEFT_REQUIRE((p.ids & 3) == 0, "%s: ids must be 4-byte aligned", kOp);
+  if (p.flags & WEFT_MOE_ROUTE) {
+    comm::require_on_device(c, p.logits, "logits", kOp);
+    comm::require_on_device(c, p.weights, "weights", kOp);
+    WEFT_REQUIRE((p.weights & 3) == 0 && (p.logits & 3) == 0, "%s: logits and weights must be 4-byte aligned", kOp);
+  }
+}
+
+WeftMoeDispatchChoice choose(const WeftComm& c, const WeftMoeDispatchParams& p) {
+  const Shape s = validate(c, &p);
+  const moe::DispatchLayout l = moe::dispatch_layout(int(c.world), p.experts, s.capacity, p.hidden);
+  WeftMoeDispatchChoice out{};
+  out.size = sizeof out;
+  out.version = 1;
+  // Bandwidth wants many CTAs as soon as there are rows to move: ~8 rows per CTA (a decode step of
+  // 128 tokens x 8 experts moves 14.7 MB at H = 7168: 128 CTAs, ~0.1 MB each).
+  out.ctas = moe::choose_ctas(c, p.ctas, (p.tokens * p.topk + 7) / 8, kOp);
+  out.local_experts = s.local_experts;
+  out.capacity = s.capacity;
+  out.max_tokens = s.max_tokens;
+  out.workspace_bytes = l.total;
+  out.recv_offset = l.recv;
+  out.row_source_offset = l.row_source;
+  out.expert_offsets_offset = l.expert_offsets;
+  out.expert_counts_offset = l.expert_counts;
+  out.source_counts_offset = l.source_counts;
+  out.arrivals_offset = l.arrivals;
+  return out;
+}
+
+void require_choice_out(WeftMoeDispatchChoice* out) {
+  WEFT_REQUIRE(out && out->size == sizeof(WeftMoeDispatchChoice) && out->version == 1,
+               "%s: out must be a WeftMoeDispatchChoice with size %zu and version 1", kOp, sizeof(WeftMoeDispatchChoice));
+}
+
+}  // namespace
+
+extern "C" {
+
+WEFT_API int weft_moe_dispatch_choose(WeftComm* comm, const WeftMoeDispatchParams* params, WeftMoeDispatchChoice* out) {
+  return guard([&] {
+    WeftComm& c = comm::require(comm, false);
+    require_choice_out(out);
+    *out = choose(c, *params);
+  });
+}
+
+WEFT_API int weft_moe_dispatch_create(WeftComm* comm, const WeftMoeDispatchParams* params, WeftMoeDispatchPlan** out_plan) {
+  return guard([&] {
+    WeftComm& c = moe::require_comm(comm);
+    WEFT_REQUIRE(out_plan, "%s: out_plan must not be NULL", kOp);
+    const WeftMoeDispatchChoice ch = choose(c, *params);
+    const WeftMoeDispatchParams& p = *params;
+    validate_tensors(c, p);
+    moe::check_workspace(c, p.workspace, p.workspace_bytes, ch.workspace_bytes, kOp);
+    DeviceGuard g(c.device);
+    auto plan = std::make_unique<WeftMoeDispatchPlan>();
+    plan->comm = comm;
+    plan->stream = moe::plan_stream(c, p.stream, kOp);
+    plan->ctas = ch.ctas;
+    try {
+      plan->report.allocate();
+      moe::DispatchArgs& a = plan->args;
+      a.peer = moe::peer_args(c, p.workspace, plan->report);
+      a.layout = moe::dispatch_layout(int(c.world), p.experts, ch.capacity, p.hidden);
+      a.x = reinterpret_cast<const uint16_t*>(p.x);
+      a.ids = reinterpret_cast<int32_t*>(p.ids);
+      a.weights = reinterpret_cast<float*>(p.weights);
+      a.logits = reinterpret_cast<const void*>(p.logits);
+      a.logits_dtype = p.logits_dtype;
+      a.route = (p.flags & WEFT_MOE_ROUTE) ? 1 : 0;
+      a.normalize = (p.flags & WEFT_MOE_NORMALIZE) ? 1 : 0;
+      a.experts = p.experts;
+      a.topk = p.topk;
+      a.hidden = p.hidden;
+      a.local_experts = ch.local_experts;
+      a.rows_per_signal = moe::rows_per_signal(p.hidden);
+      a.tokens = p.tokens;
+      a.max_tokens = ch.max_tokens;
+      a.capacity = ch.capacity;
+      // Counters and epochs start at 0 (stream-ordered; the caller orders it before any peer's first
+      // launch with a barrier on the same stream).
+      WEFT_CUDA(cudaMemsetAsync(reinterpret_cast<void*>(p.workspace), 0, a.layout.total, plan->stream));
+      WEFT_CUDA(moe::preload_kernels(a.experts, a.peer.world));  // before the setup barrier (moe.h)
+    } catch (...) {
+      plan->report.release();
+      throw;
+    }
+    *out_plan = plan.release();
+  });
+}
+
+WEFT_API int weft_moe_dispatch_launch(WeftMoeDispatchPlan* plan, const WeftTpLaunch* launch) {
+  return guard([&] {
+    WEFT_REQUIRE(plan, "%s: plan must not be NULL", kOp);
+    moe::launch_plan(*plan, launch, [&](moe::CompletionWords words) {
+      plan->args.peer.completion = words;
+      WEFT_CUDA(moe::launch_dispatch(plan->args, plan->ctas, plan->stream));
+    });
+  });
+}
+
+WEFT_API int weft_moe_dispatch_report(WeftMoeDispatchPlan* plan, const uint64_t** out_words) {
+  return guard([&] {
+    WEFT_REQUIRE(plan && out_words, "%s: plan and out_words must not be NULL", kOp);
+    *out_words = plan->report.host;
+  });
+}
+
+WEFT_API int weft_moe_dispatch_destroy(WeftMoeDispatchPlan* plan) {
+  return guard([&] {
+    if (!plan) return;
+    std::unique_ptr<WeftMoeDispatchPlan> owned(plan);
+    moe::destroy_plan(*plan);
+  });
+}
+
+}  // extern "C"
+
+namespace weft::moe {
+
+// For combine.cpp: the dispatch plan's arguments (layout, workspace) and stream.
+const DispatchArgs& dispatch_args(const WeftMoeDispatchPlan* plan, const WeftComm** comm) {
+  WEFT_REQUIRE(plan, "weft_moe_combine: dispatch must be a WeftMoeDispatchPlan");
+  *comm = plan->comm;
+  return plan->args;
+}
+
+}  // namespace weft::moe
