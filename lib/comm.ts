@@ -14,7 +14,7 @@
 // the event loop. Plans (comm.prepare.allReduce(...)) pack the call once and relaunch it cheaply,
 // with runSync() for benchmarks.
 import { CollectiveParams, CommConfig, CommInfo, PeerHandle } from "./abi.ts";
-import { LocalStore, rankEnvFromProcess, Store, type KeyValueStore } from "./bootstrap.ts";
+import { checkPeerHandle, LocalStore, rankEnvFromProcess, Store, storeOptionsFromEnv, type KeyValueStore } from "./bootstrap.ts";
 import { Completion, decodeReason, type FailureDescriber } from "./completion.ts";
 import { LaunchPlan, writeSlot, writeU64 } from "./plan.ts";
 import { requireDevice } from "./device.ts";
@@ -220,9 +220,7 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
    * rank 0's TCP store. Every rank calls it. */
   static async fromEnv(opts: FromEnvOptions = {}): Promise<Communicator> {
     const env = rankEnvFromProcess(opts.env ?? process.env);
-    const store = await Store.connect({
-      rank: env.rank, worldSize: env.worldSize, addr: env.masterAddr, port: env.masterPort, timeoutMs: opts.storeTimeoutMs,
-    });
+    const store = await Store.connect({ ...storeOptionsFromEnv(opts.env ?? process.env), timeoutMs: opts.storeTimeoutMs });
     try {
       return await Communicator.#create(store, true, env, opts.device ?? env.localRank, opts);
     } catch (e) {
@@ -308,9 +306,7 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
       const handles = await store.allGather(`${keys}/handles`, mine);
       for (let r = 0; r < ident.worldSize; r++) {
         if (r === ident.rank || nodeIds[r] !== ident.nodeId) continue;
-        const h = PeerHandle.alloc();
-        h.set(handles[r]!.subarray(0, h.length));
-        check(native().weft_comm_import(handle, h), op);
+        check(native().weft_comm_import(handle, checkPeerHandle(op, handles[r], r, mine)), op);
       }
       check(native().weft_comm_connect(handle), op);
       if (multi) {

@@ -22,11 +22,15 @@ export type JoinOutcome =
   | { kind: "refused"; message: string }
   /** The listener answered as a store but could not prove it holds the token. */
   | { kind: "impostor" }
+  /** The store is up but this rank has no token to answer with yet (no token file). */
+  | { kind: "no-token" }
   /** No challenge in time, a hang-up, or another protocol. */
   | { kind: "silent"; message: string };
 
-/** One attempt; throws SocketError when the TCP connect itself fails. `ms` bounds the handshake. */
-export async function join(addr: string, port: number, rank: number, worldSize: number, token: string, ms: number): Promise<JoinOutcome> {
+/** One attempt; throws SocketError when the TCP connect itself fails. `ms` bounds the handshake.
+ * `tokenNow` is asked once the challenge has come (undefined: none yet, hang up). */
+export async function join(addr: string, port: number, rank: number, worldSize: number, tokenNow: () => string | undefined,
+  ms: number): Promise<JoinOutcome> {
   let phase: "challenge" | "welcome" | "joined" | "over" = "challenge";
   let settle!: (o: JoinOutcome) => void;
   const outcome = new Promise<JoinOutcome>((resolve) => (settle = resolve));
@@ -54,6 +58,8 @@ export async function join(addr: string, port: number, rank: number, worldSize: 
       if (f.op !== Op.CHALLENGE || f.id !== PROTOCOL_VERSION || f.value.length !== NONCE_BYTES) {
         return end({ kind: "silent", message: `it does not speak the weft store protocol (version ${PROTOCOL_VERSION})` }, true);
       }
+      const token = tokenNow();
+      if (token === undefined) return end({ kind: "no-token" }, true);
       const hostNonce = f.value.slice();
       const auth = new Uint8Array(NONCE_BYTES + PROOF_BYTES);
       auth.set(clientNonce);

@@ -149,8 +149,8 @@ export class Store extends StoreBase {
     return store;
   }
 
-  /** Joins the store, retrying refused connections until connectMs; `tokenNow` is asked on every
-   * attempt (a token file appears when rank 0 is up, and is replaced by a newer job's). */
+  /** Joins the store, retrying until connectMs while nothing listens, nothing answers, or (token
+   * from a file) the token is missing or stale; `tokenNow` is asked at each attempt's challenge. */
   async #join(connectMs: number, tokenNow: () => string | undefined, fromFile: boolean): Promise<void> {
     const op = "Store.connect";
     const where = `${this.addr}:${this.port}`;
@@ -160,33 +160,31 @@ export class Store extends StoreBase {
     let delay = 10;
     let problem = "";
     for (;;) {
-      const token = tokenNow();
-      if (token === undefined) {
-        problem = `no token file ${tokenFilePath(this.port)} yet: rank 0 writes it once its store is up; ` +
-          "if rank 0 runs on another host, set WEFT_STORE_TOKEN alike on every rank";
-      } else {
-        try {
-          const o = await join(this.addr, this.port, this.rank, this.worldSize, token, Math.max(1, Math.min(HANDSHAKE_MS, deadline - performance.now())));
-          if (o.kind === "joined") {
-            this.#link = o.link;
-            o.link.route((f) => this.#receive(f), (why) => this.#connectionLost(why));
-            return;
-          }
-          if (o.kind === "refused") throw new ArgumentError(op, "rank", o.message);
-          if (o.kind === "impostor") {
-            throw new PeerError(`the process listening at ${where} answered as a weft store but could not prove it holds the job token: ` +
-              "it is not this job's rank 0 (is MASTER_PORT right?)", { code: "E_PEER", op });
-          }
-          if (o.kind === "denied" && !fromFile) {
-            throw new ArgumentError(op, "token", token === ""
-              ? `is required by the store at ${where}, and this rank has none: set WEFT_STORE_TOKEN alike on every rank`
-              : `was refused by the store at ${where}: every rank needs the same job token (WEFT_STORE_TOKEN or the token option)`);
-          }
-          problem = o.kind === "denied" ? `it refused the token in ${tokenFilePath(this.port)} (a file left by an earlier job?)` : o.message;
-        } catch (e) {
-          if (!(e instanceof SocketError)) throw e;
-          problem = e.code;
+      try {
+        const o = await join(this.addr, this.port, this.rank, this.worldSize, tokenNow,
+          Math.max(1, Math.min(HANDSHAKE_MS, deadline - performance.now())));
+        if (o.kind === "joined") {
+          this.#link = o.link;
+          o.link.route((f) => this.#receive(f), (why) => this.#connectionLost(why));
+          return;
         }
+        if (o.kind === "refused") throw new ArgumentError(op, "rank", o.message);
+        if (o.kind === "impostor") {
+          throw new PeerError(`the process listening at ${where} answered as a weft store but could not prove it holds the job token: ` +
+            "it is not this job's rank 0 (is MASTER_PORT right?)", { code: "E_PEER", op });
+        }
+        if (o.kind === "denied" && !fromFile) {
+          throw new ArgumentError(op, "token", tokenNow() === ""
+            ? `is required by the store at ${where}, and this rank has none: set WEFT_STORE_TOKEN alike on every rank`
+            : `was refused by the store at ${where}: every rank needs the same job token (WEFT_STORE_TOKEN or the token option)`);
+        }
+        problem = o.kind === "no-token"
+          ? `no token file ${tokenFilePath(this.port)}: rank 0 writes it when its store starts; if rank 0 runs on another host, ` +
+            "set WEFT_STORE_TOKEN alike on every rank"
+          : o.kind === "denied" ? `it refused the token in ${tokenFilePath(this.port)} (a file left by an earlier job?)` : `connected, but ${o.message}`;
+      } catch (e) {
+        if (!(e instanceof SocketError)) throw e;
+        problem = e.code;
       }
       const now = performance.now();
       if (now + delay > deadline) {
