@@ -187,7 +187,7 @@ export class Store extends StoreBase {
         problem = e.code;
       }
       const now = performance.now();
-      if (now + delay > deadline) {
+      if (now >= deadline) {
         throw new TimeoutError(`rank ${this.rank} could not reach the store of rank 0 at ${where} within ${connectMs} ms ` +
           `(last error: ${problem}); is rank 0 running, and are MASTER_ADDR/MASTER_PORT right?`, { code: "E_TIMEOUT", op });
       }
@@ -196,7 +196,7 @@ export class Store extends StoreBase {
           `is rank 0 running, and are MASTER_ADDR/MASTER_PORT right? (gives up after ${Math.round(connectMs / 1000)} s)`);
         nextProgress += PROGRESS_EVERY_MS;
       }
-      await new Promise((r) => setTimeout(r, delay));
+      await new Promise((r) => setTimeout(r, Math.min(delay, deadline - now)));
       delay = Math.min(delay * 2, 500);
     }
   }
