@@ -56,6 +56,16 @@ function firstSlurmHost(list: string | undefined): string | undefined {
   return m[2] ? m[1]! + m[2] : m[1];
 }
 
+/** Rank, world size, local rank and local world size under one launcher's four names. */
+function fourInts(env: Env, rank: string, size: string, localRank: string, localSize: string) {
+  return {
+    rank: intVar(env, rank, 0, MAX_RANKS - 1),
+    worldSize: intVar(env, size, 1, MAX_RANKS),
+    localRank: intVar(env, localRank, 0, MAX_RANKS - 1),
+    localWorldSize: intVar(env, localSize, 1, MAX_RANKS),
+  };
+}
+
 interface Parsed {
   env: RankEnv;
   /** The launcher said every rank runs on this host (its local world size is the world size). */
@@ -79,10 +89,7 @@ function parse(env: Env): Parsed {
     source = "torchrun";
     rankName = "RANK";
     sizeName = "WORLD_SIZE";
-    rank = intVar(env, "RANK", 0, MAX_RANKS - 1);
-    worldSize = intVar(env, "WORLD_SIZE", 1, MAX_RANKS);
-    localRank = intVar(env, "LOCAL_RANK", 0, MAX_RANKS - 1);
-    localWorldSize = intVar(env, "LOCAL_WORLD_SIZE", 1, MAX_RANKS);
+    ({ rank, worldSize, localRank, localWorldSize } = fourInts(env, rankName, sizeName, "LOCAL_RANK", "LOCAL_WORLD_SIZE"));
     if (localRank === undefined && localWorldSize === undefined) {
       // A hand-started job: taken to share one host, but not said to (sameHost stays false, so the
       // store still listens where MASTER_ADDR points).
@@ -110,10 +117,7 @@ function parse(env: Env): Parsed {
     source = "Open MPI";
     rankName = "OMPI_COMM_WORLD_RANK";
     sizeName = "OMPI_COMM_WORLD_SIZE";
-    rank = intVar(env, "OMPI_COMM_WORLD_RANK", 0, MAX_RANKS - 1);
-    worldSize = intVar(env, "OMPI_COMM_WORLD_SIZE", 1, MAX_RANKS);
-    localRank = intVar(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0, MAX_RANKS - 1);
-    localWorldSize = intVar(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1, MAX_RANKS);
+    ({ rank, worldSize, localRank, localWorldSize } = fourInts(env, rankName, sizeName, "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE"));
   } else {
     throw new ArgumentError(ENV_OP, "RANK", "is not set, and neither are SLURM_PROCID nor OMPI_COMM_WORLD_RANK: " +
       "start the job with torchrun, srun or mpirun, or set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT yourself");
