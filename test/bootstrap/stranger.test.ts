@@ -113,6 +113,16 @@ describe("a stranger without the token", () => {
     expect((await host.ask("get after-flood")).value).toBe("ok");
   });
 
+  test("a connection that never answers the challenge is dropped after the 5 s handshake deadline", async () => {
+    const host = await startHost(2);
+    const idle = await stranger(host.port);
+    const ms = await within(idle.closed, 8000, -1);
+    console.log(`  silent connection dropped after ${ms.toFixed(0)} ms`);
+    expect(ms).toBeGreaterThan(4500);
+    expect(ms).toBeLessThan(7500);
+    expect(idle.received()).toBeLessThan(100); // the challenge, nothing else
+  }, 15_000);
+
   test("an idle stranger does not hold up rank 0's close(): it returns within 1 s", async () => {
     const r0 = await Store.connect({ rank: 0, worldSize: 2, addr: "127.0.0.1", port: 0, token: TOKEN } as Parameters<typeof Store.connect>[0]);
     const r1 = await rank(1, 2, r0.port, { timeoutMs: 120_000 });
