@@ -8,6 +8,7 @@
 // get(). What this does not give: integrity of the frames after the handshake. An active man in the
 // middle on the network can still relay a handshake and then alter traffic; run multi-node jobs
 // on a network you trust, as with any TCPStore.
+import { Buffer } from "node:buffer";
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 
 export const NONCE_BYTES = 32;

@@ -4,7 +4,9 @@
 // Every variable is checked strictly: integers are plain decimal digits ("0x1", "2e0", " 29500 "
 // and "+1" are refused, naming the variable and the rule), because Number() accepts all of those
 // and a rank or port read differently on two hosts is a job that hangs instead of failing.
+import { Buffer } from "node:buffer";
 import { hostname } from "node:os";
+import process from "node:process";
 
 import { ArgumentError } from "../errors.ts";
 import { checkBindAddr, checkToken } from "./store-api.ts";

@@ -1,6 +1,8 @@
 // store-api.ts — what a communicator needs from a rendezvous (KeyValueStore), the limits and
 // argument rules every store shares, and StoreBase: barrier and allGather built from set + keyed
 // waits, the same for the TCP store and the in-process one.
+import { Buffer } from "node:buffer";
+
 import { ArgumentError, DisposedError } from "../errors.ts";
 
 /** What a communicator needs from a rendezvous; Store (TCP) and LocalStore (in-process) provide it. */
