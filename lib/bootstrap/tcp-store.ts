@@ -134,7 +134,14 @@ export class Store extends StoreBase {
     const shared = own !== undefined && worldSize > 1;
     const store = new Store(0, worldSize, bind === "0.0.0.0" ? "127.0.0.1" : bind === "::" ? "::1" : bind, host.port, timeoutMs, host, shared ? own : undefined);
     try {
-      if (shared) publishToken(host.port, own!);
+      if (shared) {
+        try {
+          publishToken(host.port, own!);
+        } catch (e) {
+          throw new ArgumentError(op, "token", `is needed: rank 0 could not share one through ${tokenFilePath(host.port)} ` +
+            `(${(e as Error).message}); set WEFT_STORE_TOKEN alike on every rank`);
+        }
+      }
       if (secret === "" && !warnedUnauthenticated) {
         warnedUnauthenticated = true;
         console.error(`weft: the rendezvous store on ${bind}:${host.port} is unauthenticated: any process that can reach it can join ` +

@@ -3,7 +3,7 @@
 // one-host job without a token authenticates with the one rank 0 keeps in a private file.
 // CPU only: runs in CI.
 import { describe, expect, test } from "bun:test";
-import { lstatSync, mkdirSync, writeFileSync, existsSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -125,6 +125,24 @@ describe("a one-host job without WEFT_STORE_TOKEN", () => {
     expect(new TextDecoder().decode(await r0.get("x", 2000))).toBe("y");
     await one.close();
     await r0.close();
+  });
+
+  test("a token path that is not this user's private directory is not used: rank 0 says to set WEFT_STORE_TOKEN", async () => {
+    const saved = process.env.TMPDIR;
+    const scratch = join(tmpdir(), `weft-test-${process.pid}`);
+    mkdirSync(scratch, { recursive: true });
+    writeFileSync(join(scratch, `weft-${process.getuid?.() ?? 0}`), "not a directory");
+    process.env.TMPDIR = scratch;
+    try {
+      const err = await Store.connect({ rank: 0, worldSize: 2, addr: "127.0.0.1", port: 0 }).catch((e) => e);
+      expect(err).toBeInstanceOf(ArgumentError);
+      expect(err.argument).toBe("token");
+      expect(err.message).toContain("WEFT_STORE_TOKEN");
+    } finally {
+      if (saved === undefined) delete process.env.TMPDIR;
+      else process.env.TMPDIR = saved;
+      rmSync(scratch, { recursive: true, force: true });
+    }
   });
 
   test("a connection without the file's token is refused like any stranger", async () => {
