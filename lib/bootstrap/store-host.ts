@@ -4,7 +4,7 @@
 // A connection starts unauthenticated: its frames are capped at HANDSHAKE_FRAME_BYTES, it has
 // AUTH_DEADLINE_MS to answer the challenge, and any frame other than AUTH drops it. A proven
 // connection claims its rank; a rank is claimed once per job (a second claim, while the first is
-// connected or after it left, is refused), so a late or repeated HELLO cannot displace the real
+// connected or after it left, is refused), so a late or repeated claim cannot displace the real
 // rank, and a rank that reconnects after a drop is told why it cannot. stop() drops every
 // connection that holds no rank at once and waits, bounded, only for the ranks.
 import {
