@@ -82,7 +82,7 @@ describe("FrameReader", () => {
 });
 
 describe("a large value through the TCP store", () => {
-  test("64 MiB set + get round trip: under 4 s wall (8.3 s with the quadratic reassembly), CPU time 4x that of 16 MiB, not 16x", async () => {
+  test("64 MiB set + get round trip: under 6 s wall (1.4-1.9 s on the CPU VM, whose first touch of 64 MiB alone costs 0.45 s; 8.3 s with the quadratic reassembly), CPU time about 4x that of 16 MiB, not 16x", async () => {
     await using s = await Store.connect({ rank: 0, worldSize: 1, addr: "127.0.0.1", port: 0 });
     await s.set("warm", new Uint8Array(MiB)); // connection and code paths warm
     await s.get("warm");
@@ -100,7 +100,7 @@ describe("a large value through the TCP store", () => {
     const small = await roundTrip(16);
     const large = await roundTrip(64);
     console.log(`  set + get, wall (CPU): 16 MiB ${small.ms.toFixed(0)} ms (${small.cpuMs.toFixed(0)} ms), 64 MiB ${large.ms.toFixed(0)} ms (${large.cpuMs.toFixed(0)} ms)`);
-    expect(large.ms).toBeLessThan(4000);
+    expect(large.ms).toBeLessThan(6000);
     expect(large.cpuMs / Math.max(small.cpuMs, 1)).toBeLessThan(10);
   }, 60_000);
 });
