@@ -32,6 +32,9 @@ try {
       break;
     }
     case "get-timeout": {
+      // Every rank joins first: rank 0 closes its store right after its own timeout, and a rank
+      // still starting (a loaded host) would then find no store at all.
+      await store.barrier("joined");
       try {
         await store.get("never-set", 300);
         report({ rank, ok: true });
@@ -41,6 +44,7 @@ try {
       break;
     }
     case "wait-timeout": {
+      await store.barrier("joined");
       await store.set(`present/${rank}`, "x");
       try {
         await store.wait([`present/${rank}`, "absent/a", "absent/b"], 300);
