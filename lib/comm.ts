@@ -19,7 +19,7 @@
 // inter-node-link (transport, proxy and staging between nodes) and internals (what plans share).
 // The tensor-parallel ops are methods here whose bodies are in lib/ops/tp.ts.
 import { CommConfig, CommInfo, PeerHandle } from "./abi.ts";
-import { LocalStore, rankEnvFromProcess, Store, type KeyValueStore } from "./bootstrap.ts";
+import { checkPeerHandle, LocalStore, rankEnvFromProcess, Store, storeOptionsFromEnv, type KeyValueStore } from "./bootstrap.ts";
 import { CollectivePlan, PlanFactory, type Algorithm, type AllToAllOptions, type BroadcastOptions, type CollectiveOptions } from "./comm/collectives.ts";
 import { describeCollectiveFailure } from "./comm/failure.ts";
 import { InterNodeLink } from "./comm/inter-node-link.ts";
@@ -135,9 +135,7 @@ export class Communicator extends NativeHandle<Promise<void>> implements Symmetr
    * rank 0's TCP store. Every rank calls it. */
   static async fromEnv(opts: FromEnvOptions = {}): Promise<Communicator> {
     const env = rankEnvFromProcess(opts.env ?? process.env);
-    const store = await Store.connect({
-      rank: env.rank, worldSize: env.worldSize, addr: env.masterAddr, port: env.masterPort, timeoutMs: opts.storeTimeoutMs,
-    });
+    const store = await Store.connect({ ...storeOptionsFromEnv(opts.env ?? process.env), timeoutMs: opts.storeTimeoutMs });
     try {
       return await Communicator.#create(store, true, env, opts.device ?? env.localRank, opts);
     } catch (e) {
@@ -217,9 +215,7 @@ export class Communicator extends NativeHandle<Promise<void>> implements Symmetr
       const handles = await store.allGather(`${keys}/handles`, mine);
       for (let r = 0; r < ident.worldSize; r++) {
         if (r === ident.rank || nodeIds[r] !== ident.nodeId) continue;
-        const h = PeerHandle.alloc();
-        h.set(handles[r]!.subarray(0, h.length));
-        check(native().weft_comm_import(handle, h), op);
+        check(native().weft_comm_import(handle, checkPeerHandle(op, handles[r], r, mine)), op);
       }
       check(native().weft_comm_connect(handle), op);
       if (multi) {

@@ -4,7 +4,7 @@ import { describe, expect, test } from "bun:test";
 import { hostname } from "node:os";
 import { join } from "node:path";
 
-import { LocalStore, rankEnvFromProcess, Store } from "../lib/bootstrap.ts";
+import { LocalStore, rankEnvFromProcess, Store, storeOptionsFromEnv } from "../lib/bootstrap.ts";
 import { ArgumentError, PeerError, TimeoutError } from "../lib/errors.ts";
 import { nextReport, spawnWorker, type Worker } from "./support/report-channel.ts";
 
@@ -106,6 +106,7 @@ describe("Store between processes", () => {
     expect(err).toBeInstanceOf(TimeoutError);
     expect(err.message).toContain("127.0.0.1:9");
     expect(err.message).toContain("MASTER_ADDR");
+    expect(err.message).toContain("within 400 ms"); // the connect bound is timeoutMs when that is under 60 s
     expect(performance.now() - t0).toBeLessThan(3000);
   });
 
@@ -196,5 +197,38 @@ describe("rankEnvFromProcess", () => {
     arg({ RANK: "0", WORLD_SIZE: "2", MASTER_ADDR: "a" }, "MASTER_PORT", "must be set");
     arg({ RANK: "0", WORLD_SIZE: "2", MASTER_ADDR: "a", MASTER_PORT: "0" }, "MASTER_PORT", "real port");
     arg({ OMPI_COMM_WORLD_RANK: "0", OMPI_COMM_WORLD_SIZE: "2", OMPI_COMM_WORLD_LOCAL_RANK: "0", MASTER_ADDR: "a", MASTER_PORT: "1" }, "LOCAL_WORLD_SIZE", "must be set");
+  });
+
+  test("integers are plain decimal digits in range: RANK=0x1, WORLD_SIZE=2e0, MASTER_PORT=' 29500 ' are refused", () => {
+    const ok = { RANK: "1", WORLD_SIZE: "2", MASTER_ADDR: "10.0.0.1", MASTER_PORT: "29500" };
+    expect(rankEnvFromProcess(ok)).toMatchObject({ rank: 1, worldSize: 2, masterPort: 29500 });
+    const bad: [string, string][] = [
+      ["RANK", "0x1"], ["RANK", "1.0"], ["RANK", "+1"], ["RANK", "-1"], ["RANK", " 1"], ["WORLD_SIZE", "2e0"], ["WORLD_SIZE", "0"],
+      ["WORLD_SIZE", "Infinity"], ["MASTER_PORT", " 29500 "], ["MASTER_PORT", "65536"], ["MASTER_PORT", "0o777"], ["LOCAL_RANK", "0b1"],
+    ];
+    for (const [name, value] of bad) {
+      let err: any;
+      try {
+        rankEnvFromProcess({ ...ok, LOCAL_RANK: "1", LOCAL_WORLD_SIZE: "2", [name]: value });
+      } catch (e) {
+        err = e;
+      }
+      expect(err).toBeInstanceOf(ArgumentError);
+      expect(err.argument).toBe(name);
+      expect(err.message).toContain("plain decimal integer in [");
+    }
+  });
+
+  test("storeOptionsFromEnv: the job token, and sameHost only when the launcher says every rank is local", () => {
+    const base = { RANK: "1", WORLD_SIZE: "2", MASTER_ADDR: "node0", MASTER_PORT: "29500" };
+    expect(storeOptionsFromEnv({ ...base, LOCAL_RANK: "1", LOCAL_WORLD_SIZE: "2", WEFT_STORE_TOKEN: "0123456789abcdef" }))
+      .toEqual({ rank: 1, worldSize: 2, addr: "node0", port: 29500, token: "0123456789abcdef", sameHost: true });
+    expect(storeOptionsFromEnv({ ...base, LOCAL_RANK: "0", LOCAL_WORLD_SIZE: "1" }).sameHost).toBe(false);
+    // A hand-started job without LOCAL_*: taken to share a host for devices, but the store still
+    // listens where MASTER_ADDR points.
+    expect(storeOptionsFromEnv(base).sameHost).toBe(false);
+    for (const token of ["short", "", " 0123456789abcdef", "0123456789abcdef\n"]) {
+      expect(() => storeOptionsFromEnv({ ...base, WEFT_STORE_TOKEN: token })).toThrow(ArgumentError);
+    }
   });
 });

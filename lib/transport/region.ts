@@ -3,6 +3,7 @@
 import { ArgumentError } from "../errors.ts";
 import { NativeHandle } from "../handle.ts";
 import { check, native, outPointer } from "../native.ts";
+import { checkRegionDescriptors } from "../bootstrap/exchanged-values.ts";
 import { concatBlobs, copyNative } from "./blobs.ts";
 import type { HostBuffer } from "./host-buffer.ts";
 import type { Transport } from "./transport.ts";
@@ -39,6 +40,7 @@ export class Region extends NativeHandle {
     if (!Array.isArray(descriptors) || descriptors.length !== this.transport.worldSize) {
       throw new ArgumentError(op, "descriptors", `must hold one descriptor per rank (${this.transport.worldSize}), got ${descriptors?.length}`);
     }
+    checkRegionDescriptors(op, descriptors);
     const { bytes, stride } = concatBlobs(op, "descriptor", descriptors);
     check(native().weft_transport_region_connect(this.transport.handle, index, bytes, stride, descriptors.length), op);
   }

@@ -6,6 +6,7 @@ import type { KeyValueStore } from "../bootstrap.ts";
 import { ArgumentError, checkInt } from "../errors.ts";
 import { NativeHandle, teardown } from "../handle.ts";
 import { addressOf, check, native, outPointer, readCString } from "../native.ts";
+import { checkTransportAddresses } from "../bootstrap/exchanged-values.ts";
 import { concatBlobs, copyNative } from "./blobs.ts";
 import { HostBuffer } from "./host-buffer.ts";
 import type { Proxy } from "./proxy.ts";
@@ -125,6 +126,7 @@ export class Transport extends NativeHandle {
     if (!Array.isArray(addresses) || addresses.length !== this.worldSize) {
       throw new ArgumentError(op, "addresses", `must hold one address per rank (${this.worldSize}), got ${addresses?.length}`);
     }
+    checkTransportAddresses(op, addresses);
     const { bytes, stride } = concatBlobs(op, "address", addresses);
     check(native().weft_transport_connect(this.handle, bytes, stride, addresses.length), op);
   }

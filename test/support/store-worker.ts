@@ -32,6 +32,9 @@ try {
       break;
     }
     case "get-timeout": {
+      // Every rank joins first: rank 0 closes its store right after its own timeout, and a rank
+      // still starting (a loaded host) would then find no store at all.
+      await store.barrier("joined");
       try {
         await store.get("never-set", 300);
         report({ rank, ok: true });
@@ -41,6 +44,7 @@ try {
       break;
     }
     case "wait-timeout": {
+      await store.barrier("joined");
       await store.set(`present/${rank}`, "x");
       try {
         await store.wait([`present/${rank}`, "absent/a", "absent/b"], 300);
@@ -51,6 +55,9 @@ try {
       break;
     }
     case "barrier-missing": {
+      // Rank 0 waits for rank 1 to join (the test launches 0 and 1 of 4) before its barrier runs out.
+      if (rank === 0) await store.wait(["joined/1"]);
+      else await store.set(`joined/${rank}`, "");
       try {
         await store.barrier("all", 600);
         report({ rank, ok: true });
