@@ -15,8 +15,19 @@ def c_layout() -> dict:
     return json.loads(out.value)
 
 
+# ABI structs of ops the Python binding does not drive yet: each is named here on purpose, so a new
+# C struct is either bound in weft/_abi.py or listed with its reason, never silently missing.
+NOT_BOUND = {
+    # MoE expert parallelism: the torch custom ops come with the grouped GEMM (weft.torch._ops).
+    "WeftMoeRouteParams", "WeftMoeDispatchParams", "WeftMoeDispatchChoice",
+    "WeftMoeCombineParams", "WeftMoeCombineChoice",
+}
+
+
 def test_c_publishes_a_layout_for_every_python_struct_and_no_others():
-    assert sorted(c_layout()) == sorted(s.c_name for s in _abi.ABI_STRUCTS)
+    bound = sorted(s.c_name for s in _abi.ABI_STRUCTS)
+    assert sorted(set(c_layout()) - NOT_BOUND) == bound
+    assert not NOT_BOUND & set(bound), "a struct listed as not bound is bound: drop it from NOT_BOUND"
 
 
 @pytest.mark.parametrize("struct", _abi.ABI_STRUCTS, ids=lambda s: s.c_name)
