@@ -101,6 +101,15 @@ export const symbols = {
   weft_comm_internode_bytes: { args: [T.i32 /* nodes */, T.u64 /* slot_bytes */, T.ptr /* uint64_t* send_bytes */, T.ptr /* uint64_t* recv_bytes */], returns: T.i32 },
   weft_comm_set_internode: { args: [T.ptr /* comm */, T.ptr /* const WeftCommInterNode* */], returns: T.i32 },
 
+  // decoder layers (nn)
+  weft_nn_embedding: { args: [T.ptr /* const WeftEmbeddingParams* */], returns: T.i32 },
+  weft_nn_rms_norm: { args: [T.ptr /* const WeftRmsNormParams* */], returns: T.i32 },
+  weft_nn_rope: { args: [T.ptr /* const WeftRopeParams* */], returns: T.i32 },
+  weft_nn_swiglu: { args: [T.ptr /* const WeftSwigluParams* */], returns: T.i32 },
+  weft_nn_kv_append: { args: [T.ptr /* const WeftKvAppendParams* */], returns: T.i32 },
+  weft_nn_cache_attention: { args: [T.ptr /* const WeftCacheAttentionParams* */], returns: T.i32 },
+  weft_nn_sample: { args: [T.ptr /* const WeftSampleParams* */], returns: T.i32 },
+
   // baselines for benchmarks (dlopen'ed cuBLASLt, NCCL)
   weft_cublaslt_available: { args: [T.ptr /* int32_t* */, T.ptr /* const char** path */], returns: T.i32 },
   weft_cublaslt_gemm: { args: [T.ptr /* const WeftGemmParams* */], returns: T.i32 },
