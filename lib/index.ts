@@ -37,3 +37,11 @@ export {
   type TransportInfo, type TransportOptions,
 } from "./transport.ts";
 export { planNodes, type NodePlan } from "./internode.ts";
+
+// decoder layers: embedding, RMSNorm, rotary embedding, SwiGLU, slotted KV cache, GPU sampling
+export {
+  cacheAttention, embedding, kvAppend, rmsNorm, rope, swiglu,
+  type CacheAttentionArgs, type EmbeddingArgs, type KvAppendArgs, type KvCacheTensors, type NnCall, type RmsNormArgs,
+  type RopeArgs, type SwigluArgs,
+} from "./ops/nn.ts";
+export { Sampler, sampleUniform, type SampleOptions, type SampleResult, type SamplingSettings } from "./ops/sample.ts";
