@@ -89,7 +89,7 @@ class FakePlan {
 }
 
 class FakeCommunicator {
-  readonly stream: InstanceType<typeof Stream>;
+  readonly stream: import("../../lib/stream.ts").Stream;
   readonly maxCtas = 132;
   constructor(readonly rank: number, readonly size: number, readonly device: number) {
     this.stream = Object.assign(Object.create(Stream.prototype), { device, done: () => true, synchronize: () => {} });
