@@ -23,7 +23,7 @@ const WIDTH = 420, HEIGHT = 240;
 const BYTES = "datum.value >= 1048576 ? datum.value / 1048576 + ' MiB' : datum.value >= 1024 ? datum.value / 1024 + ' KiB' : datum.value + ' B'";
 
 function lines(title: string, data: Row[], x: { field: string; title: string; log?: boolean; ordinal?: boolean; bytes?: boolean },
-  y: { field: string; title: string; log?: boolean }, series = "system"): Spec {
+  y: { field: string; title: string; log?: boolean }, series = "system", dash?: string): Spec {
   const order = [...new Set(data.map((d) => d[x.field]))];
   return {
     title, width: WIDTH, height: HEIGHT, data: { values: data },
@@ -34,6 +34,7 @@ function lines(title: string, data: Row[], x: { field: string; title: string; lo
         : { field: x.field, type: "quantitative", title: x.title, scale: x.log ? { type: "log", base: 2 } : {}, axis: x.bytes ? { labelExpr: BYTES } : {} },
       y: { field: y.field, type: "quantitative", title: y.title, scale: y.log ? { type: "log" } : { zero: true } },
       color: { field: series, type: "nominal", title: null, legend: { orient: "bottom", columns: 2, labelLimit: 320 } },
+      ...(dash ? { strokeDash: { field: dash, type: "nominal", title: null, legend: { orient: "bottom" } }, detail: { field: dash } } : {}),
       tooltip: [{ field: series }, { field: x.field }, { field: y.field, format: ".4g" }],
     },
   };
@@ -140,17 +141,17 @@ function serve(j: any): Spec[] {
   const levels = j.levels as any[];
   const row = (f: (l: any) => number, unit: string) => levels.map((l) => ({ clients: l.clients, system: `path ${l.path}`, [unit]: f(l) }));
   const where = `${j.fake ? "fake model" : `preset ${j.preset}`}, world ${j.world}${j.oneGpu ? " on one GPU" : ""}`;
-  const latency = levels.flatMap((l) => [
-    { clients: l.clients, system: `path ${l.path}, p50`, ms: l.itlMs.p50 }, { clients: l.clients, system: `path ${l.path}, p99`, ms: l.itlMs.p99 },
+  const quantiles = (f: (l: any) => { p50: number; p99: number }) => levels.flatMap((l) => [
+    { clients: l.clients, system: `path ${l.path}`, quantile: "p50", ms: f(l).p50 }, { clients: l.clients, system: `path ${l.path}`, quantile: "p99", ms: f(l).p99 },
   ]);
-  const ttft = levels.flatMap((l) => [
-    { clients: l.clients, system: `path ${l.path}, p50`, ms: l.ttftMs.p50 }, { clients: l.clients, system: `path ${l.path}, p99`, ms: l.ttftMs.p99 },
-  ]);
+  const latency = quantiles((l) => l.itlMs), ttft = quantiles((l) => l.ttftMs);
   return [
     lines(`serving (${where}): throughput by concurrent clients`, row((l) => l.tokensPerS, "tps"), { field: "clients", title: "streaming clients", log: true },
       { field: "tps", title: "generated tokens/s" }),
-    lines("inter-token latency by concurrent clients", latency, { field: "clients", title: "streaming clients", log: true }, { field: "ms", title: "ms (log)", log: true }),
-    lines("time to first token by concurrent clients", ttft, { field: "clients", title: "streaming clients", log: true }, { field: "ms", title: "ms (log)", log: true }),
+    lines("inter-token latency by concurrent clients (p50 solid, p99 dashed)", latency, { field: "clients", title: "streaming clients", log: true },
+      { field: "ms", title: "ms (log)", log: true }, "system", "quantile"),
+    lines("time to first token by concurrent clients (p50 solid, p99 dashed)", ttft, { field: "clients", title: "streaming clients", log: true },
+      { field: "ms", title: "ms (log)", log: true }, "system", "quantile"),
   ];
 }
 
