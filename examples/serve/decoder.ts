@@ -14,6 +14,8 @@
 //     → gemmAllReduce(o) → add + norm → gate | up GEMM → swiglu → gemmAllReduce(down) → add ...
 //     → rank 0: final norm → LM head → sample
 //
+// With one rank there is nothing to communicate: the tensor-parallel GEMMs are our plain GEMM.
+//
 // Steps pad their rows to a few buckets (decode: powers of two up to the slots; prefill: multiples of
 // 128 x W, doubling) so that each bucket's plans are made once. Padding rows have slot -1: their
 // keys are never stored and their attention reads nothing.
@@ -98,7 +100,7 @@ export class Decoder implements Model {
       name: o.name ?? "weft-llama", contextLength: o.contextLength, slots: o.slots, maxPrefillTokens: o.maxPrefillTokens ?? o.contextLength,
       vocab: o.config.vocab, eosToken: EOS, world: W,
       description: `${o.config.layers} layers x ${o.config.hidden}, ${W} rank${W > 1 ? "s" : ""} on GPU${shared ? ` ${o.devices[0]} (shared)` : `s ${o.devices.join(", ")}`}, ` +
-        `path ${this.path}, attention ${this.attention.name}`,
+        `${W > 1 ? `path ${this.path}` : "one rank: plain GEMMs, nothing to communicate"}, attention ${this.attention.name}`,
     };
   }
 
@@ -178,7 +180,20 @@ export class Decoder implements Model {
     }
   }
 
-  #launch(plans: TpPlan[], pending: [LaunchPlan, number][]): void {
+  /** One tensor-parallel GEMM on every rank: its plan for `key` (made on first use) launched on all
+   * ranks together. With one rank there is nothing to communicate, and the same product is our
+   * plain GEMM (a [m, K] · b, b [N, K] with transB, else [K, N]). */
+  #tp(op: "allGatherGemm" | "gemmReduceScatter" | "gemmAllReduce", key: string, pending: [LaunchPlan, number][],
+    args: (r: Rank) => { a: Tensor; b: Tensor; out: Tensor; transB?: boolean }): void {
+    if (this.ranks.length === 1) {
+      const r = this.ranks[0]!, x = args(r);
+      gemmSync(x.a, x.b, x.out, {
+        transB: x.transB ?? false, stream: r.comm.stream, config: r.shape.maxCtas ? { maxCtas: r.shape.maxCtas } : undefined,
+      });
+      return;
+    }
+    const config = { path: this.path };
+    const plans = this.ranks.map((r) => r.plan(key, () => r.comm[op]({ ...args(r), config })));
     const seqs = TpPlan.launchAll(plans);
     plans.forEach((p, i) => pending.push([p, seqs[i]!]));
   }
@@ -206,7 +221,6 @@ export class Decoder implements Model {
     meta[at.cuSeqlens + entries.length] = row;
     this.#upload();
     const pending: [LaunchPlan, number][] = [];
-    const config = { path: this.path };
     for (const r of this.ranks) {
       const ids = r.view(r.meta, at.ids + r.comm.rank * mS, [mS]);
       embedding({ table: r.weights.embed, ids, out: r.resid, rows: mS, stream: r.comm.stream });
@@ -220,23 +234,19 @@ export class Decoder implements Model {
           ? { x: r.resid, weight: lw(r).attnNorm, out: r.normed, rows: mS, eps: cfg.rmsEps, stream: r.comm.stream }
           : { x: rsDown(r), residual: r.resid, weight: lw(r).attnNorm, out: r.normed, rows: mS, eps: cfg.rmsEps, stream: r.comm.stream });
       }
-      this.#launch(this.ranks.map((r) => r.plan(`pre/qkv/${l}/${T}`, () => r.comm.allGatherGemm({
-        a: r.view(r.normed, 0, [mS, H]), b: lw(r).qkv, out: r.view(r.qkv, 0, [T, s.qkv]), transB: true, config,
-      }))), pending);
+      this.#tp("allGatherGemm", `pre/qkv/${l}/${T}`, pending, (r) => ({
+        a: r.view(r.normed, 0, [mS, H]), b: lw(r).qkv, out: r.view(r.qkv, 0, [T, s.qkv]), transB: true,
+      }));
       this.#attention(l, T, "prefill", { n: entries.length, max: longest });
-      this.#launch(this.ranks.map((r) => r.plan(`pre/o/${l}/${T}`, () => r.comm.gemmReduceScatter({
-        a: r.view(r.attn, 0, [T, s.attn]), b: lw(r).o, out: rsO(r), config,
-      }))), pending);
+      this.#tp("gemmReduceScatter", `pre/o/${l}/${T}`, pending, (r) => ({ a: r.view(r.attn, 0, [T, s.attn]), b: lw(r).o, out: rsO(r) }));
       for (const r of this.ranks) {
         rmsNorm({ x: rsO(r), residual: r.resid, weight: lw(r).mlpNorm, out: r.normed, rows: mS, eps: cfg.rmsEps, stream: r.comm.stream });
       }
-      this.#launch(this.ranks.map((r) => r.plan(`pre/gu/${l}/${T}`, () => r.comm.allGatherGemm({
-        a: r.view(r.normed, 0, [mS, H]), b: lw(r).gateUp, out: r.view(r.gateUp, 0, [T, 2 * s.inter]), transB: true, config,
-      }))), pending);
+      this.#tp("allGatherGemm", `pre/gu/${l}/${T}`, pending, (r) => ({
+        a: r.view(r.normed, 0, [mS, H]), b: lw(r).gateUp, out: r.view(r.gateUp, 0, [T, 2 * s.inter]), transB: true,
+      }));
       for (const r of this.ranks) swiglu({ x: r.gateUp, out: r.act, rows: T, stream: r.comm.stream });
-      this.#launch(this.ranks.map((r) => r.plan(`pre/down/${l}/${T}`, () => r.comm.gemmReduceScatter({
-        a: r.view(r.act, 0, [T, s.inter]), b: lw(r).down, out: rsDown(r), config,
-      }))), pending);
+      this.#tp("gemmReduceScatter", `pre/down/${l}/${T}`, pending, (r) => ({ a: r.view(r.act, 0, [T, s.inter]), b: lw(r).down, out: rsDown(r) }));
     }
     for (const r of this.ranks) {
       rmsNorm({
@@ -271,7 +281,6 @@ export class Decoder implements Model {
     });
     this.#upload();
     const pending: [LaunchPlan, number][] = [];
-    const config = { path: this.path };
     const arO = (r: Rank) => r.symmetric(`dec/o/${B}`, [B, H]);
     const arDown = (r: Rank) => r.symmetric(`dec/down/${B}`, [B, H]);
     for (const r of this.ranks) {
@@ -286,17 +295,13 @@ export class Decoder implements Model {
         this.#gemm(r, r.normed, lw(r).qkv, r.qkv, B);
       }
       this.#attention(l, B, "decode");
-      this.#launch(this.ranks.map((r) => r.plan(`dec/o/${l}/${B}`, () => r.comm.gemmAllReduce({
-        a: r.view(r.attn, 0, [B, s.attn]), b: lw(r).o, out: arO(r), config,
-      }))), pending);
+      this.#tp("gemmAllReduce", `dec/o/${l}/${B}`, pending, (r) => ({ a: r.view(r.attn, 0, [B, s.attn]), b: lw(r).o, out: arO(r) }));
       for (const r of this.ranks) {
         rmsNorm({ x: arO(r), residual: r.resid, weight: lw(r).mlpNorm, out: r.normed, rows: B, eps: cfg.rmsEps, stream: r.comm.stream });
         this.#gemm(r, r.normed, lw(r).gateUp, r.gateUp, B);
         swiglu({ x: r.gateUp, out: r.act, rows: B, stream: r.comm.stream });
       }
-      this.#launch(this.ranks.map((r) => r.plan(`dec/down/${l}/${B}`, () => r.comm.gemmAllReduce({
-        a: r.view(r.act, 0, [B, s.inter]), b: lw(r).down, out: arDown(r), config,
-      }))), pending);
+      this.#tp("gemmAllReduce", `dec/down/${l}/${B}`, pending, (r) => ({ a: r.view(r.act, 0, [B, s.inter]), b: lw(r).down, out: arDown(r) }));
     }
     const r0 = this.ranks[0]!;
     rmsNorm({ x: arDown(r0), residual: r0.resid, weight: r0.weights.finalNorm, out: r0.lastHidden!, rows: B, eps: cfg.rmsEps, stream: r0.comm.stream });
