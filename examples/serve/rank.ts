@@ -20,6 +20,12 @@ import { shardOf, type ModelConfig } from "./config.ts";
 import { disposeWeights, type RankWeights } from "./weights.ts";
 import "../../lib/ops/tp.ts";  // adds comm.allGatherGemm and the others
 
+function once<T>(m: Map<string, T>, key: string, make: () => T): T {
+  let v = m.get(key);
+  if (v === undefined) m.set(key, (v = make()));
+  return v;
+}
+
 export interface RankShape {
   cfg: ModelConfig;
   world: number;
@@ -110,32 +116,17 @@ export class Rank {
   /** A symmetric tensor of this communicator, made once per key. Every rank asks for the same
    * keys in the same order (the decoder drives them in lockstep), so the heap stays symmetric. */
   symmetric(key: string, dims: number[]): SymmetricTensor {
-    let t = this.#symmetric.get(key);
-    if (!t) {
-      t = this.comm.empty(dims, "bf16");
-      this.#symmetric.set(key, t);
-    }
-    return t;
+    return once(this.#symmetric, key, () => this.comm.empty(dims, "bf16"));
   }
 
   /** The tensor-parallel plan for `key`, made by `make` on first use (collective: every rank
    * reaches the same key in the same order). */
   plan(key: string, make: () => TpPlan): TpPlan {
-    let p = this.#plans.get(key);
-    if (!p) {
-      p = make();
-      this.#plans.set(key, p);
-    }
-    return p;
+    return once(this.#plans, key, make);
   }
 
   collective(key: string, make: () => CollectivePlan): CollectivePlan {
-    let p = this.#collectives.get(key);
-    if (!p) {
-      p = make();
-      this.#collectives.set(key, p);
-    }
-    return p;
+    return once(this.#collectives, key, make);
   }
 
   get planCount(): number {
