@@ -370,6 +370,118 @@ export const MoeCombineChoice = new Struct("WeftMoeCombineChoice", {
   returned_offset: "u64",
 });
 
+// decoder layers (nn)
+export const EmbeddingParams = new Struct("WeftEmbeddingParams", {
+  size: "u32",
+  version: "u32",
+  table: "u64",
+  ids: "u64",
+  out: "u64",
+  rows: "i64",
+  vocab: "i64",
+  dim: "i64",
+  stream: "u64",
+});
+
+export const RmsNormParams = new Struct("WeftRmsNormParams", {
+  size: "u32",
+  version: "u32",
+  x: "u64",
+  residual: "u64",
+  weight: "u64",
+  out: "u64",
+  rows: "i64",
+  dim: "i64",
+  eps: "f32",
+  reserved: "u32",
+  stream: "u64",
+});
+
+export const RopeParams = new Struct("WeftRopeParams", {
+  size: "u32",
+  version: "u32",
+  x: "u64",
+  positions: "u64",
+  rows: "i64",
+  heads: "i64",
+  head_dim: "i64",
+  row_stride: "i64",
+  theta: "f32",
+  reserved: "u32",
+  stream: "u64",
+});
+
+export const SwigluParams = new Struct("WeftSwigluParams", {
+  size: "u32",
+  version: "u32",
+  x: "u64",
+  out: "u64",
+  rows: "i64",
+  dim: "i64",
+  stream: "u64",
+});
+
+export const KvAppendParams = new Struct("WeftKvAppendParams", {
+  size: "u32",
+  version: "u32",
+  k: "u64",
+  v: "u64",
+  k_cache: "u64",
+  v_cache: "u64",
+  slot_ids: "u64",
+  positions: "u64",
+  rows: "i64",
+  width: "i64",
+  src_stride: "i64",
+  slots: "i64",
+  max_seq: "i64",
+  stream: "u64",
+});
+
+export const CacheAttentionParams = new Struct("WeftCacheAttentionParams", {
+  size: "u32",
+  version: "u32",
+  q: "u64",
+  k_cache: "u64",
+  v_cache: "u64",
+  slot_ids: "u64",
+  positions: "u64",
+  out: "u64",
+  rows: "i64",
+  heads: "i64",
+  kv_heads: "i64",
+  head_dim: "i64",
+  q_stride: "i64",
+  out_stride: "i64",
+  slots: "i64",
+  max_seq: "i64",
+  scale: "f32",
+  reserved: "u32",
+  stream: "u64",
+});
+
+export const SampleParams = new Struct("WeftSampleParams", {
+  size: "u32",
+  version: "u32",
+  logits: "u64",
+  dtype: "i32",
+  reserved: "i32",
+  rows: "i64",
+  vocab: "i64",
+  row_stride: "i64",
+  temperature: "u64",
+  top_k: "u64",
+  top_p: "u64",
+  seed: "u64",
+  counter: "u64",
+  tokens: "u64",
+  logprobs: "u64",
+  done: "u64",
+  seq: "u64",
+  arrivals: "u64",
+  stream: "u64",
+});
+
 /** Every ABI struct, by its C name. */
 export const ABI_STRUCTS: readonly Struct<any>[] = [
   DeviceProps,
@@ -402,4 +514,12 @@ export const ABI_STRUCTS: readonly Struct<any>[] = [
   MoeDispatchChoice,
   MoeCombineParams,
   MoeCombineChoice,
+  // decoder layers (nn)
+  EmbeddingParams,
+  RmsNormParams,
+  RopeParams,
+  SwigluParams,
+  KvAppendParams,
+  CacheAttentionParams,
+  SampleParams,
 ];

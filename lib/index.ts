@@ -49,3 +49,11 @@ export {
   type MoeDispatchShape, type MoeRouteShape,
 } from "./ops/moe-validate.ts";
 export { CudaGraph } from "./graph.ts";
+
+// decoder layers: embedding, RMSNorm, rotary embedding, SwiGLU, slotted KV cache, GPU sampling
+export {
+  cacheAttention, embedding, kvAppend, rmsNorm, rope, swiglu,
+  type CacheAttentionArgs, type EmbeddingArgs, type KvAppendArgs, type KvCacheTensors, type NnCall, type RmsNormArgs,
+  type RopeArgs, type SwigluArgs,
+} from "./ops/nn.ts";
+export { Sampler, sampleUniform, type SampleOptions, type SampleResult, type SamplingSettings } from "./ops/sample.ts";

@@ -129,6 +129,14 @@ export const symbols = {
   weft_moe_reference_combine: { args: [T.ptr /* rows */, T.i32 /* rows_dtype */, T.i64 /* nrows */, T.i64 /* hidden */, T.ptr /* const int32_t* index */, T.ptr /* const float* weights */, T.i64 /* tokens */, T.i32 /* topk */, T.ptr /* float* out */, T.ptr /* stream */], returns: T.i32 },
   weft_moe_reference_rows_gemm: { args: [T.ptr /* a */, T.i32 /* a_dtype */, T.i64 /* lda */, T.ptr /* a_index */, T.ptr /* b */, T.i64 /* ldb */, T.i32 /* b_nk */, T.ptr /* float* c */, T.i64 /* ldc */, T.ptr /* c_index */, T.i64 /* m */, T.i64 /* n */, T.i64 /* k */, T.ptr /* stream */], returns: T.i32 },
   weft_moe_reference_swiglu: { args: [T.ptr /* h */, T.i32 /* h_dtype */, T.i64 /* rows */, T.i64 /* inter */, T.ptr /* out */, T.i32 /* out_dtype */, T.ptr /* stream */], returns: T.i32 },
+  // decoder layers (nn)
+  weft_nn_embedding: { args: [T.ptr /* const WeftEmbeddingParams* */], returns: T.i32 },
+  weft_nn_rms_norm: { args: [T.ptr /* const WeftRmsNormParams* */], returns: T.i32 },
+  weft_nn_rope: { args: [T.ptr /* const WeftRopeParams* */], returns: T.i32 },
+  weft_nn_swiglu: { args: [T.ptr /* const WeftSwigluParams* */], returns: T.i32 },
+  weft_nn_kv_append: { args: [T.ptr /* const WeftKvAppendParams* */], returns: T.i32 },
+  weft_nn_cache_attention: { args: [T.ptr /* const WeftCacheAttentionParams* */], returns: T.i32 },
+  weft_nn_sample: { args: [T.ptr /* const WeftSampleParams* */], returns: T.i32 },
 
   // baselines for benchmarks (dlopen'ed cuBLASLt, NCCL)
   weft_cublaslt_available: { args: [T.ptr /* int32_t* */, T.ptr /* const char** path */], returns: T.i32 },

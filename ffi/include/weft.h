@@ -886,6 +886,152 @@ WEFT_API int weft_moe_reference_rows_gemm(const void* a, int32_t a_dtype, int64_
  * (bf16 or f32 by h_dtype): SwiGLU with the gate first. */
 WEFT_API int weft_moe_reference_swiglu(const void* h, int32_t h_dtype, int64_t rows, int64_t inter, void* out,
                                        int32_t out_dtype, void* stream);
+/* ---- decoder layers (nn) --------------------------------------------------------------------- */
+
+/* The small, memory-bound layers a transformer decoder runs between its GEMMs (cuda/nn/). One GPU,
+ * one kernel per call, stream-ordered on `stream` (a cudaStream_t on the tensors' device; 0 = the
+ * legacy default stream); the call returns after the launch. Tensors are row-major and contiguous,
+ * bf16 unless a field says otherwise, on one device; every address is 16-byte aligned and every
+ * row length (dim, width, head_dim) a multiple of 8 elements, so the kernels move 16-byte vectors.
+ * Integer side inputs (ids, positions, slots) are int32 arrays in device memory, one per row: a
+ * continuous batch changes them from step to step without touching the kernels' parameters. */
+
+/* out[r, :] = table[ids[r], :]. An id outside [0, vocab) gives a row of NaN (never a wild read). */
+typedef struct WeftEmbeddingParams {
+  uint32_t size;    /* sizeof(WeftEmbeddingParams) */
+  uint32_t version; /* 1 */
+  uint64_t table;   /* [vocab, dim] */
+  uint64_t ids;     /* int32 [rows] */
+  uint64_t out;     /* [rows, dim] */
+  int64_t rows, vocab, dim;
+  uint64_t stream;
+} WeftEmbeddingParams;
+#define WEFT_EMBEDDING_PARAMS_INIT {sizeof(WeftEmbeddingParams), 1, 0, 0, 0, 0, 0, 0, 0}
+
+/* RMSNorm, fp32 inside: out = x / sqrt(mean(x^2) + eps) * weight, row by row. With `residual` set,
+ * first residual = residual + x (rounded to bf16, stored back) and the norm is of that sum: the
+ * pre-norm block's "add, then normalize" in one pass. out may alias x (not residual). */
+typedef struct WeftRmsNormParams {
+  uint32_t size;     /* sizeof(WeftRmsNormParams) */
+  uint32_t version;  /* 1 */
+  uint64_t x;        /* [rows, dim] */
+  uint64_t residual; /* [rows, dim], read and written; 0 = no residual add */
+  uint64_t weight;   /* [dim] */
+  uint64_t out;      /* [rows, dim] */
+  int64_t rows, dim;
+  float eps;         /* > 0 */
+  uint32_t reserved; /* 0 */
+  uint64_t stream;
+} WeftRmsNormParams;
+#define WEFT_RMS_NORM_PARAMS_INIT {sizeof(WeftRmsNormParams), 1, 0, 0, 0, 0, 0, 0, 1e-5f, 0, 0}
+
+/* Rotary position embedding, in place, rotate-half (Llama / GPT-NeoX) convention: in each head,
+ * element i < head_dim/2 pairs with i + head_dim/2 and both turn by angle pos * theta^(-2i/head_dim),
+ * pos = positions[r]. Row r's heads start at x + r * row_stride (elements): with q, k and v packed
+ * in one row, pass the q and k heads as `heads` and leave v alone. */
+typedef struct WeftRopeParams {
+  uint32_t size;      /* sizeof(WeftRopeParams) */
+  uint32_t version;   /* 1 */
+  uint64_t x;         /* rows of `heads` x head_dim elements, row_stride apart */
+  uint64_t positions; /* int32 [rows], >= 0 */
+  int64_t rows, heads, head_dim, row_stride;
+  float theta;        /* base, > 1 (10000 for Llama 2, 500000 for Llama 3) */
+  uint32_t reserved;  /* 0 */
+  uint64_t stream;
+} WeftRopeParams;
+#define WEFT_ROPE_PARAMS_INIT {sizeof(WeftRopeParams), 1, 0, 0, 0, 0, 0, 0, 10000.0f, 0, 0}
+
+/* SwiGLU: out[r, j] = silu(x[r, j]) * x[r, dim + j]: x holds the gate projection's dim columns, then
+ * the up projection's (one GEMM with the two weights stacked). fp32 inside. */
+typedef struct WeftSwigluParams {
+  uint32_t size;    /* sizeof(WeftSwigluParams) */
+  uint32_t version; /* 1 */
+  uint64_t x;       /* [rows, 2 * dim] */
+  uint64_t out;     /* [rows, dim] */
+  int64_t rows, dim;
+  uint64_t stream;
+} WeftSwigluParams;
+#define WEFT_SWIGLU_PARAMS_INIT {sizeof(WeftSwigluParams), 1, 0, 0, 0, 0, 0}
+
+/* A slotted KV cache: k_cache and v_cache are [slots, max_seq, width] (width = kv heads x head_dim);
+ * a sequence owns one slot and its token at position p lives at row p of it. */
+
+/* Writes this step's keys and values into the cache: row r's k (k + r * src_stride) and v go to
+ * slot slots[r], position positions[r]. Rows with slot < 0 (padding) are skipped, and so are rows
+ * whose slot or position is out of range (weft_nn_cache_attention then reports them as NaN). */
+typedef struct WeftKvAppendParams {
+  uint32_t size;      /* sizeof(WeftKvAppendParams) */
+  uint32_t version;   /* 1 */
+  uint64_t k, v;      /* rows of width elements, src_stride apart (e.g. inside a packed qkv row) */
+  uint64_t k_cache, v_cache;
+  uint64_t slot_ids;  /* int32 [rows] */
+  uint64_t positions; /* int32 [rows] */
+  int64_t rows, width, src_stride, slots, max_seq;
+  uint64_t stream;
+} WeftKvAppendParams;
+#define WEFT_KV_APPEND_PARAMS_INIT {sizeof(WeftKvAppendParams), 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+/* Attention of each query row over its own slot of the cache, causal: row r (heads x head_dim
+ * elements at q + r * q_stride) attends to positions 0 ..= positions[r] of slot slot_ids[r], so one
+ * call serves prefill (a prompt's rows, keys appended first) and decode (one row per sequence, the
+ * query shorter than the keys). Grouped-query: q head h reads kv head h / (heads / kv_heads).
+ * out row r: heads x head_dim at out + r * out_stride; a row with slot < 0 gets zeros, one with an
+ * out-of-range slot or position NaN. fp32 softmax; simple on purpose (one CTA per row and head),
+ * the reference the attention engine is checked against. head_dim <= 256. */
+typedef struct WeftCacheAttentionParams {
+  uint32_t size;      /* sizeof(WeftCacheAttentionParams) */
+  uint32_t version;   /* 1 */
+  uint64_t q;
+  uint64_t k_cache, v_cache;
+  uint64_t slot_ids;  /* int32 [rows] */
+  uint64_t positions; /* int32 [rows] */
+  uint64_t out;
+  int64_t rows, heads, kv_heads, head_dim, q_stride, out_stride, slots, max_seq;
+  float scale;        /* softmax scale, > 0 (usually 1 / sqrt(head_dim)) */
+  uint32_t reserved;  /* 0 */
+  uint64_t stream;
+} WeftCacheAttentionParams;
+#define WEFT_CACHE_ATTENTION_PARAMS_INIT \
+  {sizeof(WeftCacheAttentionParams), 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0}
+
+/* Sampling, one CTA per row, on the GPU. Row r's logits (bf16 or f32, vocab of them, row_stride
+ * apart) with that row's settings: temperature 0 = greedy (the lowest index among the maxima);
+ * otherwise softmax(logits / temperature) restricted to the top_k largest logits (0 = all) and then
+ * to the smallest set of largest logits whose probability reaches top_p (1 = all; ties at either
+ * cut are kept), sampled by inverse CDF in index order with u in [0, 1) from a counter-based hash
+ * of (seed[r], counter[r]): the same seed and counter give the same token on every run and in any
+ * batch. tokens[r] gets the token, logprobs[r] (optional) its log-probability under
+ * softmax(logits). The settings arrays and the outputs may be device or host-mapped memory. With
+ * `done` set, the kernel publishes `seq` there when every row is written (completion.cuh). */
+typedef struct WeftSampleParams {
+  uint32_t size;    /* sizeof(WeftSampleParams) */
+  uint32_t version; /* 1 */
+  uint64_t logits;
+  int32_t dtype;    /* WEFT_BF16 or WEFT_F32 */
+  int32_t reserved; /* 0 */
+  int64_t rows, vocab, row_stride;
+  uint64_t temperature; /* float [rows], >= 0 */
+  uint64_t top_k;       /* int32 [rows], 0 = off */
+  uint64_t top_p;       /* float [rows], in (0, 1] */
+  uint64_t seed;        /* uint64 [rows] */
+  uint64_t counter;     /* uint64 [rows]: e.g. the position of the token being drawn */
+  uint64_t tokens;      /* int32 [rows], out */
+  uint64_t logprobs;    /* float [rows], out; 0 = not wanted */
+  uint64_t done;        /* completion: device alias of 2 host-mapped words, or 0 */
+  uint64_t seq;
+  uint64_t arrivals;    /* 2 device uint32 words, 0 between launches (required with done) */
+  uint64_t stream;
+} WeftSampleParams;
+#define WEFT_SAMPLE_PARAMS_INIT \
+  {sizeof(WeftSampleParams), 1, 0, WEFT_BF16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+WEFT_API int weft_nn_embedding(const WeftEmbeddingParams* params);
+WEFT_API int weft_nn_rms_norm(const WeftRmsNormParams* params);
+WEFT_API int weft_nn_rope(const WeftRopeParams* params);
+WEFT_API int weft_nn_swiglu(const WeftSwigluParams* params);
+WEFT_API int weft_nn_kv_append(const WeftKvAppendParams* params);
+WEFT_API int weft_nn_cache_attention(const WeftCacheAttentionParams* params);
+WEFT_API int weft_nn_sample(const WeftSampleParams* params);
 
 /* ---- baselines for benchmarks (dlopen'ed cuBLASLt, NCCL) ------------------------------------- */
 
