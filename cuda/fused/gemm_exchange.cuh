@@ -37,13 +37,6 @@
 // launch e - 1 after my launch e - 2 (the last reader of slot e % 2, own slot included) had finished.
 // Flags are epochs.
 //
-// Stage-out variants (benchmarks only, WEFT_TP_SCATTER_VARIANT): kScatterLocalOnly sends deferred
-// tiles to the own slot only (flags still go out; wrong sums), kScatterNoComm sends nothing to the
-// peers and waits for nothing (wrong sums), kScatterPlainOrder exchanges every tile at once (no
-// deferral), kScatterSmSends keeps the first wave on the SMs' TMA stores (the last two for A/B;
-// none of the variants uses the copy engines); with the register exchange, kScatterNoExchange
-// leaves it out and kScatterLoopback sends to this rank's own region (wrong sums, both).
-//
 // Layout (ffi/src/tp/choice.cpp): recv [2][world][slot_rows][n] bf16 (slot_rows = m rounded up to
 // whole 128-row tiles, so that a tile's boxes never reach into the next rank's slot; rows past m
 // hold whatever the rows of A's stage past m computed and are never stored to out); State::recv
@@ -99,8 +92,7 @@ struct ExchangeHooks : gemm::DefaultHooks {
   // engines' tile goes to this rank only, into its out (send_map), where the copy engine reads it
   // and the peer's partial is added to it in place (finish_deferred).
   static __device__ __forceinline__ uint32_t send_dests(const State& s, const gemm::TileCoord& t, bool keep_own) {
-    if (s.variant == kScatterNoComm || (keep_own && by_copy_engine(s, t))) return keep_own ? 1u << s.rank : 0u;
-    if (keep_own && s.variant == kScatterLocalOnly) return 1u << s.rank;
+    if (keep_own && by_copy_engine(s, t)) return 1u << s.rank;
     return ((1u << s.world) - 1u) & ~(keep_own ? 0u : 1u << s.rank);
   }
   // 256-wide tiles: every tile is exchanged at once (the planner gives them one wave only, one tile
@@ -109,7 +101,6 @@ struct ExchangeHooks : gemm::DefaultHooks {
   // register exchange would: its kernel is never built at 256).
   template <class Cfg>
   static constexpr bool kAtOnce = Cfg::kTileN == 256;
-  static __device__ __forceinline__ bool defers(const State& s) { return s.variant != kScatterPlainOrder; }
   // A deferred tile's flags go out halfway through the next tile's math, by when its stores have
   // long drained (a wave's 4 MiB at M = 512 takes ~11 us of a ~30 us tile), and not at the next
   // epilogue: there they would queue on NVLink behind the last wave's sends, and the peers' second
@@ -155,7 +146,6 @@ struct ExchangeHooks : gemm::DefaultHooks {
     if (s.ce_tile_cols != 0 && blockIdx.x == 0) s.ce_count[(s.epoch + 1) & 1] = 0;  // next launch's counter
   }
   static __device__ __forceinline__ bool wait_exchanged(const State& s, const gemm::TileCoord& t, int consumer) {
-    if (s.variant == kScatterNoComm) return true;
     return wait_every_peer(s, [&](int32_t q) { return s.stored[s.rank] + q * half_tiles(s) + half_tile(s, t, consumer); });
   }
 
@@ -176,7 +166,6 @@ struct ExchangeHooks : gemm::DefaultHooks {
   // tile's math (settle_block), in this warpgroup's leader, before the barrier below.
   static __device__ __forceinline__ bool finish_deferred(const State& s, const gemm::TileCoord& t, int consumer,
                                                          int32_t rows, int32_t cols, uint32_t barrier_id) {
-    if (s.variant == kScatterNoFinish) return true;
     const int32_t row0 = t.m0 + consumer * (gemm::kTileM / 2);
     const int32_t chunks = cols / 8;
     const int32_t total = rows * chunks;
@@ -239,9 +228,6 @@ struct ExchangeHooks : gemm::DefaultHooks {
     const int th = wg::thread();
     const int32_t row = t.m0 + consumer * Cfg::kConsumerRows + (th / 32) * 16;  // this warp's first row
     bool ok = true;
-    if (s.variant == kScatterNoExchange) return true;  // uniform over the grid (a benchmark variant)
-    // kScatterLoopback (a benchmark variant): this rank plays every peer, in its own region.
-    const bool loopback = s.variant == kScatterLoopback;
     if (row < s.register_rows) {  // uniform over the warp
       const uint32_t flag = sys::flag_of(s.epoch);
       // Byte offset of word 0 of this lane in a source's slot (fused.h, register_exchange_bytes).
@@ -250,7 +236,7 @@ struct ExchangeHooks : gemm::DefaultHooks {
       const int64_t half = int64_t(s.recv_row0) * s.ld * 2;  // this launch's parity half
       for (int32_t q = 0; q < s.world; ++q) {
         if (q == s.rank) continue;
-        uint8_t* dst = s.region[loopback ? s.rank : q] + half + (loopback ? q : s.rank) * slot_bytes + at;
+        uint8_t* dst = s.region[q] + half + s.rank * slot_bytes + at;
 #pragma unroll
         for (int j = 0; j < kWords; ++j)
           sys::store_flagged(dst + j * 512, gemm::pack_bf16x2(acc[4 * j], acc[4 * j + 1]),

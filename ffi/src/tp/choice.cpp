@@ -6,8 +6,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <numeric>
 
 #include "comm/tuning.hpp"
@@ -107,14 +105,6 @@ int band_for(int64_t rows, int requested, int most) {
   return 1;
 }
 
-// The fused kernels' GEMM CTAs for `tiles` tiles on at most `most`: the balanced grid (gemm.h), or
-// with WEFT_GEMM_BALANCED=0 (A/B in the benchmarks only, read at plan time) one per SM.
-int gemm_grid(int64_t tiles, int most) {
-  const char* env = std::getenv("WEFT_GEMM_BALANCED");
-  if (env && std::strcmp(env, "0") == 0) return int(std::min<int64_t>(tiles, most));
-  return gemm::balanced_ctas(tiles, most);
-}
-
 void add(Layout& l, Region& r, uint64_t bytes) {
   r.offset = l.total;
   r.bytes = bytes;
@@ -136,13 +126,8 @@ std::string fused_obstacle(const Problem& p) {
 // into it. The owner publishes its flag when its CTA starts the epilogue of its next tile (one wave
 // of tiles later), so the rank that adds should reach the tile about two waves after the owner:
 // lag x W ~ 2 x ctas tile positions. Less and adders wait; more and the last `lag` rounds hold only
-// adds (traffic after the math). WEFT_TP_SCATTER_LAG overrides it (bench/NOTES-tp.md's sweeps; a
-// lag at least the owner's tile count gives the old order: all own tiles, then each peer's).
+// adds (traffic after the math).
 int scatter_lag(int ctas, int world) {
-  if (const char* env = std::getenv("WEFT_TP_SCATTER_LAG"); env && *env) {
-    const long v = std::strtol(env, nullptr, 10);
-    if (v >= 1 && v <= (1 << 24)) return int(v);
-  }
   return std::max(1, int(ceil_div(2 * int64_t(ctas), world)));
 }
 
@@ -263,10 +248,8 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       // tail (A/B in the benchmarks only).
       const int64_t tiles = tiles_m * ceil_div(p.n, c.tile_n);
       c.gemm_ctas = int(std::min<int64_t>(tiles, sms - c.comm_ctas));
-      const char* tail_env = std::getenv("WEFT_TP_TAIL_SPLIT");
-      if (!(tail_env && std::strcmp(tail_env, "0") == 0))
-        c.tail = gemm::plan_tail_split(tiles, ceil_div(p.k, gemm::kTileK), c.gemm_ctas);
-      if (c.tail.tiles == 0) c.gemm_ctas = gemm_grid(tiles, sms - c.comm_ctas);
+      c.tail = gemm::plan_tail_split(tiles, ceil_div(p.k, gemm::kTileK), c.gemm_ctas);
+      if (c.tail.tiles == 0) c.gemm_ctas = gemm::balanced_ctas(tiles, sms - c.comm_ctas);
       const double gemm = gemm_us(p.m, p.n, p.k, c.tile_n, c.gemm_ctas);
       const double arrive = W > 1 ? transfer_us(out_bytes, mover_gbs) : 0;
       const double last_chunk = gemm * double(c.chunk_rows) / double(p.m);
@@ -282,7 +265,7 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       // of 4 at M >= 4096. Not for the all-reduce, whose final rows go out band by band after the
       // math: there bands of 16 were 2.4-5.7% slower than 4 (NOTES-tp, session 12, call 4).
       c.group_m = rows ? band_for(c.shard_tiles, params.group_m, all_reduce ? 4 : gemm::default_band(c.tile_n, sms)) : 1;
-      c.gemm_ctas = gemm_grid(tiles_m * ceil_div(p.n, c.tile_n), sms);
+      c.gemm_ctas = gemm::balanced_ctas(tiles_m * ceil_div(p.n, c.tile_n), sms);
       c.lag = scatter_lag(c.gemm_ctas, W);
       const double gemm = gemm_us(p.m, p.n, p.k, c.tile_n, c.gemm_ctas);
       // CTA mover. Bytes each rank sends: reduce-scatter adds its (W-1)/W share into the owners;
@@ -310,10 +293,7 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
         const int64_t tiles_n = ceil_div(p.n, c.tile_n);
         const int64_t bands = c.shard_tiles / c.group_m;
         const double slab_bytes = double(c.group_m) * gemm::kTileM * c.tile_n * 2;
-        // WEFT_TP_CE_CHUNK_MIB: another chunk size (A/B in bench/tp-split.ts only).
-        const char* chunk_env = std::getenv("WEFT_TP_CE_CHUNK_MIB");
-        const double chunk_bytes = chunk_env && std::atoi(chunk_env) > 0 ? double(std::atoi(chunk_env)) * (1 << 20) : kMachine.ce_chunk_bytes;
-        int64_t slab = std::clamp<int64_t>(int64_t(std::llround(chunk_bytes / slab_bytes)), 1, tiles_n);
+        int64_t slab = std::clamp<int64_t>(int64_t(std::llround(kMachine.ce_chunk_bytes / slab_bytes)), 1, tiles_n);
         while (bands * ceil_div(tiles_n, slab) > kMachine.ce_max_chunks && slab < tiles_n) ++slab;
         c.slab_tiles = int(slab);
         c.slabs = int(ceil_div(tiles_n, slab));

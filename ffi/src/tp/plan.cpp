@@ -41,7 +41,6 @@ struct WeftTpPlan {
   // captured once (nullptr: enqueued call by call at every launch), and the capture's fork/join events.
   cudaGraphExec_t copies[4] = {};
   std::vector<cudaEvent_t> capture_events;
-  uint64_t* trace = nullptr;  // WEFT_TP_TRACE: the copy-engine mover's stamps of the latest launch
   // Completion words for the first kernel of a multi-step launch (publish.cu carries them over).
   uint64_t* scratch_host = nullptr;
   uint64_t* scratch_dev = nullptr;
@@ -180,58 +179,20 @@ void build_all_gather(WeftTpPlan& plan) {
   if (ch.mover == WEFT_TP_MOVER_COPY_ENGINE) create_side_streams(plan);
 }
 
-// WEFT_TP_SCATTER_VARIANT=1..11 leaves one stage of the fused reduce-scatter / all-reduce out
-// (fused::ScatterVariant; wrong results by design, but 7 and 8, other movers): for bench/tp-stages.ts
-// and tp-split.ts only.
-int32_t scatter_variant() {
-  const char* env = std::getenv("WEFT_TP_SCATTER_VARIANT");
-  if (!env || !*env) return fused::kScatterFull;
-  const long v = std::strtol(env, nullptr, 10);
-  const bool known = v >= fused::kScatterFull && v <= fused::kScatterNoTileWaits && v != 6;  // 6: retired
-  return known ? int32_t(v) : fused::kScatterFull;
-}
-
-// The stage-out variants only the exchange mover has (7 to 11: fused.h, ScatterVariant).
-bool exchange_only_variant(int32_t v) {
-  return v == fused::kScatterSmSends || v == fused::kScatterTmaExchange || v == fused::kScatterNoFinish ||
-         v == fused::kScatterNoExchange || v == fused::kScatterLoopback;
-}
-
-// WEFT_TP_CE_ADD=loads makes the copy-engine mover's own tiles read the received partials with
-// 4-byte global loads in the epilogue (the earlier design) instead of TMA boxes: for A/B in
-// bench/tp-stages.ts only.
-int32_t ce_recv_by_tma() {
-  const char* env = std::getenv("WEFT_TP_CE_ADD");
-  return env && std::strcmp(env, "loads") == 0 ? 0 : 1;
-}
-
-// When the copy-engine mover's chunk counts go out (ScatterState::count_at): with the next tile's
-// k-block k_blocks * kCeCountAt / 8. WEFT_TP_CE_COUNT=late (a tile after the stores, the earlier
-// design) and WEFT_TP_CE_COUNT_AT=0..7 are for A/B in bench/tp-split.ts and tp-stages.ts only.
-constexpr int32_t kCeCountAt = 2;
-int32_t ce_count_at() {
-  const char* env = std::getenv("WEFT_TP_CE_COUNT");
-  if (env && std::strcmp(env, "late") == 0) return -1;
-  const char* at = std::getenv("WEFT_TP_CE_COUNT_AT");
-  return at && *at >= '0' && *at <= '7' && at[1] == 0 ? *at - '0' : kCeCountAt;
-}
-
 // Reduce-scatter with the copy-engine mover and two ranks: the peer, whose copy engines copy its
 // partials of my rows straight into my out (ScatterState::direct_from), or -1. A third rank's copy
 // would overwrite the second's, so wider worlds keep the receive slots (their mapping of sources
-// to slots is the all-reduce's). WEFT_TP_CE_INTO_OUT=0 keeps them at two ranks too (A/B only).
+// to slots is the all-reduce's).
 int32_t ce_direct_from(const WeftTpPlan& plan) {
   const tp::Problem& p = plan.problem;
-  const char* env = std::getenv("WEFT_TP_CE_INTO_OUT");
-  if (p.op == WEFT_TP_GEMM_ALL_REDUCE || p.world != 2 || (env && std::strcmp(env, "0") == 0)) return -1;
+  if (p.op == WEFT_TP_GEMM_ALL_REDUCE || p.world != 2) return -1;
   return 1 - p.rank;
 }
 
 // All-reduce with the copy-engine mover: the first of this rank's own bands that holds a tile of the
 // kernel's final round (CeScheduler's order: the own rows come last, band by band). Those bands are
 // ready only when the math ends; the SMs store them into the peers from the epilogue instead
-// (gemm_scatter_ce.cuh). Sets direct_tile_m and direct_chunks; WEFT_TP_CE_DIRECT=0 broadcasts
-// everything by copy engine (for A/B in bench/tp-stages.ts only).
+// (gemm_scatter_ce.cuh). Sets direct_tile_m and direct_chunks.
 void set_direct_bands(const WeftTpPlan& plan, fused::ScatterState& s) {
   const tp::Problem& p = plan.problem;
   const tp::Choice& ch = plan.choice;
@@ -240,12 +201,8 @@ void set_direct_bands(const WeftTpPlan& plan, fused::ScatterState& s) {
   const int64_t own0 = int64_t(p.world - 1) * ch.shard_tiles * tiles_n;  // the first own unit
   const int64_t final0 = std::max(own0, (tiles_m * tiles_n - 1) / ch.gemm_ctas * ch.gemm_ctas);
   const int64_t bands = ch.shard_tiles / ch.group_m;
-  const char* env = std::getenv("WEFT_TP_CE_DIRECT");
-  // WEFT_TP_CE_DIRECT=all / half: every own band, or the later half of them, goes out from the
-  // epilogue (for A/B only).
-  const int64_t final_band = (final0 - own0) / (int64_t(ch.group_m) * tiles_n);
-  const int64_t band = env && std::strcmp(env, "all") == 0 ? 0 : env && std::strcmp(env, "half") == 0 ? std::min(final_band, bands / 2) : final_band;
-  const bool off = p.op != WEFT_TP_GEMM_ALL_REDUCE || s.variant != fused::kScatterFull || (env && std::strcmp(env, "0") == 0);
+  const int64_t band = (final0 - own0) / (int64_t(ch.group_m) * tiles_n);
+  const bool off = p.op != WEFT_TP_GEMM_ALL_REDUCE;
   s.direct_tile_m = off ? int32_t(tiles_m) : int32_t(int64_t(p.rank) * ch.shard_tiles + band * ch.group_m);
   s.direct_chunks = off ? 0 : int32_t((bands - band) * ch.slabs);
 }
@@ -255,9 +212,7 @@ void set_direct_bands(const WeftTpPlan& plan, fused::ScatterState& s) {
 void set_register_exchange(const WeftTpPlan& plan, fused::ScatterState& s) {
   const tp::Problem& p = plan.problem;
   const uint64_t slot_bytes = uint64_t(s.slot_rows) * uint64_t(p.n) * 2;
-  const bool variant_ok = s.variant == fused::kScatterFull || s.variant == fused::kScatterNoExchange ||
-                          s.variant == fused::kScatterLoopback;
-  if (!variant_ok || p.m > fused::kRegisterExchangeRows || plan.choice.tile_n == 256 ||
+  if (p.m > fused::kRegisterExchangeRows || plan.choice.tile_n == 256 ||
       fused::register_exchange_bytes(p.m, s.tiles_n, plan.choice.tile_n) > slot_bytes)
     return;
   s.register_rows = int32_t(p.m);
@@ -276,7 +231,7 @@ void set_copied_first_wave(WeftTpPlan& plan, fused::ScatterState& s) {
   const tp::Choice& ch = plan.choice;
   const int64_t tiles = int64_t(s.tiles_m) * s.tiles_n;
   const int64_t deferred = tiles - ch.gemm_ctas;
-  if ((s.variant != fused::kScatterFull && s.variant != fused::kScatterNoFinish) || p.world != 2 || s.register_rows > 0 ||
+  if (p.world != 2 || s.register_rows > 0 ||
       deferred <= 0 || tiles > 2ll * ch.gemm_ctas || s.tiles_m > ch.group_m || deferred % s.tiles_m != 0)
     return;
   s.ce_tile_cols = int32_t(deferred / s.tiles_m);
@@ -321,9 +276,6 @@ void build_scatter(WeftTpPlan& plan) {
   s.group_m = ch.group_m;
   s.m_shard = int32_t(p.m_shard);
   s.lag = ch.lag;
-  s.variant = scatter_variant();
-  if (exchange_only_variant(s.variant) && ch.mover != WEFT_TP_MOVER_EXCHANGE) s.variant = fused::kScatterFull;
-  if (s.variant == fused::kScatterNoTileWaits && ch.mover != WEFT_TP_MOVER_COPY_ENGINE) s.variant = fused::kScatterFull;
   l.m = int32_t(p.m);
   l.n = int32_t(p.n);
   l.k = int32_t(p.k);
@@ -334,12 +286,6 @@ void build_scatter(WeftTpPlan& plan) {
   if (ch.mover == WEFT_TP_MOVER_EXCHANGE) {
     // Receive regions [2][world][slot_rows][n]: this rank's (where the peers' partials land) and
     // every peer's (where this rank's go), the same offset of each rank's workspace.
-    // Its stage-out variants (gemm_exchange.cuh): local only (1), no comm (3), every tile at once
-    // (5), the first wave by the SMs (7), the TMA exchange where the register exchange applies (8),
-    // deferred tiles never finished (9), the register exchange left out (10) or looped back (11).
-    if (!exchange_only_variant(s.variant) && s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterNoComm &&
-        s.variant != fused::kScatterPlainOrder)
-      s.variant = fused::kScatterFull;
     s.exchange = 1;
     s.ld = int32_t(p.n);
     s.own_out = reinterpret_cast<uint16_t*>(pa.out);
@@ -357,20 +303,9 @@ void build_scatter(WeftTpPlan& plan) {
     return;
   }
   if (ch.mover != WEFT_TP_MOVER_COPY_ENGINE) return;
-  // This mover's stage-out variants: local only (1), no comm (3), no counts (4) and no counts in the
-  // plain GEMM's tile order (5); the others measure the full op.
-  if (s.variant != fused::kScatterLocalOnly && s.variant != fused::kScatterNoComm && s.variant != fused::kScatterNoHandshake &&
-      s.variant != fused::kScatterPlainOrder && s.variant != fused::kScatterNoTileWaits)
-    s.variant = fused::kScatterFull;
   s.copy_engine = 1;
-  s.recv_by_tma = ce_recv_by_tma();
-  s.count_at = ce_count_at();
   s.direct_from = ce_direct_from(plan);
   set_direct_bands(plan, s);
-  if (const char* env = std::getenv("WEFT_TP_TRACE"); env && *env && std::strcmp(env, "0") != 0) {
-    WEFT_CUDA(cudaMalloc(reinterpret_cast<void**>(&plan.trace), fused::kTraceWords * sizeof(uint64_t)));
-    s.trace = plan.trace;
-  }
   s.chunks = ch.chunks;
   s.slabs = ch.slabs;
   s.slab_tiles = ch.slab_tiles;
@@ -511,14 +446,11 @@ void enqueue_scatter_copies(WeftTpPlan& plan, uint64_t epoch) {
 }
 
 // Captures the side streams' work of each launch class as a graph (one launch per kernel launch
-// instead of 3 driver calls per chunk and peer). WEFT_TP_CE_GRAPH=0 keeps the call-by-call path (for
-// A/B); unset, a capture the driver refuses falls back to it silently; WEFT_TP_CE_GRAPH=1 makes that
-// refusal an error naming the step (NOTES-tp run 9: the host time of a launch was the same with and
-// without the graph, so the capture most likely fell back there; not yet diagnosed).
+// instead of 3 driver calls per chunk and peer). A capture the driver refuses falls back to the
+// call-by-call path (enqueue_scatter_copies at every launch), which moves the same data;
+// WEFT_LOG=info says so on stderr. (On the 2 x H200 host a launch's host time measured the same
+// with and without the graph, so whether the capture takes there is still open.)
 void capture_scatter_copies(WeftTpPlan& plan) {
-  const char* env = std::getenv("WEFT_TP_CE_GRAPH");
-  if (env && std::strcmp(env, "0") == 0) return;
-  const bool required = env && std::strcmp(env, "1") == 0;
   if (plan.side.empty()) return;
   const size_t n = plan.side.size();
   for (size_t j = 0; j < 2 * n; ++j) {
@@ -570,9 +502,11 @@ void capture_scatter_copies(WeftTpPlan& plan) {
     if (g) (void)cudaGraphExecDestroy(g);
     g = nullptr;
   }
-  const std::string detail = std::string(step) + ": " + (enqueue_failure.empty() ? cudaGetErrorString(error) : enqueue_failure);
   (void)cudaGetLastError();
-  WEFT_REQUIRE(!required, "WEFT_TP_CE_GRAPH=1: capturing the copy-engine mover's side streams failed at %s", detail.c_str());
+  const char* log = std::getenv("WEFT_LOG");
+  if (log && (std::strcmp(log, "info") == 0 || std::strcmp(log, "debug") == 0))
+    std::fprintf(stderr, "weft: rank %d: the copy-engine mover's side streams run call by call: capturing them failed at %s: %s\n",
+                 plan.problem.rank, step, enqueue_failure.empty() ? cudaGetErrorString(error) : enqueue_failure.c_str());
 }
 
 void launch_scatter_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
@@ -592,7 +526,6 @@ void launch_scatter_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
     l.state.recv = reinterpret_cast<const uint16_t*>(plan.workspace + plan.choice.layout.recv.offset + row0 * uint64_t(p.n) * 2);
     l.state.recv_row0 = int32_t(row0);
     // No event before the kernel: the side streams start once it has (launch_scatter_copies).
-    if (plan.trace) WEFT_CUDA(cudaMemsetAsync(plan.trace, 0, fused::kTraceWords * sizeof(uint64_t), plan.stream));
   }
   if (l.state.all_reduce) WEFT_CUDA(fused::launch_gemm_all_reduce(l));
   else WEFT_CUDA(fused::launch_gemm_reduce_scatter(l));
@@ -631,8 +564,7 @@ void launch_scatter_copies(WeftTpPlan& plan) {
     enqueue_first_wave_copies(plan);
     return;
   }
-  // Stage-out variants move nothing (but kScatterNoTileWaits, which moves everything).
-  if (!l.state.copy_engine || (l.state.variant != fused::kScatterFull && l.state.variant != fused::kScatterNoTileWaits)) return;
+  if (!l.state.copy_engine) return;
   // Both waits are on entered words in this rank's workspace, for this launch's epoch, so they stay
   // out of the graph, whose values are those of the launch class.
   const auto* entered = reinterpret_cast<const uint64_t*>(plan.workspace + plan.choice.layout.entered.offset);
@@ -813,44 +745,6 @@ void launch_sequential(WeftTpPlan& plan, const WeftTpLaunch& launch) {
   }
 }
 
-// WEFT_TP_TRACE: the latest launch's stamps as one JSON line on stderr (us after the kernel's start;
-// -1: not reached), for bench/tp-stages.ts. The stream has been synchronized.
-void print_trace(const WeftTpPlan& plan) {
-  std::vector<uint64_t> t(fused::kTraceWords);
-  if (cudaMemcpy(t.data(), plan.trace, t.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return;
-  }
-  const tp::Problem& p = plan.problem;
-  const uint64_t t0 = t[fused::kTraceStart];
-  auto us = [&](uint64_t v) { return v && t0 ? (double(int64_t(v - t0)) / 1e3) : -1.0; };
-  std::string line = "{\"trace\":\"" + std::string(p.op == WEFT_TP_GEMM_ALL_REDUCE ? "gemmAllReduce" : "gemmReduceScatter") +
-                     "\",\"rank\":" + std::to_string(p.rank) + ",\"M\":" + std::to_string(p.m) + ",\"N\":" +
-                     std::to_string(p.n) + ",\"K\":" + std::to_string(p.k * p.world) + ",\"epoch\":" + std::to_string(plan.epoch) +
-                     ",\"startNs\":" + std::to_string(t0);
-  char buf[64];
-  auto field = [&](const char* name, double v) {
-    std::snprintf(buf, sizeof buf, ",\"%s\":%.1f", name, v);
-    line += buf;
-  };
-  field("finishFirst", us(t[fused::kTraceFinishFirst]));
-  field("finishLast", us(t[fused::kTraceFinishLast]));
-  field("ownCopiesDone", us(t[fused::kTraceOwnCopiesDone]));
-  field("peerFinalLanded", us(t[fused::kTracePeerFinalLanded]));
-  auto array = [&](const char* name, int base) {
-    line += std::string(",\"") + name + "\":[";
-    for (int c = 0; c < plan.choice.chunks && c < fused::kTraceChunks; ++c) {
-      std::snprintf(buf, sizeof buf, "%s%.1f", c ? "," : "", us(t[base + c]));
-      line += buf;
-    }
-    line += "]";
-  };
-  for (int o = 0; o < p.world && o < 8; ++o) array(o == p.rank ? "readyOwn" : "readyPeer", fused::kTraceReady + o * fused::kTraceChunks);
-  array("landed", fused::kTraceLanded);
-  array("broadcast", fused::kTraceBroadcast);
-  std::fprintf(stderr, "%s}\n", line.c_str());
-}
-
 // A launch is its kernels (and the sequential path's steps) on the plan's stream, then the copy-engine
 // mover's side-stream work. A launch that fails part-way leaves this rank out of step with its peers;
 // the error says so through the status, and the peers' waits for it are bounded.
@@ -872,8 +766,6 @@ void launch_copies(WeftTpPlan& plan) {
 }
 
 void release(WeftTpPlan& plan) {
-  if (plan.trace) (void)cudaFree(plan.trace);
-  plan.trace = nullptr;
   for (cudaGraphExec_t& g : plan.copies) {
     if (g) (void)cudaGraphExecDestroy(g);
     g = nullptr;
@@ -1013,7 +905,6 @@ WEFT_API int weft_tp_plan_destroy(WeftTpPlan* plan) {
       const cudaError_t se = cudaStreamSynchronize(s);
       if (e == cudaSuccess) e = se;
     }
-    if (plan->trace && e == cudaSuccess) print_trace(*plan);
     release(*plan);
     WEFT_CUDA(e);
   });
