@@ -146,7 +146,7 @@ struct ScatterState {
   // With exactly two waves of tiles, the first wave's deferred tiles (tile columns [0, ce_tile_cols)
   // of the single band) go to the peers by one 2-D copy per peer on a side stream instead of the
   // SMs' TMA stores, which slowed the second wave's math on the sending GPU by ~8 us at M = 512
-  // (NOTES-tp, session 5). Two ranks only. The SMs store those tiles into the own out only and count them
+  // (bench/DECISIONS.md, "SM-issued NVLink stores slow the sending GPU's math"). Two ranks only. The SMs store those tiles into the own out only and count them
   // (ce_count[epoch & 1]); the one that completes ce_expected sets ce_ready = epoch, which the side
   // streams wait for; each copy is followed by ce_sent[rank][q] = epoch in the sender's memory.
   // 0 columns: the SMs send everything.

@@ -25,7 +25,8 @@
 // tile t - lag of owner r+1's list, tile t - 2·lag of owner r+2's, and so on. So a rank adds into a
 // tile about lag x W tile positions after its owner stored it (the flag it waits for was published
 // long before: one L2 poll), and the NVLink traffic of the adds runs through the whole kernel
-// instead of its second half only (bench/NOTES-tp.md, version 2). A lag at least the owner's tile
+// instead of its second half only (bench/DECISIONS.md, "The owner order interleaves owners with a
+// lag of two waves"). A lag at least the owner's tile
 // count gives the version-1 order: all own tiles, then each peer's. No deadlock: an owner's tiles
 // never wait on another rank (all-reduce's "entered" flags are written at kernel start), and every
 // tile's owner reaches it at a unit position no later than any rank that adds into it, so the
@@ -39,6 +40,7 @@
 
 #include "fused/fused.h"
 #include "fused/launch.cuh"
+#include "fused/routed_epilogue.cuh"
 #include "gemm/kernel.cuh"
 
 namespace weft::fused {
@@ -115,15 +117,14 @@ class OwnerScheduler {
   int32_t unit_, stride_;
 };
 
-struct ScatterHooks : gemm::DefaultHooks {
+struct ScatterHooks : RoutedHooks {
   using State = ScatterState;
   struct ConsumerState {
     bool peers_entered = false;
   };
   template <class Cfg>
   using Scheduler = OwnerScheduler<Cfg>;
-  static constexpr bool kRouted = true;
-  static constexpr bool kSignalsAfterStore = true;
+  static constexpr gemm::SignalScope kSignal = gemm::SignalScope::kSystem;
 
   static __device__ __forceinline__ int32_t owner(const State& s, const gemm::TileCoord& t) {
     if (s.shard_tiles > 0) return t.tile_m / s.shard_tiles;
@@ -140,18 +141,18 @@ struct ScatterHooks : gemm::DefaultHooks {
       if (q != s.rank) sys::signal_store(s.entered[q] + s.rank, s.epoch);
   }
 
-  static __device__ __forceinline__ gemm::Route route(const State& s, const gemm::TileCoord& t) {
+  static __device__ __forceinline__ Route route(const State& s, const gemm::TileCoord& t) {
     const int32_t o = owner(s, t);
     const bool own = o == s.rank;
     const uint32_t all = (1u << s.world) - 1u;
     const int32_t offset = s.all_reduce ? 0 : o * s.m_shard;
-    return gemm::Route{s.all_reduce ? all : 1u << o, offset, !own, own};
+    return Route{s.all_reduce ? all : 1u << o, offset, !own, own};
   }
 
   static __device__ __forceinline__ const CUtensorMap* out_map(const State& s, int dest) { return &s.out[dest]; }
 
-  static __device__ bool before_tile_stores(const State& s, ConsumerState& cs, const gemm::TileCoord& t,
-                                            const gemm::Route&, int consumer) {
+  static __device__ bool before_routed_stores(const State& s, ConsumerState& cs, const gemm::TileCoord& t,
+                                              const Route&, int consumer) {
     if (owner(s, t) == s.rank) {
       if (!s.all_reduce || cs.peers_entered) return true;
       for (int32_t q = 0; q < s.world; ++q) {

@@ -27,10 +27,9 @@
 //   own tiles      the producer waits (bounded) until every peer's progress word covers the tile's
 //                  chunk, then prefetches the received partials of the tile into L2; each consumer
 //                  loads them box by box by TMA into its epilogue staging buffers (the first two
-//                  boxes while the tile's first k-block computes: epilogue.cuh, received boxes), adds
+//                  boxes while the tile's first k-block computes: routed_epilogue.cuh), adds
 //                  them to the fp32 accumulators from shared memory (one rounding) and stores into the
-//                  local out. recv_by_tma = 0 (WEFT_TP_CE_ADD=loads) reads them with 4-byte global loads
-//                  in the epilogue instead (add_received), for A/B.
+//                  local out.
 //   no deadlock    a CTA publishes the count of its last peer tile before its first own tile's math
 //                  (settle_before_math), not at that tile's epilogue as the engine otherwise would: the
 //                  own tile's loads wait for a peer's progress, which may wait for this very count.
@@ -89,7 +88,7 @@ class CeScheduler {
   int32_t tiles_n_, tiles_m_, group_, first_, unit_, stride_;
 };
 
-struct CeScatterHooks : gemm::DefaultHooks {
+struct CeScatterHooks : RoutedHooks {
   using State = ScatterState;
   // Chunks of this rank's rows that every peer's partials are known to have landed for: own tiles
   // of lower chunks need no poll.
@@ -98,17 +97,16 @@ struct CeScatterHooks : gemm::DefaultHooks {
   };
   template <class Cfg>
   using Scheduler = CeScheduler<Cfg>;
-  static constexpr bool kRouted = true;
-  static constexpr bool kSignalsAfterStore = true;
   static constexpr bool kAddsReceived = true;
-  // The chunk counts are read by this GPU only: its copy engines' stream waits and this
-  // kernel's atomics (counts). The copy engines read staging and out through this GPU's L2.
-  static constexpr bool kDeviceScopeSignals = true;
+  // The chunk counts are read by this GPU only: its copy engines' stream waits and this kernel's
+  // atomics (counts). The copy engines read staging and out through this GPU's L2. So the stores
+  // they publish are fenced at device scope.
+  static constexpr gemm::SignalScope kSignal = gemm::SignalScope::kDevice;
 
   static __device__ __forceinline__ int32_t owner(const State& s, const gemm::TileCoord& t) {
     return t.tile_m / s.shard_tiles;
   }
-  // Whether this rank owns tile t, by a range test rather than owner()'s division: phase(), once per
+  // Whether this rank owns tile t, by a range test rather than owner()'s division: kind(), once per
   // tile. Elsewhere owner() stays: with own() in every per-tile test ptxas spilled 32 bytes in the
   // 256-wide receiving kernels, with owner() none.
   static __device__ __forceinline__ bool own(const State& s, const gemm::TileCoord& t) {
@@ -151,39 +149,39 @@ struct CeScatterHooks : gemm::DefaultHooks {
   // bands); destination kStagingDest: the local staging buffer (peer tiles). Own tiles of an
   // all-reduce signal too: their chunks are what the broadcast copies wait for.
   static constexpr int kStagingDest = kMaxRanks;
-  static __device__ __forceinline__ gemm::Route route(const State& s, const gemm::TileCoord& t) {
-    if (owner(s, t) != s.rank) return gemm::Route{1u << kStagingDest, 0, false, true};
-    if (!s.all_reduce) return gemm::Route{1u << s.rank, s.rank * s.m_shard, false, false};
+  static __device__ __forceinline__ Route route(const State& s, const gemm::TileCoord& t) {
+    if (owner(s, t) != s.rank) return Route{1u << kStagingDest, 0, false, true};
+    if (!s.all_reduce) return Route{1u << s.rank, s.rank * s.m_shard, false, false};
     const uint32_t dests = t.tile_m < s.direct_tile_m ? 1u << s.rank : (1u << s.world) - 1u;
-    return gemm::Route{dests, 0, false, true};
+    return Route{dests, 0, false, true};
   }
   static __device__ __forceinline__ const CUtensorMap* out_map(const State& s, int dest) {
     return dest == kStagingDest ? &s.staging : &s.out[dest];
   }
-  // Two phases (hooks.cuh, kPhases): peer tiles (0) go into staging and are counted, that route fixed
-  // at compile time and the phase built without receiving; own tiles (1) keep route() (this rank's
-  // out, or every rank's in the direct bands) and receive the peers' partials. The all-reduce's
-  // structure is ~4-7 us shorter for it at (4096, 14336, 4096), although its 256-wide kernels spill
-  // 44 bytes (NOTES-tp, session 11).
-  static constexpr int kPhases = 2;
-  static __device__ __forceinline__ int phase(const State& s, const gemm::TileCoord& t) { return own(s, t) ? 1 : 0; }
-  // (phase_route and phase_map serve phase 0 only: phase 1 routes at run time, kPhaseRouted.)
-  template <int Phase>
-  static __device__ __forceinline__ gemm::Route phase_route(const State& s, const gemm::TileCoord&) {
-    static_assert(Phase == 0, "phase 1 routes at run time");
-    return gemm::Route{1u << kStagingDest, 0, false, true};
+  // Two kinds of tile (routed_epilogue.cuh): peer tiles (0) go into staging and are counted, that
+  // route fixed at compile time and the kind built without receiving; own tiles (1) keep route()
+  // (this rank's out, or every rank's in the direct bands) and receive the peers' partials. The
+  // all-reduce's structure is ~4-7 us shorter for it at (4096, 14336, 4096), although its 256-wide
+  // kernels spill 44 bytes (bench/DECISIONS.md, "Compile-time routes for the copy-engine kernels").
+  static constexpr int kKinds = 2;
+  static __device__ __forceinline__ int kind(const State& s, const gemm::TileCoord& t) { return own(s, t) ? 1 : 0; }
+  // (kind_route and kind_map serve kind 0 only: kind 1 routes at run time, kKindRouted.)
+  template <int Kind>
+  static __device__ __forceinline__ Route kind_route(const State& s, const gemm::TileCoord&) {
+    static_assert(Kind == 0, "kind 1 routes at run time");
+    return Route{1u << kStagingDest, 0, false, true};
   }
-  template <int Phase>
-  static __device__ __forceinline__ const CUtensorMap* phase_map(const State& s) {
-    static_assert(Phase == 0, "phase 1 routes at run time");
+  template <int Kind>
+  static __device__ __forceinline__ const CUtensorMap* kind_map(const State& s) {
+    static_assert(Kind == 0, "kind 1 routes at run time");
     return &s.staging;
   }
-  template <int Phase>
-  static constexpr bool kPhaseAdds = false;
-  template <int Phase>
-  static constexpr bool kPhaseRouted = Phase == 1;
-  template <int Phase>
-  static constexpr bool kPhaseReceives = Phase == 1;
+  template <int Kind>
+  static constexpr bool kKindAdds = false;
+  template <int Kind>
+  static constexpr bool kKindRouted = Kind == 1;
+  template <int Kind>
+  static constexpr bool kKindReceives = Kind == 1;
   // Own chunks the copy engines broadcast (all-reduce): the rest go out from the epilogue.
   static __device__ __forceinline__ int32_t broadcast_chunks(const State& s) { return s.chunks - s.direct_chunks; }
 
@@ -240,14 +238,14 @@ struct CeScatterHooks : gemm::DefaultHooks {
 
   // Every chunk's count goes out as soon as its stores are complete, not a tile later: the side
   // streams copy a chunk only once it is counted, and all-reduce's last chunks are the kernel's tail
-  // (NOTES-tp, version 3.2; WEFT_TP_CE_COUNT=late keeps the old timing). Nothing this CTA loads
+  // (bench/DECISIONS.md, "Chunk counts go out during the next tile's math"). Nothing this CTA loads
   // next waits for these counts.
   static __device__ __forceinline__ bool settle_with_math(const State&, const gemm::TileCoord&) { return true; }
   // The leader's wait for the stores to complete stalls its warpgroup's next wgmma; a quarter of the
   // way into the next tile's k-blocks finds them complete.
   static __device__ __forceinline__ int32_t settle_block(const State&, int32_t k_blocks) { return k_blocks / 4; }
 
-  // A half-tile's stores are complete and fenced (settle_pending): count it for its chunk (release:
+  // A half-tile's stores are complete and fenced (gemm::settle): count it for its chunk (release:
   // the side stream that sees the chunk's full count copies what every counted half-tile stored).
   static __device__ void after_tile_stored(const State& s, const gemm::TileCoord& t, int) {
     const int32_t o = owner(s, t);
@@ -292,38 +290,39 @@ struct CeScatterHooks : gemm::DefaultHooks {
 
 // Reduce-scatter with two ranks (direct_from): the peer's partial is already in out, so no own tile
 // ever receives anything into its epilogue, and the engine is built without that machinery (no
-// received boxes, no add, no per-tile barrier for them). Its tiles are in two phases (hooks.cuh,
-// kPhases), each with its destination fixed at compile time:
-//   phase 0  peer tiles: stored into staging and counted;
-//   phase 1  own tiles: added into this rank's out (own_out_map: out[rank] at a fixed parameter
-//            offset), in the stage-out variants too (which then add into whatever out holds).
+// received boxes, no add, no per-tile barrier for them). Its tiles are of two kinds
+// (routed_epilogue.cuh), each with its destination fixed at compile time:
+//   kind 0  peer tiles: stored into staging and counted;
+//   kind 1  own tiles: added into this rank's out (own_out_map: out[rank] at a fixed parameter
+//           offset).
 // A route chosen at run time, even one that always picked the same map, cost the kernel ~8 us at
-// (4096, 14336, 4096) (NOTES-tp, session 10). (CeScatterHooks' own tiles, which receive partials and
-// may go to several outs, keep route() in their phase.)
+// (4096, 14336, 4096) (bench/DECISIONS.md, "Compile-time routes for the copy-engine kernels").
+// (CeScatterHooks' own tiles, which receive partials and may go to several outs, keep route() in
+// their kind.)
 struct CeIntoOutHooks : CeScatterHooks {
   static constexpr bool kAddsReceived = false;
   static constexpr int kAddIntoOutDest = kMaxRanks + 1;
-  static constexpr int kPhases = 2;
-  static __device__ __forceinline__ int phase(const State& s, const gemm::TileCoord& t) { return own(s, t) ? 1 : 0; }
-  template <int Phase>
-  static __device__ __forceinline__ gemm::Route phase_route(const State& s, const gemm::TileCoord&) {
-    if constexpr (Phase == 0) return gemm::Route{1u << kStagingDest, 0, false, true};
-    else return gemm::Route{1u << kAddIntoOutDest, s.rank * s.m_shard, false, false};
+  static constexpr int kKinds = 2;
+  static __device__ __forceinline__ int kind(const State& s, const gemm::TileCoord& t) { return own(s, t) ? 1 : 0; }
+  template <int Kind>
+  static __device__ __forceinline__ Route kind_route(const State& s, const gemm::TileCoord&) {
+    if constexpr (Kind == 0) return Route{1u << kStagingDest, 0, false, true};
+    else return Route{1u << kAddIntoOutDest, s.rank * s.m_shard, false, false};
   }
-  template <int Phase>
-  static __device__ __forceinline__ const CUtensorMap* phase_map(const State& s) {
-    if constexpr (Phase == 0) return &s.staging;
+  template <int Kind>
+  static __device__ __forceinline__ const CUtensorMap* kind_map(const State& s) {
+    if constexpr (Kind == 0) return &s.staging;
     else return &s.own_out_map;
   }
-  template <int Phase>
-  static constexpr bool kPhaseAdds = Phase == 1;
-  template <int Phase>
-  static constexpr bool kPhaseRouted = false;
+  template <int Kind>
+  static constexpr bool kKindAdds = Kind == 1;
+  template <int Kind>
+  static constexpr bool kKindRouted = false;
   // The leader, before an own tile's adds into out: the copy engine's writes there were acquired with
   // the progress word (producer, then the ring's mbarrier); TMA reads them through the async proxy.
   template <class C>
-  static __device__ __forceinline__ bool before_tile_stores(const State&, C&, const gemm::TileCoord&,
-                                                            const gemm::Route& route, int) {
+  static __device__ __forceinline__ bool before_routed_stores(const State&, C&, const gemm::TileCoord&,
+                                                              const Route& route, int) {
     if (route.dests >> kAddIntoOutDest & 1u) cta::fence_proxy_async_global();
     return true;
   }

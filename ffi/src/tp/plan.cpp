@@ -869,7 +869,8 @@ WEFT_API int weft_tp_plans_launch(WeftTpPlan* const* plans, const WeftTpLaunch* 
       for (int32_t j = 0; j < i; ++j) WEFT_REQUIRE(plans[j] != plans[i], "plans %d and %d are the same plan", j, i);
     }
     // Every kernel first, then every plan's copy-engine work: a rank's kernel is never queued behind
-    // another rank's host-side enqueue (NOTES-tp, version 3.2). Plans whose kernels were launched get
+    // another rank's host-side enqueue (bench/DECISIONS.md, "Every rank's kernel is queued before any
+    // plan's copies"). Plans whose kernels were launched get
     // their copies even if a later kernel launch fails (their kernels wait for them).
     int32_t launched = 0;
     try {
