@@ -7,6 +7,8 @@
 #         quickstart -> the README's API example;
 #         torch -> bench/peers/torch_tp.py under torchrun (2 ranks); a later `tp` step reads it;
 #         NAME.cu -> bench/NAME.cu built with nvcc (linked against build/libweft.so) and run;
+#         ladder/NAME.cu -> bench/ladder/NAME.cu built against the library's headers (cuda/,
+#         ffi/include; never linked with libweft.so) and run (bench/ladder/README.md);
 #         anything else -> bun bench/<name>.ts (repro/rank-spread: bench/repro/rank-spread.ts)
 # A step may carry its own bound in seconds, `test:150`; STEP_TIMEOUT (default 300) bounds the rest. GPU-side waits are bounded by WEFT_COMM_TIMEOUT_MS
 # (3 s here), so a broken peer fails fast.
@@ -51,6 +53,10 @@ for spec in "$@"; do
     torch) TORCHRUN=$(command -v torchrun || echo "python3 -m torch.distributed.run")
            timeout "$T" $TORCHRUN --nproc-per-node=2 bench/peers/torch_tp.py --out "$LOGS/torch_tp.json" > "$LOGS/torch.txt" 2>&1
            step_rc "$step" $?; export TORCH_TP_JSON="$LOGS/torch_tp.json"; tail -3 "$LOGS/torch.txt" ;;
+    ladder/*.cu) bin="$LOGS/$(basename "$step" .cu)"
+          nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++20 --expt-relaxed-constexpr -I ffi/include -I cuda \
+            -o "$bin" "bench/$step" > "$log" 2>&1 && timeout "$T" "$bin" >> "$log" 2>&1
+          step_rc "$step" $?; rm -f "$bin"; tail -40 "$log" ;;
     *.cu) bin="$LOGS/$(basename "$step" .cu)"
           nvcc -arch=sm_90a -O3 -std=c++17 -I ffi/include -o "$bin" "bench/$step" -L build -lweft \
             -Xlinker -rpath -Xlinker "$PWD/build" > "$log" 2>&1 && timeout "$T" "$bin" >> "$log" 2>&1
