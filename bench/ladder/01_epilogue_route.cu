@@ -52,19 +52,6 @@ struct KindHooks : RoutedHooks {
   static __device__ __forceinline__ const CUtensorMap* kind_map(const State& s) { return &s.out[Kind]; }
 };
 
-template <class Hooks>
-gemm::KernelParams<typename Hooks::State> params(const CUtensorMap& a, const CUtensorMap& b, const CUtensorMap& c,
-                                                 __nv_bfloat16* out, int m, int n, int k, int group_m) {
-  gemm::KernelParams<typename Hooks::State> p{};
-  p.a = a;
-  p.b = b;
-  p.c = c;
-  p.problem = gemm::Problem{m, n, k, group_m, 0};
-  p.tail = gemm::OutputTail{out, n, n};
-  p.completion = Completion{nullptr, 0, nullptr};
-  return p;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -92,8 +79,8 @@ int main(int argc, char** argv) {
   const int ctas = gemm::balanced_ctas(tiles, sms);
   const int group_m = gemm::default_band(256, sms);
 
-  const auto p1 = params<gemm::DefaultHooks>(am, bm, cm, out, m, n, k, group_m);
-  auto p2 = params<RoutedHooks>(am, bm, cm, out, m, n, k, group_m);
+  const auto p1 = ladder::engine_params<gemm::DefaultHooks>(am, bm, cm, out, m, n, k, group_m);
+  auto p2 = ladder::engine_params<RoutedHooks>(am, bm, cm, out, m, n, k, group_m);
   p2.hooks.out[0] = p2.hooks.out[1] = cm;
   p2.hooks.dest = 1;
   p2.hooks.half_tiles = m / 256;

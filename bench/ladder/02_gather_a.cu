@@ -89,19 +89,6 @@ __global__ void gather_rows(const __nv_bfloat16* src, const int32_t* index, __nv
   }
 }
 
-template <class Hooks>
-gemm::KernelParams<typename Hooks::State> params(const CUtensorMap& a, const CUtensorMap& b, const CUtensorMap& c,
-                                                 __nv_bfloat16* out, int m, int n, int k, int group_m) {
-  gemm::KernelParams<typename Hooks::State> p{};
-  p.a = a;
-  p.b = b;
-  p.c = c;
-  p.problem = gemm::Problem{m, n, k, group_m, 0};
-  p.tail = gemm::OutputTail{out, n, n};
-  p.completion = Completion{nullptr, 0, nullptr};
-  return p;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -141,13 +128,13 @@ int main(int argc, char** argv) {
   const int tiles = (m / 128) * (n / 256);
   const int ctas = gemm::balanced_ctas(tiles, sms);
   const int group_m = gemm::default_band(256, sms);
-  const auto plain = params<gemm::DefaultHooks>(am, bm, cm, out, m, n, k, group_m);
-  auto gathered = params<GatherHooks>(am, bm, cm, out, m, n, k, group_m);
+  const auto plain = ladder::engine_params<gemm::DefaultHooks>(am, bm, cm, out, m, n, k, group_m);
+  auto gathered = ladder::engine_params<GatherHooks>(am, bm, cm, out, m, n, k, group_m);
   gathered.hooks.rows = ladder::map_2d(a_src, k, source_rows, k, 64, 1);
   gathered.hooks.index = index;
   gathered.hooks.m = m;
   gathered.hooks.row_end = m;
-  auto bound = params<BoundHooks>(am, bm, cm, out, m, n, k, group_m);
+  auto bound = ladder::engine_params<BoundHooks>(am, bm, cm, out, m, n, k, group_m);
   bound.hooks = gathered.hooks;
   bound.hooks.row_end = row_end;
 

@@ -15,6 +15,8 @@
 #include <cstdlib>
 #include <vector>
 
+#include "gemm/params.cuh"
+
 namespace ladder {
 
 inline void check(cudaError_t e, const char* what, int line) {
@@ -162,6 +164,22 @@ double time_us(const Launch& launch, int iters = 50, int samples = 9) {
   CK(cudaEventDestroy(stop));
   std::sort(ms.begin(), ms.end());
   return double(ms[ms.size() / 2]) * 1e3 / iters;
+}
+
+// The engine's kernel parameters for C [m, n] = A [m, k] . B [n, k]^T through the given maps, no
+// host completion; the Hooks' State is value-initialised for the caller to fill.
+template <class Hooks>
+weft::gemm::KernelParams<typename Hooks::State> engine_params(const CUtensorMap& a, const CUtensorMap& b,
+                                                              const CUtensorMap& c, __nv_bfloat16* out, int m, int n,
+                                                              int k, int group_m) {
+  weft::gemm::KernelParams<typename Hooks::State> p{};
+  p.a = a;
+  p.b = b;
+  p.c = c;
+  p.problem = weft::gemm::Problem{m, n, k, group_m, 0};
+  p.tail = weft::gemm::OutputTail{out, n, n};
+  p.completion = weft::Completion{nullptr, 0, nullptr};
+  return p;
 }
 
 }  // namespace ladder

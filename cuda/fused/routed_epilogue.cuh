@@ -166,7 +166,7 @@ class RoutedEpilogue {
   __device__ __forceinline__ void load_received(const Tile& t, int box, uint32_t buffer, int source) const {
     int32_t row = 0;
     const CUtensorMap* map = Hooks::received_box(p_.hooks, t, consumer_, source, row);
-    uint64_t* bar = s_.epilogue_barrier(consumer_ * 2 + int(buffer));
+    uint64_t* bar = s_.epilogue_barrier(consumer_ * 2) + buffer;
     cta::mbarrier_arrive_expect_tx(bar, uint32_t(Hooks::received_box_rows(p_.hooks)) * 128u);
     cta::load_2d(s_.out_box(consumer_, buffer), map, bar, t.n0 + box * Cfg::kOutBoxCols, row);
   }
@@ -229,7 +229,7 @@ class RoutedEpilogue {
               wg::sync(barrier_id);
               if (leader) load_received(t, box, buffer, source);
             }
-            ok_ = cta::mbarrier_wait(s_.epilogue_barrier(consumer_ * 2 + int(buffer)), (phases_ >> buffer) & 1u) && ok_;
+            ok_ = cta::mbarrier_wait(s_.epilogue_barrier(consumer_ * 2) + buffer, (phases_ >> buffer) & 1u) && ok_;
             phases_ ^= 1u << buffer;
             gemm::add_box<Cfg>(acc, buf, box);
           }

@@ -19,8 +19,9 @@
 // coalesced (one in flight per word, the newest value next), so a stream of put+signal commands
 // is not limited to one signal per round trip.
 //
-// WEFT_FAULT_DROP_WRITE=N (tests only) reports every Nth data write as delivered without sending
-// it, so that tests can show their ordering checks do catch a signal that overtakes its data.
+// drop_writes_for_testing(N) (weft_testing_transport_drop_writes, tests only) reports every Nth
+// data write as delivered without sending it, so that tests can show their ordering checks do catch
+// a signal that overtakes its data.
 //
 // Progress is driven by the caller (the proxy thread) through progress(): rxm's data progress is
 // manual, so incoming writes land only while the target's proxy polls its CQ too.
