@@ -61,27 +61,13 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "M must be a multiple of 128, N of 256 and K of 64 (got %d %d %d)\n", m, n, k);
     return 1;
   }
-  int sms = 0;
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  __nv_bfloat16 *a, *b, *out;
-  float* ref;
-  CK(cudaMalloc(&a, size_t(m) * k * 2));
-  CK(cudaMalloc(&b, size_t(n) * k * 2));
-  CK(cudaMalloc(&out, size_t(m) * n * 2));
-  CK(cudaMalloc(&ref, size_t(m) * n * 4));
-  ladder::fill_random(a, int64_t(m) * k, 1);
-  ladder::fill_random(b, int64_t(n) * k, 2);
-  ladder::reference(a, nullptr, b, ref, m, n, k);
-  const CUtensorMap am = ladder::map_2d(a, k, m, k, 64, 128);
-  const CUtensorMap bm = ladder::map_2d(b, k, n, k, 64, 256);
-  const CUtensorMap cm = ladder::map_2d(out, n, m, n, 64, 64);
-  const int tiles = (m / 128) * (n / 256);
-  const int ctas = gemm::balanced_ctas(tiles, sms);
-  const int group_m = gemm::default_band(256, sms);
-
-  const auto p1 = ladder::engine_params<gemm::DefaultHooks>(am, bm, cm, out, m, n, k, group_m);
-  auto p2 = ladder::engine_params<RoutedHooks>(am, bm, cm, out, m, n, k, group_m);
-  p2.hooks.out[0] = p2.hooks.out[1] = cm;
+  ladder::Operands g(m, n, k, 2);
+  ladder::fill_random(g.a, int64_t(m) * k, 1);
+  ladder::reference(g.a, nullptr, g.b, g.ref, m, n, k);
+  const int ctas = g.ctas;
+  const auto p1 = g.params<gemm::DefaultHooks>();
+  auto p2 = g.params<RoutedHooks>();
+  p2.hooks.out[0] = p2.hooks.out[1] = g.cm;
   p2.hooks.dest = 1;
   p2.hooks.half_tiles = m / 256;
   const auto p3 = p2;
@@ -94,23 +80,20 @@ int main(int argc, char** argv) {
       {"2 routed (run-time map)", [&] { CK((gemm::launch<Cfg, RoutedHooks>(p2, ctas, nullptr))); }},
       {"3 kinds (compile-time per kind)", [&] { CK((gemm::launch<Cfg, KindHooks>(p3, ctas, nullptr))); }},
   };
-  std::printf("01_epilogue_route  M %d  N %d  K %d  (%d tiles of 128 x 256 on %d CTAs)\n", m, n, k, tiles, ctas);
+  std::printf("01_epilogue_route  M %d  N %d  K %d  (%d tiles of 128 x 256 on %d CTAs)\n", m, n, k, (m / 128) * (n / 256),
+              ctas);
   bool all_ok = true;
   double first = 0;
   for (const Version& v : versions) {
-    ladder::poison(out, int64_t(m) * n);
+    ladder::poison(g.out, int64_t(m) * n);
     v.launch();
     CK(cudaDeviceSynchronize());
-    const ladder::Verdict verdict = ladder::validate(out, ref, int64_t(m) * n);
+    const ladder::Verdict verdict = ladder::validate(g.out, g.ref, int64_t(m) * n);
     const double us = ladder::time_us(v.launch);
     if (first == 0) first = us;
     std::printf("  %-34s %9.2f us  (%.4fx of 1)  rel %.2e  unwritten %llu  %s\n", v.name, us, us / first, verdict.rel,
                 verdict.nonfinite, verdict.ok() ? "ok" : "WRONG");
     all_ok = all_ok && verdict.ok();
   }
-  CK(cudaFree(a));
-  CK(cudaFree(b));
-  CK(cudaFree(out));
-  CK(cudaFree(ref));
   return all_ok ? 0 : 1;
 }

@@ -100,16 +100,10 @@ int main(int argc, char** argv) {
   }
   const int source_rows = m + 1000;
   const int row_end = m - 100;
-  int sms = 0;
-  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  __nv_bfloat16 *a_src, *a, *b, *out;
-  float* ref;
+  ladder::Operands g(m, n, k, 4);
+  __nv_bfloat16* a_src;
   int32_t* index;
   CK(cudaMalloc(&a_src, size_t(source_rows) * k * 2));
-  CK(cudaMalloc(&a, size_t(m) * k * 2));
-  CK(cudaMalloc(&b, size_t(n) * k * 2));
-  CK(cudaMalloc(&out, size_t(m) * n * 2));
-  CK(cudaMalloc(&ref, size_t(m) * n * 4));
   CK(cudaMalloc(&index, size_t(m) * 4));
   std::vector<int32_t> host_index(m);
   uint32_t x = 12345;
@@ -119,27 +113,20 @@ int main(int argc, char** argv) {
   }
   CK(cudaMemcpy(index, host_index.data(), size_t(m) * 4, cudaMemcpyHostToDevice));
   ladder::fill_random(a_src, int64_t(source_rows) * k, 3);
-  ladder::fill_random(b, int64_t(n) * k, 4);
-  ladder::reference(a_src, index, b, ref, m, n, k);
-
-  const CUtensorMap am = ladder::map_2d(a, k, m, k, 64, 128);
-  const CUtensorMap bm = ladder::map_2d(b, k, n, k, 64, 256);
-  const CUtensorMap cm = ladder::map_2d(out, n, m, n, 64, 64);
-  const int tiles = (m / 128) * (n / 256);
-  const int ctas = gemm::balanced_ctas(tiles, sms);
-  const int group_m = gemm::default_band(256, sms);
-  const auto plain = ladder::engine_params<gemm::DefaultHooks>(am, bm, cm, out, m, n, k, group_m);
-  auto gathered = ladder::engine_params<GatherHooks>(am, bm, cm, out, m, n, k, group_m);
+  ladder::reference(a_src, index, g.b, g.ref, m, n, k);
+  const int ctas = g.ctas;
+  const auto plain = g.params<gemm::DefaultHooks>();
+  auto gathered = g.params<GatherHooks>();
   gathered.hooks.rows = ladder::map_2d(a_src, k, source_rows, k, 64, 1);
   gathered.hooks.index = index;
   gathered.hooks.m = m;
   gathered.hooks.row_end = m;
-  auto bound = ladder::engine_params<BoundHooks>(am, bm, cm, out, m, n, k, group_m);
+  auto bound = g.params<BoundHooks>();
   bound.hooks = gathered.hooks;
   bound.hooks.row_end = row_end;
 
   const auto gather = [&] {
-    gather_rows<<<2 * sms, 256>>>(a_src, index, a, m, k);
+    gather_rows<<<2 * g.sms, 256>>>(a_src, index, g.a, m, k);
     CK(cudaGetLastError());
   };
   const auto gemm_plain = [&] { CK((gemm::launch<Cfg, gemm::DefaultHooks>(plain, ctas, nullptr))); };
@@ -157,12 +144,12 @@ int main(int argc, char** argv) {
               source_rows, row_end);
   bool all_ok = true;
   for (const Version& v : versions) {
-    ladder::poison(out, int64_t(m) * n);
+    ladder::poison(g.out, int64_t(m) * n);
     v.run();
     CK(cudaDeviceSynchronize());
-    const ladder::Verdict kept = ladder::validate(out, ref, v.rows_written * n);
+    const ladder::Verdict kept = ladder::validate(g.out, g.ref, v.rows_written * n);
     // Past the rows it may write, every element must still be the poison.
-    const ladder::Verdict past = ladder::validate(out + v.rows_written * n, ref + v.rows_written * n, (m - v.rows_written) * int64_t(n));
+    const ladder::Verdict past = ladder::validate(g.out + v.rows_written * n, g.ref + v.rows_written * n, (m - v.rows_written) * int64_t(n));
     const bool ok = kept.ok() && past.nonfinite == uint64_t(m - v.rows_written) * n;
     const double us = ladder::time_us(v.run);
     std::printf("  %-32s %9.2f us  rel %.2e  unwritten %llu  written past row_end %lld  %s\n", v.name, us, kept.rel,
@@ -171,8 +158,7 @@ int main(int argc, char** argv) {
   }
   std::printf("  (the gather alone: %.2f us; the GEMM alone on gathered A: %.2f us)\n", ladder::time_us(gather),
               ladder::time_us(gemm_plain));
-  for (void* p : {static_cast<void*>(a_src), static_cast<void*>(a), static_cast<void*>(b), static_cast<void*>(out),
-                  static_cast<void*>(ref), static_cast<void*>(index)})
-    CK(cudaFree(p));
+  CK(cudaFree(a_src));
+  CK(cudaFree(index));
   return all_ok ? 0 : 1;
 }

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <vector>
 
+#include "gemm/gemm.h"
 #include "gemm/params.cuh"
 
 namespace ladder {
@@ -166,20 +167,46 @@ double time_us(const Launch& launch, int iters = 50, int samples = 9) {
   return double(ms[ms.size() / 2]) * 1e3 / iters;
 }
 
-// The engine's kernel parameters for C [m, n] = A [m, k] . B [n, k]^T through the given maps, no
-// host completion; the Hooks' State is value-initialised for the caller to fill.
-template <class Hooks>
-weft::gemm::KernelParams<typename Hooks::State> engine_params(const CUtensorMap& a, const CUtensorMap& b,
-                                                              const CUtensorMap& c, __nv_bfloat16* out, int m, int n,
-                                                              int k, int group_m) {
-  weft::gemm::KernelParams<typename Hooks::State> p{};
-  p.a = a;
-  p.b = b;
-  p.c = c;
-  p.problem = weft::gemm::Problem{m, n, k, group_m, 0};
-  p.tail = weft::gemm::OutputTail{out, n, n};
-  p.completion = weft::Completion{nullptr, 0, nullptr};
-  return p;
-}
+// One engine GEMM's operands on GPU 0, C [m, n] = A [m, k] . B [n, k]^T in 128 x 256 tiles: A (the
+// caller fills it), B (random), C and an fp32 reference buffer, their tensor maps, the balanced grid
+// and the default band.
+struct Operands {
+  int m, n, k, sms = 0, ctas, group_m;
+  __nv_bfloat16 *a = nullptr, *b = nullptr, *out = nullptr;
+  float* ref = nullptr;
+  CUtensorMap am, bm, cm;
+
+  Operands(int m_, int n_, int k_, uint32_t b_seed) : m(m_), n(n_), k(k_) {
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    CK(cudaMalloc(&a, size_t(m) * k * 2));
+    CK(cudaMalloc(&b, size_t(n) * k * 2));
+    CK(cudaMalloc(&out, size_t(m) * n * 2));
+    CK(cudaMalloc(&ref, size_t(m) * n * 4));
+    fill_random(b, int64_t(n) * k, b_seed);
+    am = map_2d(a, k, m, k, 64, 128);
+    bm = map_2d(b, k, n, k, 64, 256);
+    cm = map_2d(out, n, m, n, 64, 64);
+    ctas = weft::gemm::balanced_ctas(int64_t(m / 128) * (n / 256), sms);
+    group_m = weft::gemm::default_band(256, sms);
+  }
+  ~Operands() {
+    for (void* p : {static_cast<void*>(a), static_cast<void*>(b), static_cast<void*>(out), static_cast<void*>(ref)})
+      (void)cudaFree(p);
+  }
+
+  // The engine's kernel parameters over these operands, no host completion; the Hooks' State is
+  // value-initialised for the caller to fill.
+  template <class Hooks>
+  weft::gemm::KernelParams<typename Hooks::State> params() const {
+    weft::gemm::KernelParams<typename Hooks::State> p{};
+    p.a = am;
+    p.b = bm;
+    p.c = cm;
+    p.problem = weft::gemm::Problem{m, n, k, group_m, 0};
+    p.tail = weft::gemm::OutputTail{out, n, n};
+    p.completion = weft::Completion{nullptr, 0, nullptr};
+    return p;
+  }
+};
 
 }  // namespace ladder
