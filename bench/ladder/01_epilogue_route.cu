@@ -14,8 +14,6 @@
 //   bash bench/gpu-host.sh ladder/01_epilogue_route.cu      (GPU host; or build by hand:)
 //   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++20 --expt-relaxed-constexpr -I ffi/include -I cuda \
 //        -o build/01_epilogue_route bench/ladder/01_epilogue_route.cu && build/01_epilogue_route [M N K]
-#include <functional>
-
 #include "common.cuh"
 #include "fused/routed_epilogue.cuh"
 #include "gemm/launch.cuh"
@@ -71,29 +69,13 @@ int main(int argc, char** argv) {
   p2.hooks.dest = 1;
   p2.hooks.half_tiles = m / 256;
   const auto p3 = p2;
-  struct Version {
-    const char* name;
-    std::function<void()> launch;
-  };
-  const Version versions[] = {
-      {"1 store (compile-time map)", [&] { CK((gemm::launch<Cfg, gemm::DefaultHooks>(p1, ctas, nullptr))); }},
-      {"2 routed (run-time map)", [&] { CK((gemm::launch<Cfg, RoutedHooks>(p2, ctas, nullptr))); }},
-      {"3 kinds (compile-time per kind)", [&] { CK((gemm::launch<Cfg, KindHooks>(p3, ctas, nullptr))); }},
+  const ladder::Version versions[] = {
+      {"1 store (compile-time map)", [&] { CK((gemm::launch<Cfg, gemm::DefaultHooks>(p1, ctas, nullptr))); }, g.ref},
+      {"2 routed (run-time map)", [&] { CK((gemm::launch<Cfg, RoutedHooks>(p2, ctas, nullptr))); }, g.ref},
+      {"3 kinds (compile-time per kind)", [&] { CK((gemm::launch<Cfg, KindHooks>(p3, ctas, nullptr))); }, g.ref},
   };
   std::printf("01_epilogue_route  M %d  N %d  K %d  (%d tiles of 128 x 256 on %d CTAs)\n", m, n, k, (m / 128) * (n / 256),
               ctas);
-  bool all_ok = true;
-  double first = 0;
-  for (const Version& v : versions) {
-    ladder::poison(g.out, int64_t(m) * n);
-    v.launch();
-    CK(cudaDeviceSynchronize());
-    const ladder::Verdict verdict = ladder::validate(g.out, g.ref, int64_t(m) * n);
-    const double us = ladder::time_us(v.launch);
-    if (first == 0) first = us;
-    std::printf("  %-34s %9.2f us  (%.4fx of 1)  rel %.2e  unwritten %llu  %s\n", v.name, us, us / first, verdict.rel,
-                verdict.nonfinite, verdict.ok() ? "ok" : "WRONG");
-    all_ok = all_ok && verdict.ok();
-  }
+  const bool all_ok = ladder::run_versions(versions, g.out, int64_t(m) * n);
   return all_ok ? 0 : 1;
 }

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <vector>
 
 #include "gemm/gemm.h"
@@ -165,6 +166,34 @@ double time_us(const Launch& launch, int iters = 50, int samples = 9) {
   CK(cudaEventDestroy(stop));
   std::sort(ms.begin(), ms.end());
   return double(ms[ms.size() / 2]) * 1e3 / iters;
+}
+
+// One version of a ladder: its name, one launch, and the fp32 reference its output must match.
+struct Version {
+  const char* name;
+  std::function<void()> run;
+  const float* ref;
+};
+
+// Every version in turn: out [count] poisoned, one run checked element by element against its
+// reference, then timed; one line each, with its time against the first version's. True when every
+// version checked out.
+template <size_t N>
+bool run_versions(const Version (&versions)[N], __nv_bfloat16* out, int64_t count) {
+  bool all_ok = true;
+  double first = 0;
+  for (const Version& v : versions) {
+    poison(out, count);
+    v.run();
+    CK(cudaDeviceSynchronize());
+    const Verdict verdict = validate(out, v.ref, count);
+    const double us = time_us(v.run);
+    if (first == 0) first = us;
+    std::printf("  %-34s %9.2f us  (%.4fx of the first, %+.2f us)  rel %.2e  unwritten %llu  %s\n", v.name, us, us / first,
+                us - first, verdict.rel, verdict.nonfinite, verdict.ok() ? "ok" : "WRONG");
+    all_ok = all_ok && verdict.ok();
+  }
+  return all_ok;
 }
 
 // One engine GEMM's operands on GPU 0, C [m, n] = A [m, k] . B [n, k]^T in 128 x 256 tiles: A (the
