@@ -137,7 +137,7 @@ class ExchangeEpilogue : public RoutedEpilogue<Cfg, Hooks> {
   // stages its whole half-tile for the peers at once (ring boxes 0 .. kOutBoxes - 1 of its share)
   // and lands every box of a peer's partial at once (the next kOutBoxes). Through the two staging
   // buffers, box b + 2 of the receive would wait for box b's store to read its buffer and then for
-  // its own load: two more TMA load latencies in the tail (bench/DECISIONS.md, "The 256-wide
+  // its own load: two more TMA load latencies in the tail (bench/DECISIONS.md, "The one-wave
   // exchange stages in the ring"). Otherwise the steps of send_tile, settle and the receive.
   __device__ __forceinline__ void exchange_at_once(float (&acc)[Cfg::kTileN / 2], const Tile& t) {
     const auto& p = this->p_;

@@ -162,7 +162,7 @@ struct CeScatterHooks : RoutedHooks {
   // route fixed at compile time and the kind built without receiving; own tiles (1) keep route()
   // (this rank's out, or every rank's in the direct bands) and receive the peers' partials. The
   // all-reduce's structure is ~4-7 us shorter for it at (4096, 14336, 4096), although its 256-wide
-  // kernels spill 44 bytes (bench/DECISIONS.md, "Compile-time routes for the copy-engine kernels").
+  // kernels spill 44 bytes (bench/DECISIONS.md, "Copy-engine kernels choose their destination per phase at compile time").
   static constexpr int kKinds = 2;
   static __device__ __forceinline__ int kind(const State& s, const gemm::TileCoord& t) { return own(s, t) ? 1 : 0; }
   // (kind_route and kind_map serve kind 0 only: kind 1 routes at run time, kKindRouted.)
@@ -238,7 +238,7 @@ struct CeScatterHooks : RoutedHooks {
 
   // Every chunk's count goes out as soon as its stores are complete, not a tile later: the side
   // streams copy a chunk only once it is counted, and all-reduce's last chunks are the kernel's tail
-  // (bench/DECISIONS.md, "Chunk counts go out during the next tile's math"). Nothing this CTA loads
+  // (bench/DECISIONS.md, "Chunk counts go out at k-block 2/8 of the next tile"). Nothing this CTA loads
   // next waits for these counts.
   static __device__ __forceinline__ bool settle_with_math(const State&, const gemm::TileCoord&) { return true; }
   // The leader's wait for the stores to complete stalls its warpgroup's next wgmma; a quarter of the
@@ -296,7 +296,7 @@ struct CeScatterHooks : RoutedHooks {
 //   kind 1  own tiles: added into this rank's out (own_out_map: out[rank] at a fixed parameter
 //           offset).
 // A route chosen at run time, even one that always picked the same map, cost the kernel ~8 us at
-// (4096, 14336, 4096) (bench/DECISIONS.md, "Compile-time routes for the copy-engine kernels").
+// (4096, 14336, 4096) (bench/DECISIONS.md, "Copy-engine kernels choose their destination per phase at compile time").
 // (CeScatterHooks' own tiles, which receive partials and may go to several outs, keep route() in
 // their kind.)
 struct CeIntoOutHooks : CeScatterHooks {

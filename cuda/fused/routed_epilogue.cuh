@@ -12,8 +12,8 @@
 //               added (kKindAdds<K>), at kind_route<K>()'s row_offset, signalling as its signal
 //               says: no run-time choice of map or operation is left inside it. A route chosen at
 //               run time, even one that always picked the same map, cost the copy-engine
-//               reduce-scatter ~8 us at (4096, 14336, 4096) (bench/DECISIONS.md, "Compile-time
-//               routes for the copy-engine kernels").
+//               reduce-scatter ~8 us at (4096, 14336, 4096) (bench/DECISIONS.md, "Copy-engine
+//               kernels choose their destination per phase at compile time").
 //   received    with kAddsReceived, what other ranks contributed to the tile is added to the fp32
 //               accumulators before it is rounded, so it is rounded once: either the policy fetches
 //               it (received_sources(t) > 0: for each box and source 0..sources-1, the box at (the

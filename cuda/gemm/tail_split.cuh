@@ -8,8 +8,8 @@
 // and share A rows and B columns in L2 as a normal wave does. (A head and a rest per tile, for a last
 // wave more than half full, was no faster than the balanced grid: removed, gemm.h.)
 // (Contiguous stream-K ranges, one per CTA, staggered every CTA's K offset: 7% slower at AG (8192,
-// 8192, 28672), where nothing a CTA read was in L2 for the next; bench/DECISIONS.md, "A split tail,
-// not stream-K".)
+// 8192, 28672), where nothing a CTA read was in L2 for the next; bench/DECISIONS.md, "The last wave
+// splits into equal K pieces in one round, or not at all".)
 //
 // Fixup, with no wait: every piece writes its fp32 partial into its own slot (the unit's index),
 // then counts itself in the tile's count; the piece that brings the count to `pieces` adds the other
