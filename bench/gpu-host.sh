@@ -9,6 +9,8 @@
 #         pytest -> pip install ./ffi/python, then REQUIRE_GPU=1 pytest ffi/python/tests;
 #         mlp -> examples/torch_tp_mlp.py with 2 ranks on GPU 0; mlp2 -> the same under torchrun (2 GPUs);
 #         NAME.cu -> bench/NAME.cu built with nvcc (linked against build/libweft.so) and run;
+#         ladder/NAME.cu -> bench/ladder/NAME.cu built against the library's headers (cuda/,
+#         ffi/include; never linked with libweft.so) and run (bench/ladder/README.md);
 #         anything else -> bun bench/<name>.ts (repro/rank-spread: bench/repro/rank-spread.ts)
 # A step may carry its own bound in seconds, `test:150`; STEP_TIMEOUT (default 300) bounds the rest. GPU-side waits are bounded by WEFT_COMM_TIMEOUT_MS
 # (3 s here), so a broken peer fails fast.
@@ -59,6 +61,10 @@ for spec in "$@"; do
     mlp) timeout "$T" python3 examples/torch_tp_mlp.py --local-ranks 2 > "$log" 2>&1; step_rc "$step" $?; tail -8 "$log" ;;
     mlp2) TORCHRUN=$(command -v torchrun || echo "python3 -m torch.distributed.run")
           timeout "$T" $TORCHRUN --nproc-per-node=2 examples/torch_tp_mlp.py > "$log" 2>&1; step_rc "$step" $?; tail -8 "$log" ;;
+    ladder/*.cu) bin="$LOGS/$(basename "$step" .cu)"
+          nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++20 --expt-relaxed-constexpr -I ffi/include -I cuda \
+            -o "$bin" "bench/$step" > "$log" 2>&1 && timeout "$T" "$bin" >> "$log" 2>&1
+          step_rc "$step" $?; rm -f "$bin"; tail -40 "$log" ;;
     *.cu) bin="$LOGS/$(basename "$step" .cu)"
           nvcc -arch=sm_90a -O3 -std=c++17 -I ffi/include -o "$bin" "bench/$step" -L build -lweft \
             -Xlinker -rpath -Xlinker "$PWD/build" > "$log" 2>&1 && timeout "$T" "$bin" >> "$log" 2>&1

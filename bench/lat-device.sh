@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
-# bench/lat-device.sh — one call on the GPU host for the 8 KiB latency work (bench/DECISIONS.md,
-# "Small collectives launch through a one-kernel CUDA graph, rewritten ahead"): launch paths A/B in alternating worker pairs (graph, the default, against driver),
-# the staged kernel's phase stamps, the floors probe (build/latency-probe, built from
-# bench/latency-probe.cu), the communicator and TP tests, then the NCCL comparison table.
+# bench/lat-device.sh — one call on the GPU host for the 8 KiB latency work: the awaited latency
+# in two passes, the floors probe (build/latency-probe, built from bench/latency-probe.cu), the
+# communicator and TP tests, then the NCCL comparison table.
 #   bash .gpu/enter.sh bash bench/lat-device.sh
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -11,13 +10,9 @@ mkdir -p "$OUT"
 nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw --format=csv > "$OUT/host.txt" 2>&1
 {
   for pass in 1 2; do
-    echo "=== pass $pass: graph launch (default)"
+    echo "=== pass $pass"
     ROUNDS=${ROUNDS:-4} timeout 25 bun bench/latency.ts
-    echo "=== pass $pass: WEFT_COLLECTIVE_LAUNCH=driver"
-    WEFT_COLLECTIVE_LAUNCH=driver ROUNDS=${ROUNDS:-4} timeout 25 bun bench/latency.ts
   done
-  echo "=== stamps (runSync only)"
-  WEFT_COLLECTIVE_STAMPS=1 LAT_VARIANTS=runSync ROUNDS=2 timeout 25 bun bench/latency.ts
 } > "$OUT/lat.log" 2>&1
 [ -x build/latency-probe ] && timeout 20 ./build/latency-probe > "$OUT/probe.txt" 2>&1
 rc=0

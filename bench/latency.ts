@@ -3,7 +3,6 @@
 //
 //   bun bench/latency.ts                      (2 GPUs; prints p50 / p99 / min per variant and rank)
 //   LAT_VARIANTS=run,runSync ROUNDS=4 bun bench/latency.ts
-//   WEFT_COLLECTIVE_STAMPS=1 bun bench/latency.ts     (adds the kernel's phase times)
 // bench/collectives.ts runs it too, after its NCCL comparison.
 import { join } from "node:path";
 

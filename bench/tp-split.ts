@@ -5,14 +5,9 @@
 //   gemm+done   the same launch publishing a completion, as every plan's kernel does
 //   gemm tile   our GEMM at the op's tile width, where the GEMM's own heuristic picks another (decode
 //               M = 512: 256-wide tiles in one wave against its 128-wide two)
-//   no comm     the fused kernel with no peer traffic and no waits (WEFT_TP_SCATTER_VARIANT 3, or 4 for
-//               the copy-engine mover): its structure (hooks, routing, tile order)
+//   gemm+done sym out / sym all   the GEMM with its output (and operands) in the symmetric heap
 //   op          the fused op
-// with the copy-engine mover (reduce-scatter), between "no comm" (4) and the op:
-//   counts      + the chunk counts (variant 3)
-//   local only  + the received partials' L2 prefetch and the epilogue's adds (variant 1: no copies,
-//               no waits)
-//   plain order "no comm" in the plain GEMM's tile order (variant 5: not rotated by a shard)
+//   op band N   the op with tile-order bands of N tile rows (--bands)
 // and for the reduce-scatter / all-reduce cases with M >= 1024 (not with --no-bound), the best any
 // copy-engine design could do, timed in a set of its own: our GEMM on each rank's stream while a
 // side stream copies the bytes that design must move to the other ranks (no dependency between the
@@ -20,16 +15,13 @@
 //   copies rs / ar       the copies alone: (W-1)/W of M x N bf16 per rank (reduce-scatter's
 //                        partials), twice that for all-reduce (partials, then the final rows)
 //   gemm ‖ copies rs/ar  both at once; each stream's own loop time, the slower stream counts
-// and, where the register exchange applies (m <= 32):
-//   no exchange the fused kernel, each rank storing its own partial (variant 10)
-//   loopback    the register exchange into this rank's own region (variant 11): its cost without
-//               NVLink or the other rank
 //
 //   bun bench/tp-split.ts [--cases decode,rs,ar,ar-ce] [--shapes 4096x14336x4096,...] [--decode-m 16,128,512] [--samples 15] [--loop-ms 2]
-//       [--variants gemm,gemm+done,...] [--serial] [--cold] [--rest-ms 0] [--devices 0,1] [--also name:VAR=VALUE+...]
-//       [--bands 4,16] [--no-bound]
+//       [--variants gemm,gemm+done,...] [--serial] [--cold] [--rest-ms 0] [--devices 0,1] [--bands 4,16] [--no-bound]
 //
-// So: done = (gemm+done) - gemm, structure = (no comm) - (gemm+done), traffic = op - (no comm).
+// So: done = (gemm+done) - gemm, fused = op - (gemm+done): the fused kernel's structure and its
+// traffic together. (The stage-out variants that split those two apart were kernels that computed
+// wrong sums by design; they are no longer built into the library.)
 // One JSON line per case on stdout (and $OUT/split.jsonl), plus each variant's host µs per launch:
 // a loop whose host time nears its GPU time measures the host.
 import { appendFileSync } from "node:fs";
@@ -43,7 +35,6 @@ import { gemmConfigFor, packGemmParams, planGemm } from "../lib/ops/gemm.ts";
 import { TpPlan, type TpConfig } from "../lib/ops/tp.ts";
 import { Stream } from "../lib/stream.ts";
 import { Tensor } from "../lib/tensor.ts";
-import { setNativeEnv } from "../test/support/native-env.ts";
 import { RankTiming } from "./support/rank-timing.ts";
 import { ScatterCase, type ScatterOp } from "./support/scatter-case.ts";
 
@@ -52,13 +43,13 @@ const opt = (name: string, fallback: string) => (args.includes(name) ? args[args
 const groups = opt("--cases", "decode,rs").split(",");
 const SAMPLES = Number(opt("--samples", "15"));
 const LOOP_MS = Number(opt("--loop-ms", "2"));
-// --variants gemm,no%20comm: only these (under ncu, which serializes kernels: the variants that wait for
-// the other rank would time out; the variant check below, which launches the op, is skipped too).
+// --variants gemm,gemm%2Bdone: only these (under ncu, which serializes kernels, the op waits for the
+// other rank until it times out: leave it out there).
 // --serial: an event recorded after every launch, so that no kernel overlaps its predecessor
 // (programmatic dependent launch off): per-launch time without the chain's overlap.
 const serial = args.includes("--serial");
-// --cold: every loop starts from an idle GPU, its first launch's host enqueue timed too (the earlier
-// protocol: RankTiming, lead).
+// --cold: every loop starts from an idle GPU, its first launch's host enqueue timed too (RankTiming,
+// lead off).
 const cold = args.includes("--cold");
 // --rest-ms R: the GPUs idle R ms before every loop (default 0: back to back, at the card's power cap;
 // tp.ts rests 2).
@@ -83,14 +74,6 @@ timing.lead = !cold && !only;
 timing.restMs = REST_MS;
 const completions = devices.map((d) => Completion.create(d, { slots: 64 }));
 
-// --also at4:WEFT_TP_CE_COUNT_AT=4+late:WEFT_TP_CE_COUNT=late: the op again, planned under these
-// native environment settings (A/B of a planner knob in one process; ';' joins several settings).
-const also = (args.includes("--also") ? opt("--also", "") : "").split("+").filter(Boolean).map((spec) => {
-  const [name, settings] = spec.split(":");
-  const env = (settings ?? "").split(";").filter(Boolean).map((kv) => kv.split("=") as [string, string]);
-  if (!name || env.length === 0 || env.some((kv) => kv.length !== 2)) throw new Error(`--also ${spec}: expected name:VAR=VALUE[;VAR=VALUE]`);
-  return { name, env };
-});
 // --bands 4,16: the op again with these tile-order bands (TpConfig.groupM), as "op band N".
 const bands = opt("--bands", "").split(",").filter(Boolean).map(Number);
 // --shapes 4096x8192x8192,...: the rs / ar / ar-ce cases' shapes (default 4096x14336x4096).
@@ -112,22 +95,11 @@ for (const { op, shape, mover } of CASES) {
   const { a, b, k } = kase;
   const keep = <T extends { dispose(): void }>(t: T): T => kase.keep(t);
   try {
-    const outs = new Map<TpPlan[], Tensor[]>();
-    const fused = (variant: number, moverOverride?: "ctas", env: [string, string][] = [], groupM?: number) => {
-      const m = moverOverride ?? mover;
-      const config: TpConfig = { path: "fused", ...(m ? { mover: m } : {}), ...(groupM ? { groupM } : {}) };
-      setNativeEnv("WEFT_TP_SCATTER_VARIANT", variant ? String(variant) : undefined);
-      for (const [k, v] of env) setNativeEnv(k, v);
-      try {
-        const { out, plans } = kase.plans(config);
-        outs.set(plans, out);
-        return plans;
-      } finally {
-        setNativeEnv("WEFT_TP_SCATTER_VARIANT", undefined);
-        for (const [k] of env) setNativeEnv(k, undefined);
-      }
+    const fused = (groupM?: number) => {
+      const config: TpConfig = { path: "fused", ...(mover ? { mover } : {}), ...(groupM ? { groupM } : {}) };
+      return kase.plans(config).plans;
     };
-    const opPlans = fused(0);  // (created even when not timed: the row reports its path)
+    const opPlans = fused();  // (created even when not timed: the row reports its path)
     // With --variants, only what is timed is created (every plan holds a workspace in the heap).
     const want = (name: string) => !only || only.includes(name);
     const variants: { name: string; issue: () => void }[] = [];
@@ -167,42 +139,8 @@ for (const { op, shape, mover } of CASES) {
       });
       variants.push({ name: "gemm+done sym out", issue: launchGemm(outOnly) }, { name: "gemm+done sym all", issue: launchGemm(symParams) });
     }
-    addFused("no comm", () => fused(mover === "copyEngine" ? 4 : 3));
     if (want("op")) variants.push({ name: "op", issue: () => TpPlan.launchAll(opPlans) });
-    for (const { name, env } of also) addFused(name, () => fused(0, undefined, env));
-    for (const g of bands) addFused(`op band ${g}`, () => fused(0, undefined, [], g));
-    if (mover === "copyEngine") {
-      // The copy-engine mover's steps between "no comm" (4) and the op: + the chunk counts (3),
-      // + the received partials' prefetch and adds (1: every local step, no copies, no waits).
-      addFused("counts", () => fused(3));
-      addFused("local only", () => fused(1));
-      addFused("plain order", () => fused(5));
-    }
-    if (op === "gemmAllReduce" && M <= 32 && (want("no exchange") || want("loopback"))) {
-      const none = fused(10), loop = fused(11);
-      variants.push({ name: "no exchange", issue: () => TpPlan.launchAll(none) }, { name: "loopback", issue: () => TpPlan.launchAll(loop) });
-      // A variant the planner did not take would be the op itself, timed under another name: each
-      // rank's sum without the peer's partial must differ from the op's. (Not with --variants: under
-      // ncu, which serializes kernels, the op's launch would wait for the other rank forever.)
-      for (const v of only || W === 1 ? [] : [none, loop]) {
-        for (const plans of [opPlans, v]) outs.get(plans)!.forEach((t) => t.fill(NaN));
-        TpPlan.launchAll(opPlans);
-        TpPlan.launchAll(v);
-        streams.forEach((st) => st.synchronize());
-        const rel = timing.relError(outs.get(v)![0]!, outs.get(opPlans)![0]!, 0);
-        if (!(rel > 0.1)) throw new Error(`M = ${M}: variant plan's output matches the op's (rel ${rel}): WEFT_TP_SCATTER_VARIANT was not applied`);
-      }
-    }
-    if (op === "gemmAllReduce" && M <= 512 && want("ctas no comm")) {
-      // The same stage left out with the other kernel (the owner scheme's hooks): is the cost the
-      // exchange hooks' or every fused kernel's?
-      try {
-        const ctas = fused(3, "ctas");
-        variants.push({ name: "ctas no comm", issue: () => TpPlan.launchAll(ctas) });
-      } catch (e) {
-        console.error(`M = ${M}: no ctas-mover plan: ${(e as Error).message}`);
-      }
-    }
+    for (const g of bands) addFused(`op band ${g}`, () => fused(g));
     if (only) variants.splice(0, variants.length, ...variants.filter((v) => only.includes(v.name)));
     const ms = timing.timeAll(variants.map((v) => v.issue), SAMPLES, LOOP_MS, 400);
     const us = Object.fromEntries(variants.map((v, i) => [v.name, +(ms[i]! * 1e3).toFixed(2)]));
@@ -210,14 +148,12 @@ for (const { op, shape, mover } of CASES) {
     const c = opPlans[0]!.choice;
     const diff = (x: string, y: string) => (us[x] !== undefined && us[y] !== undefined ? +(us[x]! - us[y]!).toFixed(2) : undefined);
     const row = { op, M, N, K, path: `${c.path} ${c.tileN} ${c.mover}`, restMs: REST_MS, us, hostUs: host,
-      split: { done: diff("gemm+done", "gemm"), structure: diff("no comm", "gemm+done"), traffic: diff("op", "no comm"),
-        counts: diff("counts", "no comm"), adds: diff("local only", "counts"), copies: diff("op", "local only") } };
+      split: { done: diff("gemm+done", "gemm"), fused: diff("op", "gemm+done") } };
     console.log(JSON.stringify(row));
     if (process.env.OUT) appendFileSync(join(process.env.OUT, "split.jsonl"), JSON.stringify(row) + "\n");
     if (bound && W > 1 && M >= 1024) {
-      // Our GEMM, and the fused kernel's stage-out variants that move nothing (do its local steps make
-      // it slower beside the same traffic than the GEMM is?).
-      const computes = variants.filter((v) => ["gemm", "no comm", "counts", "local only"].includes(v.name));
+      // Our GEMM beside the traffic a copy-engine design must move.
+      const computes = variants.filter((v) => v.name === "gemm");
       const b = { op: "bound", M, N, K, ...overlapBound(computes.map((v) => [v.name, v.issue] as [string, () => void]), M, N) };
       console.log(JSON.stringify(b));
       if (process.env.OUT) appendFileSync(join(process.env.OUT, "split.jsonl"), JSON.stringify(b) + "\n");

@@ -89,6 +89,8 @@ export const symbols = {
   weft_transport_host_alloc: { args: [T.u64 /* bytes */, T.ptr /* void** host */, T.ptr /* void** device */], returns: T.i32 },
   weft_transport_host_free: { args: [T.ptr /* host */], returns: T.i32 },
   weft_transport_counters: { args: [T.ptr /* WeftTransportCounters* */], returns: T.i32 },
+  // Test support: every `every`th data write dropped (0: off); never called by lib/.
+  weft_testing_transport_drop_writes: { args: [T.ptr /* WeftTransport* */, T.u64 /* every */], returns: T.i32 },
   weft_proxy_start: { args: [T.ptr /* transport */, T.ptr /* const WeftProxyParams* */, T.ptr /* WeftProxy** */], returns: T.i32 },
   weft_proxy_stop: { args: [T.ptr /* WeftProxy* */], returns: T.i32 },
   weft_proxy_push: { args: [T.ptr /* proxy */, T.ptr /* const WeftProxyCommand* */, T.u32 /* count */, T.u32 /* timeout_ms */, T.ptr /* uint64_t* first_ticket */], returns: T.i32 },

@@ -2,18 +2,16 @@
 // (config.maxCtas = the SM count) and cuBLASLt, one GPU, variants interleaved sample by sample, 2 ms of idle
 // GPU before every sample (tp.ts's rest), ~1 ms back-to-back loops behind one untimed launch. Every
 // variant's output is checked against cuBLAS's after timing. --ag also times the fused all-gather
-// kernel on one rank (M x N x K: a [M, K], b [K, N]) both ways (WEFT_GEMM_BALANCED=0 for every SM).
+// kernel on one rank (M x N x K: a [M, K], b [K, N]) as the planner sizes it, beside our GEMM.
 //   bun bench/repro/ctas.ts [--samples 15] [--shapes MxNxK[t][@tile],...] [--configs JSON] [--ag MxNxK,...]
 // A shape ending in t has b [N, K] (transB); otherwise b [K, N] as the tp ops use it. @256 / @128
-// forces the tile width. (bench/DECISIONS.md, "The grid is the fewest CTAs that keep the fewest
-// rounds", has what it measured.)
+// forces the tile width.
 import { cublasLtGemmSync } from "../../lib/baselines/cublaslt.ts";
 import { deviceInfo } from "../../lib/device.ts";
 import { check, native } from "../../lib/native.ts";
 import { gemmSync, type GemmConfig } from "../../lib/ops/gemm.ts";
 import { Stream } from "../../lib/stream.ts";
 import { Tensor } from "../../lib/tensor.ts";
-import { setNativeEnv } from "../../test/support/native-env.ts";
 import { median, RankTiming } from "../support/rank-timing.ts";
 
 const args = process.argv.slice(2);
@@ -82,8 +80,7 @@ for (const spec of shapes) {
   [a, b, ref, ...outs].forEach((t) => t.dispose());
 }
 
-// The fused all-gather kernel on one rank: the same local GEMM through AgHooks, plans made under each
-// setting (the planner reads WEFT_GEMM_BALANCED when it sizes the grid).
+// The fused all-gather kernel on one rank: the same local GEMM through AgHooks.
 const agShapes = opt("--ag", "").split(",").filter(Boolean);
 if (agShapes.length > 0) {
   const { Communicator } = await import("../../lib/index.ts");
@@ -93,22 +90,13 @@ if (agShapes.length > 0) {
     const a = Tensor.empty([m, k], "bf16", { device: 0 }).fillRandom(3);
     const b = Tensor.empty([k, n], "bf16", { device: 0 }).fillRandom(4);
     const ref = Tensor.empty([m, n], "bf16");
-    // Plans: the planner's choice; every SM (with the split tail where one is planned); no split tail
-    // (so the balanced grid).
-    const made = [["1", undefined], ["0", undefined], ["1", "0"]].map(([env, tail]) => {
-      setNativeEnv("WEFT_GEMM_BALANCED", env);
-      setNativeEnv("WEFT_TP_TAIL_SPLIT", tail);
-      const out = comm!.empty([m, n], "bf16");
-      const plan = comm!.allGatherGemm({ a, b, out, config: { path: "fused" } });
-      return { env, out, plan };
-    });
-    setNativeEnv("WEFT_GEMM_BALANCED", undefined);
-    setNativeEnv("WEFT_TP_TAIL_SPLIT", undefined);
+    const agOut = comm!.empty([m, n], "bf16");
+    const made = [{ out: agOut, plan: comm!.allGatherGemm({ a, b, out: agOut, config: { path: "fused" } }) }];
     const cs = comm!.stream;
     const commTiming = new RankTiming([cs]);
     commTiming.restMs = 2;
     const loop = (issue: () => void, iters: number) => commTiming.loopMs(issue, iters);
-    // Our plain GEMM of the same problem, interleaved with the plans (under each setting).
+    // Our plain GEMM of the same problem, interleaved with the plan.
     const plainOut = Tensor.empty([m, n], "bf16");
     const heapOut = comm!.empty([m, n], "bf16");
     const plain = [undefined, { maxCtas: SMS }, undefined].map((config, i) => () => {
@@ -129,7 +117,7 @@ if (agShapes.length > 0) {
     cublasLtGemmSync(a, b, ref, { stream: cs });
     const errs = made.map(({ out, plan }) => { out.fill(NaN); plan.runSync(); cs.synchronize(); return rel(out, ref); });
     console.log(JSON.stringify({ ag: spec, gemmCtas: made.map((x) => x.plan.choice.gemmCtas),
-      us: Object.fromEntries(["ag", "ag every SM", "ag no split", "gemm", "gemm every SM", "gemm out in heap", "gemm+done"]
+      us: Object.fromEntries(["ag", "gemm", "gemm every SM", "gemm out in heap", "gemm+done"]
         .map((name, i) => [name, +(median(times[i]!) * 1e3).toFixed(2)])),
       ratio: +(median(times[0]!) / median(times[1]!)).toFixed(4),
       rel: errs.map((e) => +e.toExponential(2)) }));

@@ -10,12 +10,8 @@
 //   run: plan.run() awaited (defaults: no eager spin, the ticker's 3 µs turns)
 //   run+eager: the same with a 20 µs eager spin (CommunicatorOptions.eagerSpinMicros, opt-in)
 //   allReduce: `await comm.allReduce(x, y)`, the unprepared call (packs a plan each time)
-// With WEFT_COLLECTIVE_STAMPS=1 the runSync variant also reads the kernel's phase times from the
-// completion's reason word (cuda/collectives/all_reduce.cu): stamp.stored / .flagged / .seen /
-// .summed, µs since the kernel's start at the device's nominal clock.
 import { rankEnvFromProcess, Store } from "../../lib/bootstrap.ts";
 import { Communicator } from "../../lib/comm.ts";
-import { deviceInfo } from "../../lib/device.ts";
 import { native } from "../../lib/native.ts";
 
 const env = rankEnvFromProcess();
@@ -24,18 +20,13 @@ const comm = await Communicator.create(store, env, env.localRank, { heapBytes: 6
 const x = comm.empty([4096], "bf16").fillRandom(env.rank + 1);
 const y = comm.empty([4096], "bf16");
 const plan = comm.prepare.allReduce(x, y);
-const completion = Communicator.internals(comm).completion;
 const BLOCK = Number(process.env.BLOCK ?? 1000);
 const ROUNDS = Number(process.env.ROUNDS ?? 6);
-const stamps = process.env.WEFT_COLLECTIVE_STAMPS === "1";
-const cyclesPerUs = deviceInfo(comm.device).clockKHz / 1000;
 const defaultEager = comm.eagerSpinMicros;
 
 const symbols = native() as unknown as Record<string, (...a: unknown[]) => number>;
 const rawCollective = symbols.weft_collective!;
 const ffiTimes: number[] = [];
-const STAMPS = ["stamp.stored", "stamp.flagged", "stamp.seen", "stamp.summed"];
-const stampTimes: Record<string, number[]> = Object.fromEntries(STAMPS.map((k) => [k, []]));
 const abiOut = new Int32Array(1);
 
 interface Variant {
@@ -76,12 +67,7 @@ const variants: Record<string, Variant> = {
       const t0 = performance.now();
       const seq = plan.launch();
       plan.wait(seq);
-      const dt = performance.now() - t0;
-      if (stamps) {
-        const w = completion.reasonWord(seq);
-        STAMPS.forEach((k, i) => stampTimes[k]!.push((Number((w >> BigInt(16 * i)) & 0xffffn) * 4) / cyclesPerUs));
-      }
-      return dt;
+      return performance.now() - t0;
     },
   },
   run: {
@@ -128,7 +114,6 @@ for (let round = 0; round < ROUNDS; round++) {
   }
 }
 if (ffiTimes.length > 0) samples["launch.ffi"] = ffiTimes;
-if (stamps) Object.assign(samples, stampTimes);
 const out: Record<string, { p50: number; p99: number; min: number; samples: number }> = {};
 for (const [name, t] of Object.entries(samples)) {
   t.sort((a, b) => a - b);

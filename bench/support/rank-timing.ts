@@ -1,4 +1,4 @@
-// rank-timing.ts — how bench/tp.ts, tp-stages.ts and tp-split.ts time and check launches that span
+// rank-timing.ts — how bench/tp.ts and tp-split.ts time and check launches that span
 // the ranks of one process (one stream per rank): CUDA-event time of back-to-back loops (the slower
 // rank counts), variants alternated sample by sample (the card's clocks drift under its power cap),
 // the host's time per launch, and an output's relative error.

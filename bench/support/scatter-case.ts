@@ -1,5 +1,5 @@
-// scatter-case.ts — one GEMM + reduce-scatter / all-reduce case of bench/tp-split.ts and
-// bench/tp-stages.ts, every rank in one process: the random operands of shape (M, N, K) sharded over
+// scatter-case.ts — one GEMM + reduce-scatter / all-reduce case of bench/tp-split.ts, every rank
+// in one process: the random operands of shape (M, N, K) sharded over
 // K, the plans of any config over them (each with its own symmetric out), and everything they own,
 // released together.
 import type { Communicator } from "../../lib/comm.ts";
@@ -33,8 +33,7 @@ export class ScatterCase {
     return t;
   }
 
-  /** Every rank's plan of the op under `config` (the planner reads WEFT_TP_* at this call), each
-   * writing a fresh symmetric out. */
+  /** Every rank's plan of the op under `config`, each writing a fresh symmetric out. */
   plans(config: TpConfig): { out: Tensor[]; plans: TpPlan[] } {
     const out = this.#comms.map((c) => this.keep(c.empty([this.outRows, this.shape[1]], "bf16")));
     const plans = this.#comms.map((c, r) => {

@@ -50,21 +50,7 @@ __device__ __forceinline__ char* staged_data(const Args& a, const Shared& s, uin
          (uint64_t(parity) * a.world + writer) * a.layout.staged_bytes;
 }
 
-// Phase times for Args::kStamps: four 16-bit counts of 4 SM cycles since the kernel's start
-// (saturated): the CTA's stores to the peers issued, the first peer's flag released (those
-// stores fenced), that peer's flag seen, the sum stored.
-__device__ __forceinline__ uint64_t pack_stamps(const long long (&t)[4]) {
-  uint64_t w = 0;
-  for (int i = 0; i < 4; ++i) {
-    const long long v = t[i] / 4;
-    w |= uint64_t(v < 0 ? 0 : v > 0xffff ? 0xffff : v) << (16 * i);
-  }
-  return w;
-}
-
 __global__ void __launch_bounds__(Config::kThreads, 1) all_reduce_staged_kernel(const __grid_constant__ Args a) {
-  const long long t0 = clock64();
-  __shared__ long long stamp[4];
   const Shared s = cta_setup(a);
   const uint32_t parity = uint32_t(a.epoch & 1);
   uint64_t begin, len;
@@ -78,14 +64,10 @@ __global__ void __launch_bounds__(Config::kThreads, 1) all_reduce_staged_kernel(
   const bool is_peer = p < a.world && p != a.rank;
   if (is_peer) write_desc(staged_desc(a, s, p, parity, a.rank), describe(a, p));
   __syncthreads();
-  const bool first_peer = p == (a.rank + 1) % a.world && p != a.rank;
-  if (first_peer) stamp[0] = clock64() - t0;
   // Release, cumulative through the barrier: the CTA's slice and the descriptor before the flag.
   if (is_peer) sys::signal_store(&staged_desc(a, s, p, parity, a.rank)->epoch, a.epoch);
-  if (first_peer) stamp[1] = clock64() - t0;
   bool failed = false;
   if (is_peer) failed = !await_desc(a, s, staged_desc(a, s, a.rank, parity, p), p, WEFT_STAGE_STAGED);
-  if (first_peer) stamp[2] = clock64() - t0;
   const bool any_failed = __syncthreads_or(failed);
   if (!any_failed) {
     with_float_type(a.dtype, [&](auto tag) {
@@ -94,16 +76,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) all_reduce_staged_kernel(
                  a.world, [&](uint32_t) { return a.out + at; }, 1, len, cta_workers());
     });
   }
-  uint64_t stamps = 0;
-  if ((a.flags & kStamps) && a.world > 1) {
-    __syncthreads();
-    if (threadIdx.x == 0) {  // the thread that publishes
-      stamp[3] = clock64() - t0;
-      stamps = pack_stamps(stamp);
-    }
-  }
   // Every wait of this kernel reports through `failed`: a CTA that saw none recorded none.
-  cta_finish(a, !any_failed, stamps);
+  cta_finish(a, !any_failed);
 }
 
 }  // namespace

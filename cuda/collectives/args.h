@@ -108,12 +108,7 @@ struct Args {
   const uint64_t* a2a;  // all-to-all, device [4][world]: send_off, send_count, recv_off, recv_count
   Layout layout;
   CompletionWords completion;
-  uint32_t flags;  // kStamps
 };
-
-// Args::flags. kStamps: the staged all-reduce of one CTA writes its phase times (SM cycles) into
-// the completion's reason word on success (bench/NOTES-collectives.md, latency breakdown).
-constexpr uint32_t kStamps = 1;
 
 // The kernel a call runs and its launch shape; ffi/src/comm/collectives.cpp launches it with the
 // Args as its one parameter (through the driver API, with the function handle cached).

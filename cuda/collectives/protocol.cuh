@@ -16,8 +16,7 @@
 //     completion word (rank, peer, stage, field) and the CTA skips to cta_finish().
 //   - cta_finish() is the last call of every CTA; the last one publishes the op's sequence number.
 //     A kernel of one CTA that knows it recorded no failure says so (`clean`): the publish then
-//     skips reading the failure flag, one dependent memory round trip off the latency path, and
-//     may carry a diagnostic word (`stamps`, Args::kStamps) into the reason word.
+//     skips reading the failure flag, one dependent memory round trip off the latency path.
 //   - Epoch rule: no word is ever reset. Launch e waits for values >= e; the host gives every
 //     launch on a communicator the next epoch, identically on every rank.
 #pragma once
@@ -49,7 +48,7 @@ __device__ inline char* on_rank(const Args& a, const Shared& s, uint32_t rank, c
 __device__ inline bool cta_enter(const Args& a, const Shared& s);
 template <class SignalTo, class WaitFor>
 __device__ inline bool cta_leave(const Args& a, const Shared& s, SignalTo signal_to, WaitFor wait_for);
-__device__ inline void cta_finish(const Args& a, bool clean = false, uint64_t stamps = 0);
+__device__ inline void cta_finish(const Args& a, bool clean = false);
 
 // Pieces the staged (one-shot) path assembles itself.
 __device__ inline PairDesc describe(const Args& a, uint32_t peer);

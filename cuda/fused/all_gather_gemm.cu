@@ -23,6 +23,7 @@
 #include "fused/fused.h"
 #include "fused/launch.cuh"
 #include "gemm/kernel.cuh"
+#include "gemm/tail_split.cuh"
 
 namespace weft::fused {
 
@@ -86,6 +87,19 @@ class AgScheduler {
   int32_t tiles_n_, unit_;
 };
 
+// A: this rank's own tiles straight from its rows (AgState::a_local), the peers' from the landing
+// buffer (KernelParams::a) at the tile's own row.
+template <class Cfg>
+struct AgSource : gemm::TmaA<Cfg> {
+  template <class P>
+  __device__ __forceinline__ AgSource(const P& p, const gemm::TileCoord& t) : gemm::TmaA<Cfg>(p, t) {
+    const AgState& s = p.hooks;
+    if (t.m0 / s.m_shard != s.rank) return;
+    this->map = &s.a_local;
+    this->row = t.m0 - s.rank * s.m_shard;
+  }
+};
+
 struct AgHooks : gemm::DefaultHooks {
   using State = AgState;
   // The last chunk seen complete: the next tiles of the same chunk need no poll.
@@ -95,18 +109,16 @@ struct AgHooks : gemm::DefaultHooks {
   };
   template <class Cfg>
   using Scheduler = AgScheduler<Cfg>;
-  static constexpr bool kTailSplit = true;
+  template <class Cfg>
+  using ASource = AgSource<Cfg>;
+  // The last wave's tiles may come split along K (AgState::tail).
+  template <class Cfg, class H>
+  using Epilogue = gemm::SplitTailEpilogue<Cfg, H>;
   static __device__ __forceinline__ const gemm::TailSplit& tail_split(const State& s) { return s.tail; }
   static __device__ __forceinline__ uint64_t tail_epoch(const State& s) { return s.epoch; }
 
   static __device__ void on_kernel_start(const State& s) {
     if (blockIdx.x == 0 && s.entered) sys::signal_store(s.entered, s.epoch);
-  }
-
-  static __device__ __forceinline__ const CUtensorMap* a_map(const State& s, const gemm::TileCoord& t, int32_t& row) {
-    if (t.m0 / s.m_shard != s.rank) return nullptr;  // the landing buffer, at the tile's own row
-    row = t.m0 - s.rank * s.m_shard;
-    return &s.a_local;
   }
 
   static __device__ __forceinline__ bool before_tile_loads(const State& s, ProducerState& ps, const gemm::TileCoord& t) {

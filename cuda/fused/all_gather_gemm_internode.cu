@@ -83,6 +83,19 @@ class InterAgScheduler {
   int32_t tiles_n_, shard_tiles_, chunk_tiles_, group_, local_rank_, local_size_, node_, nodes_, unit_, stride_, units_;
 };
 
+// A: this rank's own tiles straight from its rows (a_local), the others' from the landing buffer
+// (KernelParams::a) at the tile's own row.
+template <class Cfg>
+struct InterAgSource : gemm::TmaA<Cfg> {
+  template <class P>
+  __device__ __forceinline__ InterAgSource(const P& p, const gemm::TileCoord& t) : gemm::TmaA<Cfg>(p, t) {
+    const InterAgState& s = p.hooks;
+    if (t.m0 / s.m_shard != int32_t(s.inter.rank)) return;
+    this->map = &s.a_local;
+    this->row = t.m0 - int32_t(s.inter.rank) * s.m_shard;
+  }
+};
+
 struct InterAgHooks : gemm::DefaultHooks {
   using State = InterAgState;
   // The last chunk seen complete: the next tiles of the same chunk need no poll.
@@ -92,12 +105,8 @@ struct InterAgHooks : gemm::DefaultHooks {
   };
   template <class Cfg>
   using Scheduler = InterAgScheduler<Cfg>;
-
-  static __device__ __forceinline__ const CUtensorMap* a_map(const State& s, const gemm::TileCoord& t, int32_t& row) {
-    if (t.m0 / s.m_shard != int32_t(s.inter.rank)) return nullptr;  // the landing buffer, at the tile's own row
-    row = t.m0 - int32_t(s.inter.rank) * s.m_shard;
-    return &s.a_local;
-  }
+  template <class Cfg>
+  using ASource = InterAgSource<Cfg>;
 
   static __device__ __forceinline__ bool before_tile_loads(const State& s, ProducerState& ps, const gemm::TileCoord& t) {
     const int32_t src = t.m0 / s.m_shard;

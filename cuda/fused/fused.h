@@ -69,44 +69,6 @@ bool all_gather_gemm_supported(int tile_n);
 
 // ---- GEMM + reduce-scatter / all-reduce (gemm_reduce_scatter.cu, gemm_all_reduce.cu) --------------
 
-// Variants that leave one stage of GEMM + reduce-scatter / all-reduce out, to find what limits it
-// (bench/NOTES-tp.md). Only kScatterFull and kScatterSmSends (another mover for part of the
-// traffic) compute the right result; the others keep the tile order, the flag waits and the final
-// handshake:
-//   kScatterLocalOnly      every store and add goes to this rank's own out (no NVLink data traffic)
-//   kScatterRemoteStores   the peers' adds become plain stores (NVLink write rate vs reduce rate)
-//   kScatterNoComm         plain local stores, no flag waits (the GEMM in the fused tile order)
-//   kScatterNoHandshake    kScatterNoComm without the final done-flag exchange (the ranks decouple)
-//   kScatterPlainOrder     kScatterNoHandshake in the plain GEMM's grouped tile order
-//   (6: the exchange's serial tail, measured in session 5 and removed)
-//   kScatterSmSends        exchange mover only: the first wave too goes out by the SMs' TMA stores,
-//                          not by the copy engines
-//   kScatterTmaExchange    exchange mover only: the TMA exchange where the register exchange would
-//                          apply (m <= 32)
-//   kScatterNoTileWaits    copy-engine mover only: everything moves as in the op, but own tiles never
-//                          wait for the peers' progress words (the polls' and the dependencies' cost;
-//                          the finish still waits)
-//   kScatterNoFinish       exchange mover only: deferred tiles are never finished (wrong sums)
-//   kScatterNoExchange     register exchange only: nothing is sent or received, each rank stores
-//                          its own partial (the fused kernel's own cost; wrong sums)
-//   kScatterLoopback       register exchange only: the flagged words go into this rank's own region,
-//                          where it polls them (the mechanism without NVLink or the other rank)
-//   (12-20: the bare copy-engine kernels of NOTES-tp session 8, commit 3dc3156, removed again)
-enum ScatterVariant : int32_t {
-  kScatterFull = 0,
-  kScatterLocalOnly = 1,
-  kScatterRemoteStores = 2,
-  kScatterNoComm = 3,
-  kScatterNoHandshake = 4,
-  kScatterPlainOrder = 5,
-  kScatterSmSends = 7,
-  kScatterTmaExchange = 8,
-  kScatterNoFinish = 9,
-  kScatterNoExchange = 10,
-  kScatterLoopback = 11,
-  kScatterNoTileWaits = 12,
-};
-
 // The register exchange's layout in one source's slot of a receive region: per 16-row group of a
 // tile (a warp's rows of the wgmma fragment), TileN / 8 16-byte flagged words per lane, word j of
 // the warp's 32 lanes 512 contiguous bytes. Applies at m <= kRegisterExchangeRows when it fits the
@@ -130,7 +92,6 @@ struct ScatterState {
   int32_t group_m;      // band height in tile rows (row ownership), dividing shard_tiles
   int32_t m_shard;      // rows per rank (reduce-scatter)
   int32_t lag;          // rounds between an owner's tile and the same tile at the next rank (OwnerScheduler)
-  int32_t variant;      // ScatterVariant: kScatterFull, or a stage left out (benchmarks only)
   // Copy-engine mover (gemm_scatter_ce.cuh; copy_engine = 1, row ownership only). Chunk c of an
   // owner's shard = tile-row band c / slabs (group_m tile rows) x tile-column slab c % slabs
   // (slab_tiles tile columns): the unit each copy moves and each flag covers.
@@ -146,16 +107,12 @@ struct ScatterState {
   int32_t recv_row0;    // the slot's first row in recv_map (parity x world x m_shard)
   int32_t tile_n;       // columns per tile
   int32_t ld;           // n: row stride of out, staging and recv, in elements
-  int32_t recv_by_tma;  // 1: the epilogue loads received partials by TMA into its staging boxes; 0: 4-byte loads
   // Reduce-scatter with two ranks: the peer, whose copy engines copy its partials of this rank's rows
   // straight into this rank's out; the own tiles then add into out by TMA (cp.reduce.async.bulk)
   // instead of loading that partial into the epilogue. -1: every peer's partials land in the receive
   // slot (all-reduce, whose own tiles' sums go on to the peers; more than two ranks, where one out
   // cannot take two peers' copies).
   int32_t direct_from;
-  // When a half-tile's chunk count goes out: -1 a tile later (the next epilogue); 0..7 with the next
-  // tile's k-block k_blocks * count_at / 8 (0: the first).
-  int32_t count_at;
   // All-reduce: this rank's own tiles from tile row direct_tile_m on (the bands that hold a tile of
   // the kernel's final round; their last direct_chunks chunks) are stored into every peer's out by
   // the SMs from the epilogue instead of being broadcast by the copy engines after the math; each
@@ -189,7 +146,7 @@ struct ScatterState {
   // With exactly two waves of tiles, the first wave's deferred tiles (tile columns [0, ce_tile_cols)
   // of the single band) go to the peers by one 2-D copy per peer on a side stream instead of the
   // SMs' TMA stores, which slowed the second wave's math on the sending GPU by ~8 us at M = 512
-  // (NOTES-tp, session 5). Two ranks only. The SMs store those tiles into the own out only and count them
+  // (bench/DECISIONS.md, "SM-issued NVLink stores slow the sending GPU's math"). Two ranks only. The SMs store those tiles into the own out only and count them
   // (ce_count[epoch & 1]); the one that completes ce_expected sets ce_ready = epoch, which the side
   // streams wait for; each copy is followed by ce_sent[rank][q] = epoch in the sender's memory.
   // 0 columns: the SMs send everything.
@@ -198,24 +155,7 @@ struct ScatterState {
   uint64_t* ce_count;   // [2]: by epoch parity
   uint64_t* ce_ready;
   const uint64_t* ce_sent[kMaxRanks];  // ce_sent[r]: rank r's [world] words as mapped here
-  // WEFT_TP_TRACE (benchmarks only; nullptr: off): globaltimer stamps of one launch, TraceSlot layout.
-  uint64_t* trace;
 };
-
-// Where the copy-engine mover's stamps go (ns, globaltimer; 0: not reached). Chunk arrays hold
-// kTraceChunks entries (the planner makes at most 32 chunks per owner).
-enum TraceSlot : int {
-  kTraceStart = 0,           // CTA 0's producer starts its first tile
-  kTraceFinishFirst = 1,     // the first CTA to reach before_finish (its math is done)
-  kTraceFinishLast = 2,      // the last CTA to reach before_finish
-  kTraceOwnCopiesDone = 3,   // CTA 0 saw this rank's side stream finish (all-reduce: the broadcast)
-  kTracePeerFinalLanded = 4, // CTA 0 saw every peer's final rows land here (all-reduce)
-  kTraceReady = 8,           // [owner][kTraceChunks]: the kernel marked the chunk ready
-  kTraceLanded = 8 + 8 * 64, // [kTraceChunks]: a producer first saw every peer's partials of own chunk c
-  kTraceBroadcast = kTraceLanded + 64,  // [kTraceChunks]: CTA 0 saw peer 0's final rows of chunk c land
-  kTraceWords = kTraceBroadcast + 64,
-};
-constexpr int kTraceChunks = 64;
 
 // The side streams' work is a CUDA graph per launch class (epoch mod 4), so every value they wait for
 // or write is one of a few constants, never the epoch itself:

@@ -1,6 +1,6 @@
 // gemm_exchange.cuh — GEMM + all-reduce at decode sizes (the "exchange" mover): every rank computes
 // every tile of its partial product, in the plain GEMM's order, and each consumer's half-tile is
-// finished inside its own epilogue (gemm::send_tile, gemm::receive_tile):
+// finished inside its own epilogue (ExchangeEpilogue, exchange_epilogue.cuh):
 //
 //   send       the half-tile, rounded to bf16, is stored by TMA into every peer's receive region at
 //              this rank's slot (rank r writes rows [r * slot_rows, (r + 1) * slot_rows) of the
@@ -11,7 +11,7 @@
 //              partial was rounded once on the way: the same as the copy-engine mover's).
 //
 // The peer computing the same tile does the same at about the same time. Only a CTA's last tile is
-// received that way; its earlier ones are deferred (gemm::ExchangeStep): sent with the own partial
+// received that way; its earlier ones are deferred (exchange_epilogue.cuh): sent with the own partial
 // also stored into this rank's own slot, published during the next tile's math (settle_block), and
 // finished from the slots alone (finish_deferred) while the last tile's sends drain. So with two or
 // more waves of tiles (M = 512) the exchange of one wave overlaps the next wave's math, the
@@ -29,7 +29,8 @@
 // With two ranks and exactly two waves (M = 512), the first wave's deferred tiles go to the peer by
 // copy engine instead (State::ce_tile_cols, launched by ffi/src/tp/plan.cpp): SM-issued NVLink
 // stores slowed the second wave's math on the sending GPU by ~8 us, the receiving GPU's by <= 1 us
-// (NOTES-tp). Those tiles' own partials wait in out, where the copy engine reads them and the
+// (bench/DECISIONS.md, "The first wave of a two-wave exchange goes by copy engine (two ranks)").
+// Those tiles' own partials wait in out, where the copy engine reads them and the
 // finish adds the peer's in place (add_copied).
 //
 // Reuse across launches: receive slots alternate by epoch parity. Rank q writes my slot e % 2 in
@@ -37,19 +38,13 @@
 // launch e - 1 after my launch e - 2 (the last reader of slot e % 2, own slot included) had finished.
 // Flags are epochs.
 //
-// Stage-out variants (benchmarks only, WEFT_TP_SCATTER_VARIANT): kScatterLocalOnly sends deferred
-// tiles to the own slot only (flags still go out; wrong sums), kScatterNoComm sends nothing to the
-// peers and waits for nothing (wrong sums), kScatterPlainOrder exchanges every tile at once (no
-// deferral), kScatterSmSends keeps the first wave on the SMs' TMA stores (the last two for A/B;
-// none of the variants uses the copy engines); with the register exchange, kScatterNoExchange
-// leaves it out and kScatterLoopback sends to this rank's own region (wrong sums, both).
-//
 // Layout (ffi/src/tp/choice.cpp): recv [2][world][slot_rows][n] bf16 (slot_rows = m rounded up to
 // whole 128-row tiles, so that a tile's boxes never reach into the next rank's slot; rows past m
 // hold whatever the rows of A's stage past m computed and are never stored to out); State::recv
 // points at this launch's parity half; stored (the flags) [world][tiles_m * 2][tiles_n].
 #pragma once
 
+#include "fused/exchange_epilogue.cuh"
 #include "fused/fused.h"
 #include "fused/gemm_scatter.cuh"
 #include "primitives/flagged.cuh"
@@ -59,13 +54,13 @@
 
 namespace weft::fused {
 
-struct ExchangeHooks : gemm::DefaultHooks {
+struct ExchangeHooks : RoutedHooks {
   using State = ScatterState;
-  static constexpr bool kRouted = true;
+  template <class Cfg, class H>
+  using Epilogue = ExchangeEpilogue<Cfg, H>;
   static constexpr bool kAddsReceived = true;
-  static constexpr bool kExchanges = true;
-  // A deferred tile's flags go out as a pending signal (after_tile_stored, below).
-  static constexpr bool kSignalsAfterStore = true;
+  // Every exchanged half-tile's flags go out as a pending signal (after_tile_stored, below).
+  static constexpr gemm::SignalScope kSignal = gemm::SignalScope::kSystem;
 
   static __device__ __forceinline__ int64_t half_tiles(const State& s) { return int64_t(s.tiles_m) * 2 * s.tiles_n; }
   static __device__ __forceinline__ int64_t half_tile(const State& s, const gemm::TileCoord& t, int consumer) {
@@ -85,9 +80,7 @@ struct ExchangeHooks : gemm::DefaultHooks {
   }
 
   // The sum goes to this rank's out only.
-  static __device__ __forceinline__ gemm::Route route(const State&, const gemm::TileCoord&) {
-    return gemm::Route{1u, 0, false, false};
-  }
+  static __device__ __forceinline__ Route route(const State&, const gemm::TileCoord&) { return Route{1u, 0, false, false}; }
   static __device__ __forceinline__ const CUtensorMap* out_map(const State& s, int) { return &s.out[s.rank]; }
 
   // A deferred tile the copy engines carry (State::ce_tile_cols).
@@ -99,21 +92,20 @@ struct ExchangeHooks : gemm::DefaultHooks {
   // engines' tile goes to this rank only, into its out (send_map), where the copy engine reads it
   // and the peer's partial is added to it in place (finish_deferred).
   static __device__ __forceinline__ uint32_t send_dests(const State& s, const gemm::TileCoord& t, bool keep_own) {
-    if (s.variant == kScatterNoComm || (keep_own && by_copy_engine(s, t))) return keep_own ? 1u << s.rank : 0u;
-    if (keep_own && s.variant == kScatterLocalOnly) return 1u << s.rank;
+    if (keep_own && by_copy_engine(s, t)) return 1u << s.rank;
     return ((1u << s.world) - 1u) & ~(keep_own ? 0u : 1u << s.rank);
   }
   // 256-wide tiles: every tile is exchanged at once (the planner gives them one wave only, one tile
-  // per CTA), by gemm::exchange_at_once, which stages the sends and lands the peers' partials in the
-  // ring once the math is done; the deferral is compiled out, since at this width it spills (as the
-  // register exchange would: its kernel is never built at 256).
+  // per CTA), by ExchangeEpilogue::exchange_at_once, which stages the sends and lands the peers'
+  // partials in the ring once the math is done; the deferral is compiled out, since at this width it
+  // spills (as the register exchange would: its kernel is never built at 256).
   template <class Cfg>
   static constexpr bool kAtOnce = Cfg::kTileN == 256;
-  static __device__ __forceinline__ bool defers(const State& s) { return s.variant != kScatterPlainOrder; }
   // A deferred tile's flags go out halfway through the next tile's math, by when its stores have
   // long drained (a wave's 4 MiB at M = 512 takes ~11 us of a ~30 us tile), and not at the next
   // epilogue: there they would queue on NVLink behind the last wave's sends, and the peers' second
-  // pass waited ~8 us for them (NOTES-tp, session 5 trace).
+  // pass waited ~8 us for them ("A two-wave exchange defers its first wave and finishes it while the
+  // last tile's sends drain").
   static __device__ __forceinline__ bool settle_with_math(const State&, const gemm::TileCoord&) { return true; }
   static __device__ __forceinline__ int32_t settle_block(const State& s, int32_t k_blocks) {
     // With the first wave by copy engine every deferred tile is one of it (State::ce_tile_cols): it
@@ -131,7 +123,7 @@ struct ExchangeHooks : gemm::DefaultHooks {
     row = slot_row(s, s.rank, t, consumer);
     return &s.send[q];
   }
-  // settle_pending has completed this half-tile's stores and fenced them for system scope right
+  // gemm::settle has completed this half-tile's stores and fenced them for system scope right
   // before, so relaxed flag stores complete the release.
   static __device__ __forceinline__ void after_tile_stored(const State& s, const gemm::TileCoord& t, int consumer) {
     if (by_copy_engine(s, t)) {
@@ -155,7 +147,6 @@ struct ExchangeHooks : gemm::DefaultHooks {
     if (s.ce_tile_cols != 0 && blockIdx.x == 0) s.ce_count[(s.epoch + 1) & 1] = 0;  // next launch's counter
   }
   static __device__ __forceinline__ bool wait_exchanged(const State& s, const gemm::TileCoord& t, int consumer) {
-    if (s.variant == kScatterNoComm) return true;
     return wait_every_peer(s, [&](int32_t q) { return s.stored[s.rank] + q * half_tiles(s) + half_tile(s, t, consumer); });
   }
 
@@ -172,11 +163,10 @@ struct ExchangeHooks : gemm::DefaultHooks {
   // and the bulk groups, so the warpgroup sums with plain 16-byte loads (L2: .cg, the data came from
   // other agents) and stores, in 8-column chunks (n % 8 == 0: the planner's rule for fused paths).
   // The partials are added in rank order, the own one (this rank's slot) included, so every rank
-  // rounds the same sum. The own partial was completed and fenced by settle_pending during the next
+  // rounds the same sum. The own partial was completed and fenced by gemm::settle during the next
   // tile's math (settle_block), in this warpgroup's leader, before the barrier below.
   static __device__ __forceinline__ bool finish_deferred(const State& s, const gemm::TileCoord& t, int consumer,
                                                          int32_t rows, int32_t cols, uint32_t barrier_id) {
-    if (s.variant == kScatterNoFinish) return true;
     const int32_t row0 = t.m0 + consumer * (gemm::kTileM / 2);
     const int32_t chunks = cols / 8;
     const int32_t total = rows * chunks;
@@ -226,7 +216,7 @@ struct ExchangeHooks : gemm::DefaultHooks {
     return ok;
   }
 
-  // The register exchange (register_rows > 0, decode at m <= 32: NOTES-tp, session 6): the TMA
+  // The register exchange (register_rows > 0, decode at m <= 32): the TMA
   // exchange's tail at m = 16 was the stores' completion, a system fence, the flag's trip and a
   // load (~4.5 us over a ~24 us kernel); here each warp whose 16 rows hold any row below m stores its
   // fragment of the partial, bf16, as flagged words into every peer's slot for this rank, then polls
@@ -239,9 +229,6 @@ struct ExchangeHooks : gemm::DefaultHooks {
     const int th = wg::thread();
     const int32_t row = t.m0 + consumer * Cfg::kConsumerRows + (th / 32) * 16;  // this warp's first row
     bool ok = true;
-    if (s.variant == kScatterNoExchange) return true;  // uniform over the grid (a benchmark variant)
-    // kScatterLoopback (a benchmark variant): this rank plays every peer, in its own region.
-    const bool loopback = s.variant == kScatterLoopback;
     if (row < s.register_rows) {  // uniform over the warp
       const uint32_t flag = sys::flag_of(s.epoch);
       // Byte offset of word 0 of this lane in a source's slot (fused.h, register_exchange_bytes).
@@ -250,7 +237,7 @@ struct ExchangeHooks : gemm::DefaultHooks {
       const int64_t half = int64_t(s.recv_row0) * s.ld * 2;  // this launch's parity half
       for (int32_t q = 0; q < s.world; ++q) {
         if (q == s.rank) continue;
-        uint8_t* dst = s.region[loopback ? s.rank : q] + half + (loopback ? q : s.rank) * slot_bytes + at;
+        uint8_t* dst = s.region[q] + half + s.rank * slot_bytes + at;
 #pragma unroll
         for (int j = 0; j < kWords; ++j)
           sys::store_flagged(dst + j * 512, gemm::pack_bf16x2(acc[4 * j], acc[4 * j + 1]),
@@ -299,7 +286,7 @@ struct ExchangeHooks : gemm::DefaultHooks {
   // below), the peer's has landed in its slot here (wait_copied), and this rank's copy engine has
   // read out (wait_own_copies). One load and one add at L2 per 16 bytes, half the traffic of
   // summing both slots into out (the ~3.5 us that finishing deferred tiles added to the tail at
-  // M = 512: NOTES-tp, session 6). own + peer is one rounding of a commutative sum, so both ranks
+  // M = 512). own + peer is one rounding of a commutative sum, so both ranks
   // store the same value.
   static __device__ __forceinline__ bool add_copied(const State& s, int32_t n0, int32_t row0, int32_t chunks,
                                                     int32_t total, uint32_t barrier_id) {
@@ -345,11 +332,13 @@ struct ExchangeHooks : gemm::DefaultHooks {
 // as the hook that adds what other ranks contributed (add_received), none of the TMA exchange's steps
 // compiled in. As a step of ExchangeHooks' kernel it cost ~4 us more at M = 16 with the exchange
 // itself left out (27.2 against 23.3 us; ncu: the same B streamed at 38% of DRAM bandwidth against
-// 47%), though the TMA exchange's steps never ran there (NOTES-tp session 9).
+// 47%), though the TMA exchange's steps never ran there (bench/DECISIONS.md, "The register exchange
+// (m ≤ 32) is its own kernel").
 struct RegisterExchangeHooks : ExchangeHooks {
-  static constexpr bool kExchanges = false;
+  template <class Cfg, class H>
+  using Epilogue = RoutedEpilogue<Cfg, H>;
   static constexpr bool kAddsReceived = true;
-  static constexpr bool kSignalsAfterStore = false;
+  static constexpr gemm::SignalScope kSignal = gemm::SignalScope::kNone;
   static __device__ __forceinline__ int received_sources(const State&, const gemm::TileCoord&) { return 0; }
   template <class Cfg>
   static __device__ bool add_received(const State& s, const gemm::TileCoord& t, int consumer, float (&acc)[Cfg::kTileN / 2]) {

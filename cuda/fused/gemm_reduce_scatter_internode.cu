@@ -65,7 +65,9 @@ struct InterRsHooks : gemm::DefaultHooks {
   using State = InterRsState;
   template <class Cfg>
   using Scheduler = InterRsScheduler<Cfg>;
-  static constexpr bool kSignalsAfterStore = true;
+  // Every half-tile's stores are published (after_tile_stored) once complete.
+  template <class Cfg, class H>
+  using Epilogue = gemm::StoreEpilogue<Cfg, H, gemm::EpilogueOp::kStore, gemm::SignalScope::kSystem>;
 
   static __device__ void after_tile_stored(const State& s, const gemm::TileCoord& t, int consumer) {
     gemm::HalfTileFlagPublisher{s.stored[s.local_rank], s.epoch, s.tiles_n}.publish(t, consumer);

@@ -25,7 +25,8 @@
 // tile t - lag of owner r+1's list, tile t - 2·lag of owner r+2's, and so on. So a rank adds into a
 // tile about lag x W tile positions after its owner stored it (the flag it waits for was published
 // long before: one L2 poll), and the NVLink traffic of the adds runs through the whole kernel
-// instead of its second half only (bench/NOTES-tp.md, version 2). A lag at least the owner's tile
+// instead of its second half only (bench/DECISIONS.md, "The owner order interleaves owners with a
+// lag of two waves"). A lag at least the owner's tile
 // count gives the version-1 order: all own tiles, then each peer's. No deadlock: an owner's tiles
 // never wait on another rank (all-reduce's "entered" flags are written at kernel start), and every
 // tile's owner reaches it at a unit position no later than any rank that adds into it, so the
@@ -39,6 +40,7 @@
 
 #include "fused/fused.h"
 #include "fused/launch.cuh"
+#include "fused/routed_epilogue.cuh"
 #include "gemm/kernel.cuh"
 
 namespace weft::fused {
@@ -54,23 +56,12 @@ class OwnerScheduler {
         rank_(s.rank),
         world_(s.world),
         lag_(s.lag),
-        plain_order_(s.variant == kScatterPlainOrder),
         unit_(static_cast<int32_t>(blockIdx.x)),
         stride_(static_cast<int32_t>(gridDim.x)) {}
 
   __device__ bool next(gemm::TileCoord& t) {
     const int32_t units = tiles_m_ * tiles_n_;
     if (unit_ >= units) return false;
-    if (plain_order_) {
-      // GroupedScheduler's order over all of M (kScatterPlainOrder, a benchmark variant).
-      const int32_t per_band = group_ * tiles_n_;
-      const int32_t band = unit_ / per_band;
-      const int32_t rows = min(group_, tiles_m_ - band * group_);
-      const int32_t local = unit_ - band * per_band;
-      gemm::set_whole_k_tile<Cfg>(t, band * group_ + local % rows, local / rows);
-      unit_ += stride_;
-      return true;
-    }
     // The unit's round: the last t with before(t) <= unit_ (before() is non-decreasing in t).
     int32_t lo = 0, hi = last_round();
     while (lo < hi) {
@@ -123,19 +114,17 @@ class OwnerScheduler {
   }
 
   int32_t tiles_n_, tiles_m_, shard_tiles_, group_, rank_, world_, lag_;
-  bool plain_order_;
   int32_t unit_, stride_;
 };
 
-struct ScatterHooks : gemm::DefaultHooks {
+struct ScatterHooks : RoutedHooks {
   using State = ScatterState;
   struct ConsumerState {
     bool peers_entered = false;
   };
   template <class Cfg>
   using Scheduler = OwnerScheduler<Cfg>;
-  static constexpr bool kRouted = true;
-  static constexpr bool kSignalsAfterStore = true;
+  static constexpr gemm::SignalScope kSignal = gemm::SignalScope::kSystem;
 
   static __device__ __forceinline__ int32_t owner(const State& s, const gemm::TileCoord& t) {
     if (s.shard_tiles > 0) return t.tile_m / s.shard_tiles;
@@ -152,26 +141,18 @@ struct ScatterHooks : gemm::DefaultHooks {
       if (q != s.rank) sys::signal_store(s.entered[q] + s.rank, s.epoch);
   }
 
-  static __device__ __forceinline__ gemm::Route route(const State& s, const gemm::TileCoord& t) {
+  static __device__ __forceinline__ Route route(const State& s, const gemm::TileCoord& t) {
     const int32_t o = owner(s, t);
     const bool own = o == s.rank;
     const uint32_t all = (1u << s.world) - 1u;
     const int32_t offset = s.all_reduce ? 0 : o * s.m_shard;
-    switch (s.variant) {
-      case kScatterLocalOnly: return gemm::Route{1u << s.rank, offset, !own, own};
-      case kScatterRemoteStores: return gemm::Route{s.all_reduce ? all : 1u << o, offset, false, own};
-      case kScatterNoComm:
-      case kScatterNoHandshake:
-      case kScatterPlainOrder: return gemm::Route{1u << s.rank, offset, false, false};
-      default: return gemm::Route{s.all_reduce ? all : 1u << o, offset, !own, own};
-    }
+    return Route{s.all_reduce ? all : 1u << o, offset, !own, own};
   }
 
   static __device__ __forceinline__ const CUtensorMap* out_map(const State& s, int dest) { return &s.out[dest]; }
 
-  static __device__ bool before_tile_stores(const State& s, ConsumerState& cs, const gemm::TileCoord& t,
-                                            const gemm::Route&, int consumer) {
-    if (s.variant >= kScatterNoComm) return true;
+  static __device__ bool before_routed_stores(const State& s, ConsumerState& cs, const gemm::TileCoord& t,
+                                              const Route&, int consumer) {
     if (owner(s, t) == s.rank) {
       if (!s.all_reduce || cs.peers_entered) return true;
       for (int32_t q = 0; q < s.world; ++q) {
@@ -197,7 +178,6 @@ struct ScatterHooks : gemm::DefaultHooks {
   }
 
   static __device__ bool before_finish(const State& s) {
-    if (s.variant >= kScatterNoHandshake) return true;
     const int64_t ctas = gridDim.x;
     const int64_t c = blockIdx.x;
     // Every add and store of this CTA is complete and fenced (the consumers' bulk_wait + fences,

@@ -27,10 +27,9 @@
 //   own tiles      the producer waits (bounded) until every peer's progress word covers the tile's
 //                  chunk, then prefetches the received partials of the tile into L2; each consumer
 //                  loads them box by box by TMA into its epilogue staging buffers (the first two
-//                  boxes while the tile's first k-block computes: epilogue.cuh, received boxes), adds
+//                  boxes while the tile's first k-block computes: routed_epilogue.cuh), adds
 //                  them to the fp32 accumulators from shared memory (one rounding) and stores into the
-//                  local out. recv_by_tma = 0 (WEFT_TP_CE_ADD=loads) reads them with 4-byte global loads
-//                  in the epilogue instead (add_received), for A/B.
+//                  local out.
 //   no deadlock    a CTA publishes the count of its last peer tile before its first own tile's math
 //                  (settle_before_math), not at that tile's epilogue as the engine otherwise would: the
 //                  own tile's loads wait for a peer's progress, which may wait for this very count.
@@ -72,8 +71,7 @@ class CeScheduler {
       : tiles_n_(s.tiles_n),
         tiles_m_(s.tiles_m),
         group_(s.group_m),
-        // (kScatterPlainOrder, a benchmark variant: not rotated, the plain GEMM's order)
-        first_(s.variant == kScatterPlainOrder ? 0 : ((s.rank + 1) % s.world) * s.shard_tiles),
+        first_(((s.rank + 1) % s.world) * s.shard_tiles),
         unit_(static_cast<int32_t>(blockIdx.x)),
         stride_(static_cast<int32_t>(gridDim.x)) {}
 
@@ -90,31 +88,25 @@ class CeScheduler {
   int32_t tiles_n_, tiles_m_, group_, first_, unit_, stride_;
 };
 
-struct CeScatterHooks : gemm::DefaultHooks {
+struct CeScatterHooks : RoutedHooks {
   using State = ScatterState;
   // Chunks of this rank's rows that every peer's partials are known to have landed for: own tiles
   // of lower chunks need no poll.
   struct ProducerState {
     int32_t seen = 0;
-    bool started = false;
   };
-  // First writer wins (each stamp is written once per launch; the host zeroes the buffer before it).
-  static __device__ __forceinline__ void stamp(const State& s, int slot) {
-    if (s.trace) atomicCAS(reinterpret_cast<unsigned long long*>(s.trace + slot), 0ull, sys::globaltimer_ns());
-  }
   template <class Cfg>
   using Scheduler = CeScheduler<Cfg>;
-  static constexpr bool kRouted = true;
-  static constexpr bool kSignalsAfterStore = true;
   static constexpr bool kAddsReceived = true;
-  // The chunk counts are read by this GPU only: its copy engines' stream waits and this
-  // kernel's atomics (counts). The copy engines read staging and out through this GPU's L2.
-  static constexpr bool kDeviceScopeSignals = true;
+  // The chunk counts are read by this GPU only: its copy engines' stream waits and this kernel's
+  // atomics (counts). The copy engines read staging and out through this GPU's L2. So the stores
+  // they publish are fenced at device scope.
+  static constexpr gemm::SignalScope kSignal = gemm::SignalScope::kDevice;
 
   static __device__ __forceinline__ int32_t owner(const State& s, const gemm::TileCoord& t) {
     return t.tile_m / s.shard_tiles;
   }
-  // Whether this rank owns tile t, by a range test rather than owner()'s division: phase(), once per
+  // Whether this rank owns tile t, by a range test rather than owner()'s division: kind(), once per
   // tile. Elsewhere owner() stays: with own() in every per-tile test ptxas spilled 32 bytes in the
   // 256-wide receiving kernels, with owner() none.
   static __device__ __forceinline__ bool own(const State& s, const gemm::TileCoord& t) {
@@ -132,7 +124,7 @@ struct CeScatterHooks : gemm::DefaultHooks {
     // (copy_engine is always set for these hooks: written unconditionally, or through a pointer
     // of its own, the store made ptxas spill 16 bytes in the 256-wide all-reduce kernels.)
     if (s.copy_engine) sys::signal_store(s.entered[s.rank] + s.rank, s.epoch);
-    if (s.direct_from >= 0 && waits(s)) sys::signal_store(s.entered[s.direct_from] + s.rank, s.epoch);
+    if (s.direct_from >= 0) sys::signal_store(s.entered[s.direct_from] + s.rank, s.epoch);
     uint64_t* next = counts_of(s, s.epoch + 1);
     for (int32_t i = 0; i < s.world * s.chunks; ++i) next[i] = 0;
   }
@@ -157,64 +149,47 @@ struct CeScatterHooks : gemm::DefaultHooks {
   // bands); destination kStagingDest: the local staging buffer (peer tiles). Own tiles of an
   // all-reduce signal too: their chunks are what the broadcast copies wait for.
   static constexpr int kStagingDest = kMaxRanks;
-  static __device__ __forceinline__ gemm::Route route(const State& s, const gemm::TileCoord& t) {
-    if (owner(s, t) != s.rank) return gemm::Route{1u << kStagingDest, 0, false, counts(s)};
-    if (!s.all_reduce) return gemm::Route{1u << s.rank, s.rank * s.m_shard, false, false};
+  static __device__ __forceinline__ Route route(const State& s, const gemm::TileCoord& t) {
+    if (owner(s, t) != s.rank) return Route{1u << kStagingDest, 0, false, true};
+    if (!s.all_reduce) return Route{1u << s.rank, s.rank * s.m_shard, false, false};
     const uint32_t dests = t.tile_m < s.direct_tile_m ? 1u << s.rank : (1u << s.world) - 1u;
-    return gemm::Route{dests, 0, false, counts(s)};
+    return Route{dests, 0, false, true};
   }
   static __device__ __forceinline__ const CUtensorMap* out_map(const State& s, int dest) {
     return dest == kStagingDest ? &s.staging : &s.out[dest];
   }
-  // Two phases (hooks.cuh, kPhases): peer tiles (0) go into staging and are counted, that route fixed
-  // at compile time and the phase built without receiving; own tiles (1) keep route() (this rank's
-  // out, or every rank's in the direct bands) and receive the peers' partials. The all-reduce's
-  // structure is ~4-7 us shorter for it at (4096, 14336, 4096), although its 256-wide kernels spill
-  // 44 bytes (NOTES-tp, session 11).
-  static constexpr int kPhases = 2;
-  static __device__ __forceinline__ int phase(const State& s, const gemm::TileCoord& t) { return own(s, t) ? 1 : 0; }
-  // (phase_route and phase_map serve phase 0 only: phase 1 routes at run time, kPhaseRouted.)
-  template <int Phase>
-  static __device__ __forceinline__ gemm::Route phase_route(const State& s, const gemm::TileCoord&) {
-    static_assert(Phase == 0, "phase 1 routes at run time");
-    return gemm::Route{1u << kStagingDest, 0, false, counts(s)};
+  // Two kinds of tile (routed_epilogue.cuh): peer tiles (0) go into staging and are counted, that
+  // route fixed at compile time and the kind built without receiving; own tiles (1) keep route()
+  // (this rank's out, or every rank's in the direct bands) and receive the peers' partials. The
+  // all-reduce's structure is ~4-7 us shorter for it at (4096, 14336, 4096), although its 256-wide
+  // kernels spill 44 bytes (bench/DECISIONS.md, "Copy-engine kernels choose their destination per phase at compile time").
+  static constexpr int kKinds = 2;
+  static __device__ __forceinline__ int kind(const State& s, const gemm::TileCoord& t) { return own(s, t) ? 1 : 0; }
+  // (kind_route and kind_map serve kind 0 only: kind 1 routes at run time, kKindRouted.)
+  template <int Kind>
+  static __device__ __forceinline__ Route kind_route(const State& s, const gemm::TileCoord&) {
+    static_assert(Kind == 0, "kind 1 routes at run time");
+    return Route{1u << kStagingDest, 0, false, true};
   }
-  template <int Phase>
-  static __device__ __forceinline__ const CUtensorMap* phase_map(const State& s) {
-    static_assert(Phase == 0, "phase 1 routes at run time");
+  template <int Kind>
+  static __device__ __forceinline__ const CUtensorMap* kind_map(const State& s) {
+    static_assert(Kind == 0, "kind 1 routes at run time");
     return &s.staging;
   }
-  template <int Phase>
-  static constexpr bool kPhaseAdds = false;
-  template <int Phase>
-  static constexpr bool kPhaseRouted = Phase == 1;
-  template <int Phase>
-  static constexpr bool kPhaseReceives = Phase == 1;
+  template <int Kind>
+  static constexpr bool kKindAdds = false;
+  template <int Kind>
+  static constexpr bool kKindRouted = Kind == 1;
+  template <int Kind>
+  static constexpr bool kKindReceives = Kind == 1;
   // Own chunks the copy engines broadcast (all-reduce): the rest go out from the epilogue.
   static __device__ __forceinline__ int32_t broadcast_chunks(const State& s) { return s.chunks - s.direct_chunks; }
 
-  // Stage-out variants (benchmarks only, wrong results; the host then enqueues no copies):
-  // kScatterLocalOnly keeps every local step (staging, counts, prefetch, the epilogue's adds of
-  // whatever the receive slot holds) but waits for nothing; kScatterNoComm also drops the prefetch and
-  // the adds (the GEMM in this mover's order with staging stores); kScatterNoHandshake also drops the
-  // chunk counts (no store-completion waits, fences or atomics: the plain GEMM's epilogue);
-  // kScatterPlainOrder is kScatterNoHandshake in the plain GEMM's tile order (CeScheduler unrotated).
-  // With CeIntoOutHooks the own tiles add into out in every variant (its only own destination).
-  // kScatterNoTileWaits: the op without its own tiles' waits for progress words (tile_waits).
-  static __device__ __forceinline__ bool waits(const State& s) { return s.variant == kScatterFull || s.variant == kScatterNoTileWaits; }
-  static __device__ __forceinline__ bool tile_waits(const State& s) { return s.variant == kScatterFull; }
-  static __device__ __forceinline__ bool adds(const State& s) { return s.variant < kScatterNoComm || s.variant == kScatterNoTileWaits; }
-  static __device__ __forceinline__ bool counts(const State& s) { return s.variant < kScatterNoHandshake || s.variant == kScatterNoTileWaits; }
-
   static __device__ bool before_tile_loads(const State& s, ProducerState& ps, const gemm::TileCoord& t) {
-    if (!ps.started) {
-      ps.started = true;
-      if (blockIdx.x == 0) stamp(s, kTraceStart);
-    }
-    if (s.world == 1 || owner(s, t) != s.rank || !adds(s)) return true;
+    if (s.world == 1 || owner(s, t) != s.rank) return true;
     const int32_t need = ce_chunk(s, t, s.rank) + 1;
     bool ok = true;
-    if (ps.seen < need && tile_waits(s)) {
+    if (ps.seen < need) {
       int32_t seen = s.chunks;
       for (int32_t q = 0; q < s.world; ++q) {
         if (q == s.rank) continue;
@@ -223,8 +198,6 @@ struct CeScatterHooks : gemm::DefaultHooks {
         const int32_t d = int32_t(sys::signal_load(w) & kDoneMask);
         seen = d < seen ? d : seen;
       }
-      if (s.trace && ok)
-        for (int32_t c = ps.seen; c < seen && c < kTraceChunks; ++c) stamp(s, kTraceLanded + c);
       ps.seen = ok ? seen : 0;
     }
     // The tile's received partials, into L2 while the tile's math runs (the epilogue reads them, or
@@ -243,56 +216,17 @@ struct CeScatterHooks : gemm::DefaultHooks {
     return ok;
   }
 
-  // Own tiles with recv_by_tma: every peer's partial in the receive slot, loaded by the engine
-  // (epilogue.cuh). Source j is the j-th rank other than this one. (With direct_from the kernel is
-  // CeIntoOutHooks', which receives nothing.)
+  // Own tiles: every peer's partial in the receive slot, loaded by the engine (epilogue.cuh). Source
+  // j is the j-th rank other than this one. (With direct_from the kernel is CeIntoOutHooks', which
+  // receives nothing.)
   static __device__ __forceinline__ int received_sources(const State& s, const gemm::TileCoord& t) {
-    return s.recv_by_tma && s.world > 1 && owner(s, t) == s.rank && adds(s) ? s.world - 1 : 0;
+    return s.world > 1 && owner(s, t) == s.rank ? s.world - 1 : 0;
   }
   static __device__ __forceinline__ const CUtensorMap* received_box(const State& s, const gemm::TileCoord& t,
                                                                     int consumer, int source, int32_t& row) {
     const int32_t q = source < s.rank ? source : source + 1;
     row = s.recv_row0 + q * s.m_shard + (t.m0 - s.rank * s.m_shard) + consumer * (gemm::kTileM / 2);
     return &s.recv_map;
-  }
-
-  // Own tiles without recv_by_tma: the peers' bf16 partials of this consumer's 64 rows, added in fp32. The producer
-  // acquired their progress words before the tile's first load, and this warpgroup waited on that
-  // load's barrier (release/acquire through the mbarrier) before its math.
-  template <class Cfg>
-  static __device__ bool add_received(const State& s, const gemm::TileCoord& t, int consumer, float (&acc)[Cfg::kTileN / 2]) {
-    if (s.world == 1 || owner(s, t) != s.rank || !adds(s) || s.recv_by_tma) return true;
-    const int th = wg::thread();
-    for (int32_t q = 0; q < s.world; ++q) {
-      if (q == s.rank) continue;
-      // Recomputed per peer rather than kept live: the consumer has no registers to spare.
-      const int32_t row = q * s.m_shard + (t.m0 - s.rank * s.m_shard) + consumer * Cfg::kConsumerRows + (th / 32) * 16 +
-                          (th % 32) / 4;
-      const uint16_t* lo = s.recv + int64_t(row) * s.ld + t.n0 + 2 * (th % 4);
-      const uint16_t* hi = lo + 8 * int64_t(s.ld);
-      // kGroups column groups (2 x kGroups loads) in flight at a time.
-      constexpr int kGroups = 4;
-#pragma unroll
-      for (int b = 0; b < Cfg::kTileN / (8 * kGroups); ++b) {
-        uint32_t v[2 * kGroups];
-#pragma unroll
-        for (int j = 0; j < kGroups; ++j) {
-          const int n8 = b * kGroups + j;
-          const bool in = t.n0 + 8 * n8 < s.ld;
-          v[2 * j] = in ? *reinterpret_cast<const uint32_t*>(lo + 8 * n8) : 0u;
-          v[2 * j + 1] = in ? *reinterpret_cast<const uint32_t*>(hi + 8 * n8) : 0u;
-        }
-#pragma unroll
-        for (int j = 0; j < kGroups; ++j) {
-          const int n8 = b * kGroups + j;
-          acc[4 * n8 + 0] += __uint_as_float(v[2 * j] << 16);
-          acc[4 * n8 + 1] += __uint_as_float(v[2 * j] & 0xffff0000u);
-          acc[4 * n8 + 2] += __uint_as_float(v[2 * j + 1] << 16);
-          acc[4 * n8 + 3] += __uint_as_float(v[2 * j + 1] & 0xffff0000u);
-        }
-      }
-    }
-    return true;
   }
 
   // The last peer tile's count must not wait behind an own tile's load, which may wait for a peer
@@ -304,39 +238,22 @@ struct CeScatterHooks : gemm::DefaultHooks {
 
   // Every chunk's count goes out as soon as its stores are complete, not a tile later: the side
   // streams copy a chunk only once it is counted, and all-reduce's last chunks are the kernel's tail
-  // (NOTES-tp, version 3.2; WEFT_TP_CE_COUNT=late keeps the old timing). Nothing this CTA loads
+  // (bench/DECISIONS.md, "Chunk counts go out at k-block 2/8 of the next tile"). Nothing this CTA loads
   // next waits for these counts.
-  static __device__ __forceinline__ bool settle_with_math(const State& s, const gemm::TileCoord&) {
-    return s.count_at >= 0;
-  }
-  // The leader's wait for the stores to complete stalls its warpgroup's next wgmma; a later block
-  // finds them complete.
-  static __device__ __forceinline__ int32_t settle_block(const State& s, int32_t k_blocks) {
-    return k_blocks * s.count_at / 8;
-  }
+  static __device__ __forceinline__ bool settle_with_math(const State&, const gemm::TileCoord&) { return true; }
+  // The leader's wait for the stores to complete stalls its warpgroup's next wgmma; a quarter of the
+  // way into the next tile's k-blocks finds them complete.
+  static __device__ __forceinline__ int32_t settle_block(const State&, int32_t k_blocks) { return k_blocks / 4; }
 
-  // A half-tile's stores are complete and fenced (settle_pending): count it for its chunk (release:
+  // A half-tile's stores are complete and fenced (gemm::settle): count it for its chunk (release:
   // the side stream that sees the chunk's full count copies what every counted half-tile stored).
-  // With the trace on, the add that completes the chunk stamps it.
   static __device__ void after_tile_stored(const State& s, const gemm::TileCoord& t, int) {
     const int32_t o = owner(s, t);
-    const int32_t c = ce_chunk(s, t, o);
-    uint64_t* count = counts_of(s, s.epoch) + int64_t(o) * s.chunks + c;
-    if (!s.trace) {
-      sys::device_signal_add(count, 1);
-      return;
-    }
-    const uint64_t old = sys::device_signal_fetch_add(count, 1);
-    if (old + 1 == chunk_halves(c, s.group_m, s.slabs, s.slab_tiles, s.tiles_n) && o < 8 && c < kTraceChunks)
-      stamp(s, kTraceReady + o * kTraceChunks + c);
+    sys::device_signal_add(counts_of(s, s.epoch) + int64_t(o) * s.chunks + ce_chunk(s, t, o), 1);
   }
 
   static __device__ bool before_finish(const State& s) {
-    if (s.trace) {
-      stamp(s, kTraceFinishFirst);
-      atomicMax(reinterpret_cast<unsigned long long*>(s.trace + kTraceFinishLast), sys::globaltimer_ns());
-    }
-    if (s.world == 1 || !waits(s)) return true;
+    if (s.world == 1) return true;
     bool ok = true;
     const int64_t ctas = gridDim.x, cta = blockIdx.x;
     if (s.all_reduce && s.direct_chunks > 0) {
@@ -358,14 +275,7 @@ struct CeScatterHooks : gemm::DefaultHooks {
       // failed).
       sys::signal_store(s.entered[s.rank] + s.direct_from, s.epoch);
     }
-    if (blockIdx.x == 0) stamp(s, kTraceOwnCopiesDone);
     if (!s.all_reduce) return ok;
-    if (s.trace && blockIdx.x == 0) {
-      // (the first peer's final rows chunk by chunk, as seen from here: a bounded wait each)
-      const int32_t q = s.rank == 0 ? 1 : 0;
-      for (int32_t c = 0; c < bcast && c < kTraceChunks; ++c)
-        if (wait_landed(s, word(s, q, 1, s.rank), c + 1)) stamp(s, kTraceBroadcast + c);
-    }
     // Every peer's final rows have landed here: its copy engines' chunks, and the direct stores of
     // its CTA with this index (so, over all CTAs, of every CTA).
     for (int32_t q = 0; q < s.world; ++q) {
@@ -374,45 +284,45 @@ struct CeScatterHooks : gemm::DefaultHooks {
       if (s.direct_chunks > 0)
         ok = ok && sys::wait_at_least(s.done[s.rank] + q * ctas + cta, s.epoch, budget(s)) == sys::WaitResult::kOk;
     }
-    if (blockIdx.x == 0) stamp(s, kTracePeerFinalLanded);
     return ok;
   }
 };
 
 // Reduce-scatter with two ranks (direct_from): the peer's partial is already in out, so no own tile
 // ever receives anything into its epilogue, and the engine is built without that machinery (no
-// received boxes, no add, no per-tile barrier for them). Its tiles are in two phases (hooks.cuh,
-// kPhases), each with its destination fixed at compile time:
-//   phase 0  peer tiles: stored into staging and counted;
-//   phase 1  own tiles: added into this rank's out (own_out_map: out[rank] at a fixed parameter
-//            offset), in the stage-out variants too (which then add into whatever out holds).
+// received boxes, no add, no per-tile barrier for them). Its tiles are of two kinds
+// (routed_epilogue.cuh), each with its destination fixed at compile time:
+//   kind 0  peer tiles: stored into staging and counted;
+//   kind 1  own tiles: added into this rank's out (own_out_map: out[rank] at a fixed parameter
+//           offset).
 // A route chosen at run time, even one that always picked the same map, cost the kernel ~8 us at
-// (4096, 14336, 4096) (NOTES-tp, session 10). (CeScatterHooks' own tiles, which receive partials and
-// may go to several outs, keep route() in their phase.)
+// (4096, 14336, 4096) (bench/DECISIONS.md, "Copy-engine kernels choose their destination per phase at compile time").
+// (CeScatterHooks' own tiles, which receive partials and may go to several outs, keep route() in
+// their kind.)
 struct CeIntoOutHooks : CeScatterHooks {
   static constexpr bool kAddsReceived = false;
   static constexpr int kAddIntoOutDest = kMaxRanks + 1;
-  static constexpr int kPhases = 2;
-  static __device__ __forceinline__ int phase(const State& s, const gemm::TileCoord& t) { return own(s, t) ? 1 : 0; }
-  template <int Phase>
-  static __device__ __forceinline__ gemm::Route phase_route(const State& s, const gemm::TileCoord&) {
-    if constexpr (Phase == 0) return gemm::Route{1u << kStagingDest, 0, false, counts(s)};
-    else return gemm::Route{1u << kAddIntoOutDest, s.rank * s.m_shard, false, false};
+  static constexpr int kKinds = 2;
+  static __device__ __forceinline__ int kind(const State& s, const gemm::TileCoord& t) { return own(s, t) ? 1 : 0; }
+  template <int Kind>
+  static __device__ __forceinline__ Route kind_route(const State& s, const gemm::TileCoord&) {
+    if constexpr (Kind == 0) return Route{1u << kStagingDest, 0, false, true};
+    else return Route{1u << kAddIntoOutDest, s.rank * s.m_shard, false, false};
   }
-  template <int Phase>
-  static __device__ __forceinline__ const CUtensorMap* phase_map(const State& s) {
-    if constexpr (Phase == 0) return &s.staging;
+  template <int Kind>
+  static __device__ __forceinline__ const CUtensorMap* kind_map(const State& s) {
+    if constexpr (Kind == 0) return &s.staging;
     else return &s.own_out_map;
   }
-  template <int Phase>
-  static constexpr bool kPhaseAdds = Phase == 1;
-  template <int Phase>
-  static constexpr bool kPhaseRouted = false;
+  template <int Kind>
+  static constexpr bool kKindAdds = Kind == 1;
+  template <int Kind>
+  static constexpr bool kKindRouted = false;
   // The leader, before an own tile's adds into out: the copy engine's writes there were acquired with
   // the progress word (producer, then the ring's mbarrier); TMA reads them through the async proxy.
   template <class C>
-  static __device__ __forceinline__ bool before_tile_stores(const State&, C&, const gemm::TileCoord&,
-                                                            const gemm::Route& route, int) {
+  static __device__ __forceinline__ bool before_routed_stores(const State&, C&, const gemm::TileCoord&,
+                                                              const Route& route, int) {
     if (route.dests >> kAddIntoOutDest & 1u) cta::fence_proxy_async_global();
     return true;
   }

@@ -41,6 +41,8 @@ struct Config {
   static constexpr int kOutBoxBytes = kConsumerRows * 128;
   static constexpr int kOutBoxes = kTileN / kOutBoxCols;
   static constexpr int kEpilogueBytes = kConsumers * 2 * kOutBoxBytes;
+  // mbarriers an epilogue policy may use (Epilogue::kBarriers, e.g. TMA loads into its staging boxes).
+  static constexpr int kEpilogueBarriers = 2 * kConsumers;
 
   // 227 KiB of opt-in shared memory per block on sm_90; 1 KiB slack to align the base to the 1024-byte
   // swizzle period, 1 KiB for the barriers.
@@ -59,7 +61,7 @@ struct Config {
   static_assert(kClusterSize <= 2 && (ClusterM == 1 || ClusterN == 1), "clusters of one or two CTAs");
   static_assert(!(kShareB && BNMajor && TileN < 128), "an N-major B half must be whole 64-column boxes");
   static_assert(kStages >= 3, "the ring needs at least three stages to overlap load and math");
-  static_assert((2 * kStages + 2 * kConsumers) * 8 <= 1024, "the barriers fit their kilobyte of kReserved");
+  static_assert((2 * kStages + kEpilogueBarriers) * 8 <= 1024, "the barriers fit their kilobyte of kReserved");
   static_assert(kOutBoxes * kOutBoxCols == kTileN, "the tile splits into whole output boxes");
   static_assert(wg::kThreads * (kProducerRegisters + kConsumers * kConsumerRegisters) <= 65536,
                 "register budgets exceed the register file");
@@ -67,11 +69,11 @@ struct Config {
 
 // Shared memory, from a 1024-byte-aligned base:
 //   [stage 0: A 16 KiB | B TileN*128 B] ... [stage S-1]   TMA destinations, 128-byte swizzled
-//                                                           (after a CTA's last tile, exchange_at_once's
-//                                                           staging: ring_box)
+//                                                           (once no more loads come: an epilogue
+//                                                           policy's staging, ring_box)
 //   [consumer 0: box 0 | box 1][consumer 1: box 0 | box 1] epilogue staging, 8 KiB each
-//   [full[S] | empty[S] | received[consumer][buffer]]       mbarriers, 8 bytes each (received:
-//                                                           TMA loads into the staging boxes)
+//   [full[S] | empty[S] | epilogue[kEpilogueBarriers]]      mbarriers, 8 bytes each (epilogue: the
+//                                                           policy's, Epilogue::kBarriers of them)
 template <class Cfg>
 struct SharedStorage {
   uint8_t* base;
@@ -84,8 +86,8 @@ struct SharedStorage {
   __device__ uint8_t* out_box(int consumer, uint32_t buffer) const {
     return base + Cfg::kStages * Cfg::kStageBytes + (consumer * 2 + buffer) * Cfg::kOutBoxBytes;
   }
-  // Box i of consumer c's share of the ring, reused as staging once the CTA's last tile's math is done
-  // in both consumers (exchange_at_once): 2 x kOutBoxes boxes per consumer.
+  // Box i of consumer c's share of the ring, which an epilogue policy may use as staging once no more
+  // loads come (after the CTA's last tile's math, in both consumers): 2 x kOutBoxes boxes per consumer.
   __device__ uint8_t* ring_box(int consumer, int i) const {
     static_assert(2 * Cfg::kConsumers * Cfg::kOutBoxes * Cfg::kOutBoxBytes <= Cfg::kStages * Cfg::kStageBytes,
                   "a consumer's send and receive boxes fit its share of the ring");
@@ -95,9 +97,7 @@ struct SharedStorage {
     return reinterpret_cast<uint64_t*>(base + Cfg::kStages * Cfg::kStageBytes + Cfg::kEpilogueBytes) + stage;
   }
   __device__ uint64_t* empty(uint32_t stage) const { return full(0) + Cfg::kStages + stage; }
-  __device__ uint64_t* received(int consumer, uint32_t buffer) const {
-    return full(0) + 2 * Cfg::kStages + consumer * 2 + buffer;
-  }
+  __device__ uint64_t* epilogue_barrier(int i) const { return full(0) + 2 * Cfg::kStages + i; }
 };
 
 }  // namespace weft::gemm

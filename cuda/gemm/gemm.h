@@ -48,7 +48,7 @@ inline int32_t a_box_rows(const TileConfig& t, int64_t a_rows) {
 // is least at band * kTileM = (ctas / band) * tile_n: band = sqrt(ctas * tile_n / kTileM), here the
 // power of two at or below it (16 for 128 x 256 tiles on 132 SMs; 8 for 128 x 128). Measured against
 // the bands of 4 used before: 0.5-3% faster GEMMs and 2-4% faster fused reduce-scatters at the
-// benchmark shapes (bench/NOTES-tp.md, session 12).
+// benchmark shapes (bench/DECISIONS.md, "Tile-order bands are √(ctas × tile_n / 128) tile rows high").
 inline int default_band(int tile_n, int ctas) {
   int band = 1;
   while (int64_t(2 * band) * (2 * band) * kTileM <= int64_t(ctas) * tile_n) band *= 2;
@@ -60,8 +60,8 @@ inline int default_band(int tile_n, int ctas) {
 // clusters. With the same number of rounds, fewer tiles in flight at once run faster: 128 CTAs
 // instead of 132 took 0.5-2.4% off our GEMM at every benchmark shape whose tile count is a multiple
 // of 128 (1024-3584 tiles), and at 8192 x 4096 x 8192 ncu counted 537 MB read from HBM against 646
-// (the waves of 132 straddle the tile-order bands of 16 rows; bench/NOTES-gemm.md, session 13).
-// (A/B: the plain GEMM's config.maxCtas; the fused planners' WEFT_GEMM_BALANCED=0, ffi/src/tp.)
+// (the waves of 132 straddle the tile-order bands of 16 rows; bench/DECISIONS.md, "The grid is the
+// fewest CTAs that keep the fewest rounds"). (A/B: the plain GEMM's config.maxCtas.)
 inline int balanced_ctas(int64_t units, int most, int cluster = 1) {
   const int64_t slots = most / cluster;
   if (units <= 0 || slots <= 0) return most;
@@ -86,15 +86,16 @@ struct TailSplit {
 // Costs in k-blocks (0.52 us each at 128 x 256): the last wave's rem tiles whole cost k_blocks plus
 // an epilogue (~3); a piece costs its k-blocks plus ~8 (its partial's write, fence and count, the
 // restart of the pipeline, the reducing piece's reads): that figure fits the measured gains and
-// losses below (NOTES-tp, session 12). A split is made when it saves at least 20, in one round of
-// equal pieces (rem x pieces <= ctas, at most 16, each >= 4 k-blocks): AG (8192, 28672, 8192), 20
-// tiles in 6 pieces, 2.3% faster than unsplit on every SM and 0.8-0.9% faster than the balanced grid
-// (NOTES-gemm, session 13); a 272-tile test shape, 8 in 16 pieces, 6%.
+// losses below (bench/DECISIONS.md, "The last wave splits into equal K pieces in one round, or not
+// at all"). A split is made when it saves at least 20, in one round of equal pieces (rem x pieces
+// <= ctas, at most 16, each >= 4 k-blocks): AG (8192, 28672, 8192), 20 tiles in 6 pieces, 2.3%
+// faster than unsplit on every SM and 0.8-0.9% faster than the balanced grid; a 272-tile test
+// shape, 8 in 16 pieces, 6%.
 //   Not made:
 //   - a last wave more than half full (fewer than two pieces per tile would fit the idle CTAs): a
 //     head per tile on its own CTA and the rests on the idle CTAs was 0.9-1.5% faster than unsplit
 //     on every SM, but level with the balanced grid at 8192 x 4096 x 28672 and 0.4-0.7% behind it at
-//     16384 x 4096 x 8192 (NOTES-gemm, session 13): removed in session 14;
+//     16384 x 4096 x 8192: removed;
 //   - equal pieces over several rounds: AG (8192, 8192, 8192), 100 tiles in 5 pieces over 4 rounds,
 //     3.6% slower.
 inline TailSplit plan_tail_split(int64_t tiles, int64_t k_blocks, int ctas) {

@@ -1,156 +1,121 @@
-// hooks.cuh — how a fused op customises the GEMM engine. The plain GEMM is the engine with
-// DefaultHooks; a fused op (cuda/fused/*) derives its Hooks type from DefaultHooks, hides the
-// members it changes, and reuses every other line of the engine.
+// hooks.cuh — the GEMM engine's contract: what an op gives the engine to make it its own kernel.
+// The plain GEMM is the engine with DefaultHooks; an op (cuda/fused/*, cuda/moe/*) derives its
+// Hooks type from DefaultHooks, hides what it changes and reuses every other line of the engine.
 //
-// A Hooks type provides (DefaultHooks has a no-op version of each):
+// A Hooks type has these customisation points (DefaultHooks has the plain GEMM's version of each):
 //
-//   struct State { ... };
-//       Plain data the host fills; it travels inside KernelParams (kernel parameter space, so keep it
-//       to pointers, epochs, counts and the few tensor maps the op needs; maps must stay 64-byte
-//       aligned, which CUtensorMap's own alignment gives).
-//   struct ProducerState { ... };  struct ConsumerState { ... };
-//       Mutable per-role scratch that lives across the tiles of one CTA: the producer thread keeps
-//       one ProducerState, each consumer warpgroup's leader one ConsumerState (e.g. "chunk 3 of rank 1
-//       has been seen", so the next tile of that chunk need not poll again).
+//   struct State { ... };                                                       the op's data
+//       Plain data the host fills; it travels in KernelParams (kernel parameter space: pointers,
+//       epochs, counts and the few tensor maps the op needs; maps stay 64-byte aligned).
+//   template <class Cfg> using Scheduler = ...;                                1. tile order
+//       Built as Scheduler(const Problem&, const State&, cluster_rank) in every role; `bool
+//       next(Tile&)` yields this CTA's tiles, the same sequence in every role, false when done.
+//       The CTAs of a cluster must get tiles that share the multicast operand (the same n0 for
+//       ClusterM = 2, the same m0 for ClusterN = 2) and equal k-block counts. Tile is TileCoord, or
+//       the scheduler's own `using Tile = ...` derived from TileCoord (a grouped GEMM's group): the
+//       engine hands that type to every hook and policy (TileOf below).
+//   template <class Cfg> using ASource = ...;                                  2. A source
+//   template <class Cfg> using BSource = ...;                                  3. B source
+//       Where a tile's operands come from (sources.cuh: TmaA, TmaB are the defaults). Built once per
+//       tile by the producer as Source(const KernelParams&, const Tile&); per k-block, load(dst,
+//       full, k0, cluster_rank, lane) issues the TMA loads of the stage's A (B) part into `dst`,
+//       completing on `full`; static stage_bytes(p) is what they land per stage. A source may pick
+//       its own map and coordinates per tile (a 3-D map over [G, N, K] weights with the group as
+//       the outer coordinate), and an A source with kLanes = 32 loads from all of warp 0 (a gather:
+//       one 1-row box per row, 4 per lane), lane 0 alone otherwise.
+//   static bool before_tile_loads(const State&, ProducerState&, const Tile&);  4. wait before loads
+//       The producer, before a tile's first load: e.g. wait for a peer's epoch signal that the
+//       rows this tile reads have landed (RowSignalGate), then cta::fence_proxy_async_global()
+//       (TMA reads through the async proxy). ProducerState is the producer's scratch across tiles.
+//   template <class Cfg, class H> using Epilogue = ...;                        5. epilogue policy
+//       What happens to a tile's accumulators: a class, built once per consumer warpgroup (policy
+//       contract below). StoreEpilogue (epilogue.cuh) stores or adds into KernelParams::c and may
+//       signal; cuda/fused/ has the routed, phased, received-adds and exchange policies. H is the
+//       Hooks type itself, so that a policy calls the hooks of the type that uses it.
+//   static bool before_tile_stores(const State&, ConsumerState&, const Tile&, int consumer);
+//                                                                              6. wait before stores
+//       Called by StoreEpilogue's leader before a half-tile's first store (64 rows): e.g. "the
+//       owner has stored this tile, so adding into it is safe". ConsumerState: per-warpgroup scratch.
+//   static void after_tile_stored(const State&, const Tile&, int consumer);    7. after-store
+//       A policy with signals calls it once a half-tile's stores are complete and fenced (settle(),
+//       epilogue.cuh): publish an epoch here (HalfTileFlagPublisher); a reader that sees it sees the data.
+//   static bool before_finish(const State&);                                   8. before-finish
+//       One thread of every CTA after all of the CTA's stores are complete and fenced: e.g. "tell
+//       the peers I am done adding into their outputs, then wait until they are done with mine".
+//   static void on_kernel_start(const State&);                                 9. kernel start
+//       Thread 0 of every CTA, first (e.g. "this rank has entered the launch").
+// Every bool above is false when a bounded wait ran out: the kernel then reports kFailHookWait and
+// drains instead of hanging.
 //
-//   template <class Cfg> using Scheduler = ...;
-//       The tile order and which tiles this CTA owns. Constructed in every role (producer and both
-//       consumers) as Scheduler(const Problem&, const State&, cluster_rank), it must yield the same
-//       sequence in every role of a CTA, and the CTAs of one cluster must get tiles that share the
-//       multicast operand (the same n0 for ClusterM = 2, the same m0 for ClusterN = 2) and equal
-//       k-block counts, because they fill each other's pipelines. `bool next(TileCoord&)` returns
-//       false when the CTA is done. Use GroupedScheduler (scheduler.cuh) unless the order matters,
-//       e.g. "local rows first, then remote rows in the order they arrive".
+// The epilogue policy, as the engine drives it (kernel.cuh), for every tile t of one warpgroup:
+//     Epilogue e(p, shared, consumer, cluster_rank);
+//     for each tile t:  e.before_math<Kind>(t);  math, calling e.on_kblock<Kind>(t, kb, k_blocks)
+//                       after each k-block's wgmmas are issued;  e.store<Kind>(acc, t, scheduler);
+//     e.finish(acc);    then the engine waits for the leader's bulk stores and fences them.
+//   `static constexpr int kKinds` (1 or 2) and `static int kind(const State&, const Tile&)`: with 2,
+//   the engine compiles the whole tile body once per kind and runs each kind's tiles in a loop of
+//   its own while they keep that kind, so a kind's destination can be a compile-time one.
+//   `kBarriers` (at most 4) mbarriers of count 1 are set up for the policy (SharedStorage::
+//   epilogue_barrier). `bool ok() const`: false when one of its waits ran out. The leader (thread
+//   0 of the warpgroup) issues every TMA store; the accumulator fragment layout is epilogue.cuh's.
+//   Building blocks a policy composes (epilogue.cuh): stage_box / add_box (registers <-> one
+//   swizzled 64 x 128-byte staging box), stage_for_store (into one of the consumer's two staging
+//   boxes, SharedStorage::out_box, once the store two boxes ago has read it), cta::store_2d /
+//   reduce_add_2d (TMA store or add of a box into any map: C, a peer's C, a staging buffer),
+//   store_rows (plain stores bounded by rows and columns), PendingSignal + settle (a signal owed
+//   for stores still in flight, published later so that the wait overlaps math).
 //
-//   static __device__ void on_kernel_start(const State&);
-//       Thread 0 of every CTA, before anything else (e.g. CTA 0 tells the peers "I have entered").
+// How a grouped GEMM (MoE: out[offsets[g] .. offsets[g+1]) = a[same rows] x b[g], torch._grouped_mm
+// with unpadded offsets) plugs in, with nothing changed under cuda/gemm/:
 //
-//   Producer thread (warpgroup 0, thread 0; it runs with a 40-register budget: keep hooks small):
-//   static __device__ const CUtensorMap* a_map(const State&, const TileCoord&, int32_t& row);
-//       Where this tile's A rows come from: a map in State and the row of that map that holds the
-//       tile's first row (set `row`); nullptr keeps KernelParams::a at row t.m0.
-//   static __device__ bool before_tile_loads(const State&, ProducerState&, const TileCoord&);
-//   static __device__ bool before_kblock_loads(const State&, ProducerState&, const TileCoord&, int32_t k_block);
-//       Called before the first TMA load of a tile / of each k-block, e.g. to wait until a peer's
-//       epoch signal says the rows this tile reads have landed (RowSignalGate). Data other agents
-//       wrote is read by TMA (the async proxy): after a successful wait, issue
-//       cta::fence_proxy_async_global() before returning. Return false when a bounded wait ran out:
-//       the kernel reports kFailHookWait and carries on (it never hangs).
-//
-//   Epilogue (the leader thread of each consumer warpgroup, which also issues the tile's stores):
-//   static constexpr EpilogueOp kEpilogue;
-//       Without routing: kStore (TMA store into KernelParams::c) or kReduceAdd (element-wise add,
-//       cp.reduce.async.bulk.tensor .add). C may be peer memory.
-//   static constexpr bool kRouted;
-//   static __device__ Route route(const State&, const TileCoord&);
-//   static __device__ const CUtensorMap* out_map(const State&, int dest);
-//       With kRouted, each tile goes to the destinations in route().dests (bit d: out_map(d)),
-//       stored or added (route().reduce), at row m0 - route().row_offset of those maps; one staged
-//       shared-memory box feeds every destination. Routed outputs need n to fill whole 16-byte
-//       chunks (no plain-store tail columns).
-//   static constexpr int kPhases;
-//   static __device__ int phase(const State&, const TileCoord&);
-//   template <int Phase> static __device__ Route phase_route(const State&, const TileCoord&);
-//   template <int Phase> static __device__ const CUtensorMap* phase_map(const State&);
-//   template <int Phase> static constexpr bool kPhaseAdds;
-//       With kRouted and kPhases == 2, every tile is in phase 0 or 1 (phase()), and each phase has
-//       one destination known at compile time: phase_map<Phase>(), stored or added (kPhaseAdds),
-//       with phase_route<Phase>()'s row_offset and signal (its dests and reduce are ignored). The
-//       engine compiles the tile's math and epilogue once per phase and runs each phase's tiles in a
-//       loop of its own (kernel.cuh), so no run-time choice of map or operation is left inside
-//       them: route() and out_map() cost the copy-engine reduce-scatter ~8 us at (4096, 14336,
-//       4096) (NOTES-tp, session 10).
-//   template <int Phase> static constexpr bool kPhaseRouted;    (default false)
-//   template <int Phase> static constexpr bool kPhaseReceives;  (default true)
-//       A phase with kPhaseRouted routes at run time after all (route(), out_map()): one whose tiles
-//       have several destinations. A phase without kPhaseReceives never receives (its tiles'
-//       received_sources() is 0), so its body has none of that machinery.
-//   static __device__ bool before_tile_stores(const State&, ConsumerState&, const TileCoord&, const Route&, int consumer);
-//       Called before the first store of a consumer's half-tile (64 rows); it may wait (e.g. "the
-//       owner has stored this tile, so adding into it is safe"). false: a bounded wait ran out.
-//   static constexpr bool kAddsReceived;
-//   template <class Cfg> static __device__ bool add_received(const State&, const TileCoord&, int consumer,
-//                                                           float (&acc)[Cfg::kTileN / 2]);
-//       When kAddsReceived, called by every thread of the consumer warpgroup after before_tile_stores
-//       (and a warpgroup barrier), before the tile is rounded and staged: add what other ranks
-//       contributed to this tile into the fp32 accumulators (fragment layout: epilogue.cuh), so the
-//       tile is rounded once. Data it reads must have been acquired by before_tile_loads or
-//       before_tile_stores, or by its own bounded waits (the register exchange's). false, from
-//       the leader: a wait ran out.
-//   static __device__ int received_sources(const State&, const TileCoord&);
-//   static __device__ const CUtensorMap* received_box(const State&, const TileCoord&, int consumer,
-//                                                     int source, int32_t& row);
-//       With kAddsReceived, the engine can fetch what other ranks contributed itself instead: when
-//       received_sources() > 0 for a tile, each consumer loads, for every output box and each source
-//       0..sources-1, the box at (the box's column, `row`) of received_box()'s map by TMA into the
-//       box's own staging buffer, and adds it to the accumulators from shared memory (the map must
-//       have the output's box and swizzle, bf16). The first two boxes are loaded while the tile's
-//       first k-block is computed: their data must be acquired by before_tile_loads (the consumer
-//       sees it through the first `full` barrier). add_received is then not called for that tile.
-//   static __device__ int32_t received_box_rows(const State&);
-//       The height of received_box()'s boxes: 64 (a half-tile), or fewer when the rows past them
-//       are never stored (their staging rows keep stale data, added only to those rows).
-//   static constexpr bool kExchanges;
-//   static __device__ uint32_t send_dests(const State&, const TileCoord&, bool keep_own);
-//   static __device__ const CUtensorMap* send_map(const State&, int dest, const TileCoord&, int consumer, int32_t& row);
-//   static __device__ bool wait_exchanged(const State&, const TileCoord&, int consumer);
-//   static __device__ bool finish_deferred(const State&, const TileCoord&, int consumer, int32_t rows,
-//                                          int32_t cols, uint32_t barrier_id);
-//   static __device__ bool defers(const State&);
-//       With kExchanges (and kAddsReceived and kSignalsAfterStore), every rank computes a partial of
-//       every tile and the ranks exchange them (ExchangeStep in epilogue.cuh). Each box of a
-//       half-tile's rounded accumulators is stored into send_map(d) for every bit d of send_dests()
-//       (rows from `row`), and published as a pending signal: once those stores are complete and
-//       fenced for system scope, after_tile_stored says "my partial of this half-tile has landed".
-//       A CTA's last tile goes to the peers only (keep_own false) and keeps the own partial in its
-//       accumulators. Every earlier tile is deferred: sent with keep_own (send_dests includes a
-//       destination holding this rank's own partial), and once the last tile's sends are issued,
-//       finish_deferred() is called for it by the whole consumer warpgroup: wait (bounded) until
-//       every other rank's partial of the half-tile has landed, and store the sum of all the
-//       partials into the output (`rows` x `cols` from (t.m0 + 64 * consumer, t.n0)). It must not
-//       use the staging buffers or bulk groups, which the last tile's sends still hold; false: its
-//       wait ran out. Then the last tile: its signal settled, wait_exchanged (bounded), the
-//       received boxes (received_box, sources 0..received_sources()-1: the other ranks) loaded and
-//       added, the sum stored as routed. defers() false exchanges every tile at once, as the last
-//       (an A/B variant for benchmarks).
-//   template <class Cfg> static constexpr bool kAtOnce;
-//       With kExchanges: every CTA has exactly one tile (the launch checks it), exchanged at once by
-//       exchange_at_once (epilogue.cuh), which stages in the ring, free once that tile's math is done.
-//   static constexpr bool kSignalsAfterStore;
-//   static __device__ void after_tile_stored(const State&, const TileCoord&, int consumer);
-//       When kSignalsAfterStore (and, with routing, route().signal), called once per consumer
-//       half-tile after its stores are complete and fenced for system scope: publish an epoch here
-//       (HalfTileFlagPublisher) and any reader that sees it also sees the data. The call is deferred
-//       to the start of the consumer's next epilogue (or the end of its tiles), so the wait for the
-//       stores to complete overlaps a whole tile of math instead of stalling the warpgroup.
-//
-//   static constexpr bool kDeviceScopeSignals;
-//       With kSignalsAfterStore: true when only this GPU reads the signals and the data they publish
-//       (its SMs, or its copy engines' stream waits): the stores are then fenced at device scope, not
-//       system scope, before after_tile_stored.
-//
-//   static __device__ bool settle_before_math(const State&, const TileCoord& stored, const TileCoord& next);
-//       With kSignalsAfterStore: true publishes the signal owed for `stored` (the consumer's last
-//       half-tile) before the math of `next` instead of at next's epilogue. Needed where next's loads
-//       may wait for something that depends on that signal (a peer that waits for this rank's data).
-//   static __device__ bool settle_with_math(const State&, const TileCoord& stored);
-//   static __device__ int32_t settle_block(const State&, int32_t k_blocks);
-//       With kSignalsAfterStore: true publishes the signal owed for `stored` right after next's
-//       k-block settle_block() (0: the first) is issued (the store's completion overlaps the math
-//       before it) instead of a whole tile later. For signals a copy engine or a peer is waiting on
-//       to move data; next's first load must not depend on the signal (settle_before_math covers
-//       that case). A later block suits stores that take long to complete (NVLink): the leader's
-//       wait for them stalls its warpgroup's math.
-//
-//   static __device__ bool before_finish(const State&);
-//       One thread of every CTA after all of the CTA's stores are complete and fenced (e.g. "tell
-//       the peers I am done adding into their outputs, then wait until they are done with mine").
-//       false: a bounded wait ran out.
+//   struct GroupTile : gemm::TileCoord { int32_t group, row_end; };  // rows [m0, row_end) are group's
+//   template <class Cfg> struct GroupScheduler {          // (group, tile) pairs, group-major
+//     using Tile = GroupTile;
+//     const MoeState& s_; int32_t unit_;
+//     GroupScheduler(const Problem&, const MoeState& s, uint32_t) : s_(s), unit_(blockIdx.x) {}
+//     bool next(GroupTile& t) {                          // unit -> (group g, tile row i, tile column j)
+//       if (!s_.find(unit_, t.group, t.tile_m, t.tile_n)) return false;  // from offsets and tile counts
+//       t.m0 = s_.offsets[t.group] + t.tile_m * Cfg::kTileM;  t.row_end = s_.offsets[t.group + 1];
+//       t.n0 = t.tile_n * Cfg::kTileN;  t.k_begin = 0;  t.k_blocks = -1;  t.piece = -1;
+//       unit_ += gridDim.x;  return true;
+//     }
+//   };
+//   template <class Cfg> struct GroupB : gemm::TmaB<Cfg> {   // b as [G, N, K], box {64, TileN, 1}
+//     int32_t g;
+//     template <class P> GroupB(const P& p, const GroupTile& t) : TmaB<Cfg>(p, t), g(t.group) {
+//       this->map = &p.hooks.b_groups;                       // a 3-D map in MoeState
+//     }
+//     void load(uint8_t* dst, uint64_t* full, int32_t k0, uint32_t, int) const {
+//       cta::load_3d(dst, this->map, full, k0, this->n0, g);
+//     }
+//   };
+//   template <class Cfg, class H> struct GroupEpilogue : gemm::StoreEpilogue<Cfg, H> {
+//     using gemm::StoreEpilogue<Cfg, H>::StoreEpilogue;
+//     template <int Kind, class S> void store(float (&acc)[Cfg::kTileN / 2], const GroupTile& t, const S& s) {
+//       const int32_t row0 = t.m0 + Cfg::kConsumerRows * this->consumer_;
+//       const int32_t rows = min(t.row_end - row0, Cfg::kConsumerRows);  // this half-tile's rows
+//       if (rows <= 0) return;                              // the next group's rows only
+//       if (rows == Cfg::kConsumerRows) return StoreEpilogue<Cfg, H>::template store<Kind>(acc, t, s);
+//       store_rows<Cfg>(acc, out + row0 * ldc + t.n0, ldc, rows, cols);  // plain stores, stop at row_end
+//     }
+//   };
+//   struct MoeHooks : gemm::DefaultHooks {
+//     using State = MoeState;
+//     template <class Cfg> using Scheduler = GroupScheduler<Cfg>;
+//     template <class Cfg> using BSource = GroupB<Cfg>;
+//     template <class Cfg, class H> using Epilogue = GroupEpilogue<Cfg, H>;
+//   };
+// (A stores past row_end could also be clipped by TMA itself: a per-group map of out whose outer
+// extent ends at offsets[g + 1], rewritten on the device with tensormap.replace.) A gather-by-index
+// A source sets kLanes = 32 and loads row i of the tile from a [rows, K] map with box {64, 1} at
+// (k0, index[m0 + i]) into dst + 128 * i: TMA applies the 128-byte swizzle by the destination's
+// shared address, so the stage ends up exactly as one 128-row box would leave it.
 #pragma once
 
 #include <cuda.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "../primitives/signal.cuh"
 
@@ -165,18 +130,26 @@ struct TileCoord {
   int32_t piece;           // -1: the whole tile; else a split-tail piece's slot (tail_split.cuh)
 };
 
-enum class EpilogueOp { kStore, kReduceAdd };
-
-// Where a routed tile goes (see kRouted).
-struct Route {
-  uint32_t dests;      // bit d: out_map(d)
-  int32_t row_offset;  // the tile's row m0 is row m0 - row_offset of every destination map
-  bool reduce;         // add into the destinations instead of storing
-  bool signal;         // call after_tile_stored once the stores are complete
+// The tile type a scheduler hands out: its `Tile`, or TileCoord.
+template <class Scheduler, class = void>
+struct TileOf {
+  using type = TileCoord;
+};
+template <class Scheduler>
+struct TileOf<Scheduler, std::void_t<typename Scheduler::Tile>> {
+  using type = typename Scheduler::Tile;
 };
 
 template <class Cfg>
 class GroupedScheduler;
+template <class Cfg>
+struct TmaA;
+template <class Cfg>
+struct TmaB;
+enum class EpilogueOp { kStore, kReduceAdd };
+enum class SignalScope { kNone, kSystem, kDevice };
+template <class Cfg, class Hooks, EpilogueOp Op = EpilogueOp::kStore, SignalScope Signal = SignalScope::kNone>
+class StoreEpilogue;
 
 struct DefaultHooks {
   struct State {};
@@ -184,90 +157,32 @@ struct DefaultHooks {
   struct ConsumerState {};
   template <class Cfg>
   using Scheduler = GroupedScheduler<Cfg>;
-  static constexpr EpilogueOp kEpilogue = EpilogueOp::kStore;
-  static constexpr bool kRouted = false;
-  static constexpr bool kSignalsAfterStore = false;
-  static constexpr bool kDeviceScopeSignals = false;
-  static constexpr bool kExchanges = false;
   template <class Cfg>
-  static constexpr bool kAtOnce = false;
-  static constexpr bool kAddsReceived = false;
-  // Schedulers may hand out split-tail pieces (TileCoord::piece >= 0); then
-  // tail_split(State) / tail_epoch(State) give the split and the launch's epoch (tail_split.cuh).
-  static constexpr bool kTailSplit = false;
-  static constexpr int kPhases = 1;
-  template <int Phase>
-  static constexpr bool kPhaseRouted = false;
-  template <int Phase>
-  static constexpr bool kPhaseReceives = true;
+  using ASource = TmaA<Cfg>;
+  template <class Cfg>
+  using BSource = TmaB<Cfg>;
+  template <class Cfg, class H>
+  using Epilogue = StoreEpilogue<Cfg, H>;
 
   // Templates, so that a derived Hooks type with its own State, ProducerState and ConsumerState
   // inherits whichever of them it does not hide.
   template <class S>
   static __device__ __forceinline__ void on_kernel_start(const S&) {}
-  template <class S>
-  static __device__ __forceinline__ const CUtensorMap* a_map(const S&, const TileCoord&, int32_t&) {
-    return nullptr;
-  }
-  template <class S, class P>
-  static __device__ __forceinline__ bool before_tile_loads(const S&, P&, const TileCoord&) {
+  template <class S, class P, class T>
+  static __device__ __forceinline__ bool before_tile_loads(const S&, P&, const T&) {
     return true;
   }
-  template <class S, class P>
-  static __device__ __forceinline__ bool before_kblock_loads(const S&, P&, const TileCoord&, int32_t) {
+  template <class S, class C, class T>
+  static __device__ __forceinline__ bool before_tile_stores(const S&, C&, const T&, int) {
     return true;
   }
-  template <class S>
-  static __device__ __forceinline__ Route route(const S&, const TileCoord&) { return Route{1u, 0, false, true}; }
-  template <class S>
-  static __device__ __forceinline__ const CUtensorMap* out_map(const S&, int) { return nullptr; }
-  template <class S, class C>
-  static __device__ __forceinline__ bool before_tile_stores(const S&, C&, const TileCoord&, const Route&, int) {
-    return true;
-  }
-  template <class Cfg, class S>
-  static __device__ __forceinline__ bool add_received(const S&, const TileCoord&, int, float (&)[Cfg::kTileN / 2]) {
-    return true;
-  }
-  template <class S>
-  static __device__ __forceinline__ int received_sources(const S&, const TileCoord&) { return 0; }
-  template <class S>
-  static __device__ __forceinline__ const CUtensorMap* received_box(const S&, const TileCoord&, int, int, int32_t&) {
-    return nullptr;
-  }
-  template <class S>
-  static __device__ __forceinline__ int32_t received_box_rows(const S&) { return kTileM / 2; }
-  template <class S>
-  static __device__ __forceinline__ void after_tile_stored(const S&, const TileCoord&, int) {}
-  template <class S>
-  static __device__ __forceinline__ uint32_t send_dests(const S&, const TileCoord&, bool) { return 0; }
-  template <class S>
-  static __device__ __forceinline__ const CUtensorMap* send_map(const S&, int, const TileCoord&, int, int32_t&) {
-    return nullptr;
-  }
-  template <class S>
-  static __device__ __forceinline__ bool wait_exchanged(const S&, const TileCoord&, int) { return true; }
-  template <class S>
-  static __device__ __forceinline__ bool finish_deferred(const S&, const TileCoord&, int, int32_t, int32_t, uint32_t) {
-    return true;
-  }
-  template <class S>
-  static __device__ __forceinline__ bool defers(const S&) { return true; }
-  template <class S>
-  static __device__ __forceinline__ bool settle_before_math(const S&, const TileCoord&, const TileCoord&) {
-    return false;
-  }
-  template <class S>
-  static __device__ __forceinline__ bool settle_with_math(const S&, const TileCoord&) {
-    return false;
-  }
-  template <class S>
-  static __device__ __forceinline__ int32_t settle_block(const S&, int32_t) { return 0; }
+  template <class S, class T>
+  static __device__ __forceinline__ void after_tile_stored(const S&, const T&, int) {}
   template <class S>
   static __device__ __forceinline__ bool before_finish(const S&) { return true; }
 };
 
-// Building blocks for fused ops' hooks.
+// Building blocks for hooks.
 
 // Wait until signals[(tile.m0 - first_row) / rows_per_signal] >= epoch: an epoch-tagged word written
 // by whoever produces those rows of A, possibly a peer GPU, and possibly in that peer's memory.
@@ -283,9 +198,9 @@ struct RowSignalGate {
 };
 
 // Publish `epoch` for one stored 64-row half-tile (a relaxed system-scope store: only from
-// after_tile_stored, which the engine calls right after a system fence), into
-// flags[(m0 / 64 + consumer) * tiles_n + tile_n]: one flag per 64 rows x TileN columns of C. The
-// flags may be a peer's (the owner of a tile tells every peer it has stored it).
+// after_tile_stored, which follows a system fence), into flags[(m0 / 64 + consumer) * tiles_n +
+// tile_n]: one flag per 64 rows x TileN columns of C. The flags may be a peer's (the owner of a tile
+// tells every peer it has stored it).
 struct HalfTileFlagPublisher {
   uint64_t* flags;
   uint64_t epoch;

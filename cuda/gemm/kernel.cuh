@@ -1,5 +1,6 @@
 // kernel.cuh — the persistent, warp-specialised GEMM kernel: one CTA per SM (at most), warpgroup 0
-// produces (TMA), warpgroups 1 and 2 consume (wgmma) and store. See mainloop.cuh and epilogue.cuh.
+// produces (TMA), warpgroups 1 and 2 consume (wgmma) and hand each tile to the op's epilogue policy.
+// See hooks.cuh (the contract), mainloop.cuh and epilogue.cuh.
 //
 // engine_cta() is the whole GEMM part of one CTA, ending in finish_cta(); gemm_kernel is just that.
 // A fused kernel (cuda/fused/*) may give some CTAs another role (moving data) and run engine_cta()
@@ -20,7 +21,7 @@
 #include "mainloop.cuh"
 #include "params.cuh"
 #include "scheduler.cuh"
-#include "tail_split.cuh"
+#include "sources.cuh"
 
 namespace weft::gemm {
 
@@ -46,16 +47,43 @@ __device__ __forceinline__ void finish_cta(const KernelParams<typename Hooks::St
 template <class Scheduler>
 __device__ __forceinline__ bool is_last_tile(const Scheduler& scheduler) {
   Scheduler ahead = scheduler;
-  TileCoord next;
+  typename TileOf<Scheduler>::type next;
   return !ahead.next(next);
 }
 
-// Named barrier ids: 0 is __syncthreads, 1 + consumer each consumer's own (epilogue.cuh), and this
-// one the consumers together.
-constexpr uint32_t kConsumersBarrier = 15;
+// Runs body(kind tag) for every tile the scheduler hands out into `t`. With two kinds (the epilogue
+// policy's kKinds), each kind's tile body is compiled on its own, in a loop of its own that runs
+// while the tiles keep that kind (the copy-engine orders hand out a CTA's tiles kind by kind): one
+// loop choosing the kind per tile made ptxas spill 136 bytes in the all-reduce kernels.
+template <int Kinds, class Scheduler, class Tile, class KindOf, class Body>
+__device__ __forceinline__ void for_each_tile(Scheduler& scheduler, Tile& t, const KindOf& kind_of, const Body& body) {
+  static_assert(Kinds == 1 || Kinds == 2, "one or two tile kinds");
+  if constexpr (Kinds == 2) {
+    bool more = scheduler.next(t);
+    while (more) {
+      if (kind_of(t) == 0) {
+        do {
+          body(std::integral_constant<int, 0>{});
+          more = scheduler.next(t);
+        } while (more && kind_of(t) == 0);
+      } else {
+        do {
+          body(std::integral_constant<int, 1>{});
+          more = scheduler.next(t);
+        } while (more && kind_of(t) != 0);
+      }
+    }
+  } else {
+    while (scheduler.next(t)) body(std::integral_constant<int, 0>{});
+  }
+}
 
 template <class Cfg, class Hooks>
 __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::State>& p) {
+  using Scheduler = typename Hooks::template Scheduler<Cfg>;
+  using Epilogue = typename Hooks::template Epilogue<Cfg, Hooks>;
+  using Tile = typename TileOf<Scheduler>::type;
+  static_assert(Epilogue::kBarriers <= Cfg::kEpilogueBarriers, "the epilogue's mbarriers fit SharedStorage");
   extern __shared__ uint8_t smem_raw[];
   const SharedStorage<Cfg> s(smem_raw);
   const uint32_t rank = Cfg::kClusterSize > 1 ? cluster::rank() : 0;
@@ -65,12 +93,7 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
       cta::mbarrier_init(s.full(i), 1);  // the local producer's arrive_expect_tx
       cta::mbarrier_init(s.empty(i), Cfg::kConsumers * Cfg::kClusterSize);
     }
-    if constexpr (Hooks::kAddsReceived) {
-      for (int c = 0; c < Cfg::kConsumers; ++c) {
-        cta::mbarrier_init(s.received(c, 0), 1);  // the consumer leader's arrive_expect_tx
-        cta::mbarrier_init(s.received(c, 1), 1);
-      }
-    }
+    for (int i = 0; i < Epilogue::kBarriers; ++i) cta::mbarrier_init(s.epilogue_barrier(i), 1);
     cluster::fence_mbarrier_init();
     cta::prefetch_tensor_map(&p.a);
     cta::prefetch_tensor_map(&p.b);
@@ -84,7 +107,8 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
 
   if (wg::index() == 0) {
     wg::release_registers<Cfg::kProducerRegisters>();
-    if (wg::thread() == 0) {
+    constexpr int kLanes = Hooks::template ASource<Cfg>::kLanes;
+    if (kLanes == 1 ? wg::thread() == 0 : wg::thread() < kLanes) {
       bool hook_ok = true;
       const bool ok = produce<Cfg, Hooks>(p, s, rank, hook_ok);
       if (!ok) cta::fail(p.completion, kFailBarrierTimeout, kStageProducer);
@@ -95,118 +119,32 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
   } else {
     wg::claim_registers<Cfg::kConsumerRegisters>();
     const int consumer = wg::index() - 1;
-    typename Hooks::template Scheduler<Cfg> scheduler(p.problem, p.hooks, rank);
-    typename Hooks::ConsumerState hook_state{};
-    PendingSignal pending{};
-    ReceivedPhases phases{};
+    Scheduler scheduler(p.problem, p.hooks, rank);
+    Epilogue epilogue(p, s, consumer, rank);
     RingPosition<Cfg::kStages> ring;
     float acc[Cfg::kTileN / 2];
-    uint32_t staged = 0;
     bool ok = true;
-    bool hook_ok = true;
-    TileCoord t;
-    TileCoord last{};
-    bool any_tile = false;
-    // kExchanges: tile `r`, whose own sends went out last (kSend), waits for the peers' partials,
-    // adds them to the accumulators it left in acc and stores the sum.
-    const auto receive = [&](const TileCoord& r) {
-      store_tile<Cfg, Hooks>(acc, p, s, r, consumer, staged, hook_state, pending, hook_ok,
-                             Hooks::received_sources(p.hooks, r), phases, ExchangeStep::kReceive);
-    };
-    // One tile: its math, then its epilogue. kPhase: with Hooks::kPhases > 1, the phase the tile
-    // is in, so that its route is a compile-time one (hooks.cuh).
-    const auto tile = [&](auto phase_tag) {
-      constexpr int kPhase = decltype(phase_tag)::value;
-      bool settle_early = false;
-      if constexpr (Hooks::kSignalsAfterStore) {
-        // pending is tracked identically by every thread of the warpgroup: uniform branches.
-        if (pending.valid && Hooks::settle_before_math(p.hooks, pending.tile, t)) {
-          settle_pending<Hooks>(p.hooks, pending, consumer, 1 + consumer);
-        }
-        settle_early = pending.valid && Hooks::settle_with_math(p.hooks, pending.tile);
-      }
-      const int sources = Hooks::kAddsReceived && Hooks::template kPhaseReceives<kPhase> ? Hooks::received_sources(p.hooks, t) : 0;
+    Tile t;
+    // One tile: the policy's steps before and during its math, the math, then the policy's epilogue.
+    const auto tile = [&](auto kind_tag) {
+      constexpr int kKind = decltype(kind_tag)::value;
+      epilogue.template before_math<kKind>(t);
       const int32_t k_blocks = k_blocks_of(t, p.problem);
-      const auto on_block = [&](int32_t kb) {
-        // (with kExchanges the received partials are written while this tile computes: receive_tile)
-        if (!Hooks::kExchanges && kb == 0 && sources > 0 && wg::thread() == 0) prefetch_received<Cfg, Hooks>(p, s, t, consumer, staged);
-        // settle_block is recomputed from the parameters, not kept live through the k-loop: the
-        // 256-wide consumers have no register to spare.
-        if (settle_early && kb == Hooks::settle_block(p.hooks, k_blocks)) settle_pending<Hooks>(p.hooks, pending, consumer, 1 + consumer);
-      };
+      const auto on_block = [&](int32_t kb) { epilogue.template on_kblock<kKind>(t, kb, k_blocks); };
       const bool rows_past_m = t.m0 + consumer * Cfg::kConsumerRows >= p.problem.m;
       accumulate_tile<Cfg>(acc, s, ring, k_blocks, consumer, ok, on_block, rows_past_m);
       if (k_blocks == 0) on_block(0);  // no k-block to overlap (k >= 1 everywhere today)
-      if constexpr (Hooks::kTailSplit) {
-        // A split-tail piece: only the warpgroup that completes the tile stores it.
-        if (t.piece >= 0 && !tail_reduce<Cfg>(acc, Hooks::tail_split(p.hooks), Hooks::tail_epoch(p.hooks), t, consumer, 1 + consumer)) {
-          last = t;
-          any_tile = true;
-          return;
-        }
-      }
-      if constexpr (Hooks::kExchanges && Hooks::template kAtOnce<Cfg>) {
-        // One tile per CTA (the planner's rule, checked again at launch: gemm_all_reduce.cu). Once
-        // both consumers' math is done, nothing more is loaded and the ring is staging.
-        wg::sync_groups<Cfg::kConsumers>(kConsumersBarrier);
-        exchange_at_once<Cfg, Hooks>(acc, p, s, t, consumer, hook_state, pending, hook_ok, phases);
-      } else if constexpr (Hooks::kExchanges) {
-        const bool defer = Hooks::defers(p.hooks) && !is_last_tile(scheduler);
-        store_tile<Cfg, Hooks>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, sources, phases,
-                               defer ? ExchangeStep::kDefer : ExchangeStep::kSend);
-        // Every tile at once (defers() false): received right after its own sends.
-        if (!Hooks::defers(p.hooks)) receive(t);
-      } else {
-        store_tile<Cfg, Hooks, kPhase>(acc, p, s, t, consumer, staged, hook_state, pending, hook_ok, sources, phases);
-      }
-      last = t;
-      any_tile = true;
+      epilogue.template store<kKind>(acc, t, scheduler);
     };
-    if constexpr (Hooks::kPhases > 1) {
-      static_assert(Hooks::kPhases == 2 && !Hooks::kExchanges, "two phases, without the exchange steps");
-      // Each phase's tile body is compiled on its own, in a loop of its own that runs while the
-      // tiles stay in that phase (a CTA's tiles come phase by phase in the copy-engine orders). One
-      // loop choosing the phase per tile made ptxas spill 136 bytes in the all-reduce kernels.
-      bool more = scheduler.next(t);
-      while (more) {
-        if (Hooks::phase(p.hooks, t) == 0) {
-          do {
-            tile(std::integral_constant<int, 0>{});
-            more = scheduler.next(t);
-          } while (more && Hooks::phase(p.hooks, t) == 0);
-        } else {
-          do {
-            tile(std::integral_constant<int, 1>{});
-            more = scheduler.next(t);
-          } while (more && Hooks::phase(p.hooks, t) != 0);
-        }
-      }
-    } else {
-      while (scheduler.next(t)) tile(std::integral_constant<int, 0>{});
-    }
-    if constexpr (Hooks::kExchanges) {
-      if (!Hooks::template kAtOnce<Cfg> && Hooks::defers(p.hooks) && any_tile) {
-        // The last tile's sends are in flight. Meanwhile the deferred half-tiles, in the same order:
-        // their peers sent them about when this CTA did, a tile of math ago. Then the last one.
-        typename Hooks::template Scheduler<Cfg> again(p.problem, p.hooks, rank);
-        while (again.next(t) && !is_last_tile(again)) {
-          const int32_t row0 = t.m0 + consumer * Cfg::kConsumerRows;
-          if (row0 >= p.problem.m) continue;  // uniform over the warpgroup
-          const int32_t rows = min(Cfg::kConsumerRows, p.problem.m - row0);
-          const int32_t cols = min(Cfg::kTileN, p.problem.n - t.n0);
-          hook_ok = Hooks::finish_deferred(p.hooks, t, consumer, rows, cols, 1 + consumer) && hook_ok;
-        }
-        receive(last);
-      }
-    }
-    settle_pending<Hooks>(p.hooks, pending, consumer, 1 + consumer);
+    for_each_tile<Epilogue::kKinds>(scheduler, t, [&](const Tile& x) { return Epilogue::kind(p.hooks, x); }, tile);
+    epilogue.finish(acc);
     if (wg::thread() == 0) {
       // Stores must finish reading shared memory before the CTA exits, and their writes must be
       // complete before finish_cta() publishes anything.
       cta::bulk_wait<0>();
       cta::fence_proxy_async_global();
       if (!ok) cta::fail(p.completion, kFailBarrierTimeout, kStageConsumer);
-      if (!hook_ok) cta::fail(p.completion, kFailHookWait, kStageEpilogue);
+      if (!epilogue.ok()) cta::fail(p.completion, kFailHookWait, kStageEpilogue);
     }
     finish_cta<Cfg, Hooks>(p);
   }

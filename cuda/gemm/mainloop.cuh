@@ -1,9 +1,8 @@
 // mainloop.cuh — the two roles of the engine's warp specialisation.
 //
-// Producer (one thread of warpgroup 0): for each tile and k-block, wait until the ring slot is free
-// in every CTA of the cluster, announce the slot's bytes on its `full` barrier, and issue the TMA
-// loads. With a cluster of two, each CTA loads half of the shared operand and multicasts it into
-// both CTAs, so that operand is read from L2 once per cluster.
+// Producer (one thread of warpgroup 0, or its warp 0: produce()): for each tile and k-block, wait
+// until the ring slot is free in every CTA of the cluster, announce the slot's bytes on its `full`
+// barrier, and have the tile's A and B sources (sources.cuh) issue their TMA loads.
 //
 // Consumers (warpgroups 1 and 2, 64 rows each): wait for `full`, issue TileK/16 wgmma k16 steps on
 // the slot, keep one batch in flight, and release the previous slot on `empty` in every CTA of the
@@ -18,6 +17,7 @@
 #include "config.cuh"
 #include "hooks.cuh"
 #include "params.cuh"
+#include "sources.cuh"
 
 namespace weft::gemm {
 
@@ -26,64 +26,47 @@ __device__ __forceinline__ int32_t k_blocks_of(const TileCoord& t, const Problem
   return t.k_blocks >= 0 ? t.k_blocks : total - t.k_begin;
 }
 
+// The producer: one thread, or warp 0 of the producer warpgroup when the A source loads from every
+// lane (ASource::kLanes == 32: a gather). Lane 0 waits for the ring and announces each stage's
+// bytes before any lane loads into it (__syncwarp orders the lanes' loads after its expect_tx).
 template <class Cfg, class Hooks>
 __device__ __forceinline__ bool produce(const KernelParams<typename Hooks::State>& p, const SharedStorage<Cfg>& s,
-                        uint32_t rank, bool& hook_ok) {
-  typename Hooks::template Scheduler<Cfg> scheduler(p.problem, p.hooks, rank);
+                                        uint32_t rank, bool& hook_ok) {
+  using Scheduler = typename Hooks::template Scheduler<Cfg>;
+  using ASource = typename Hooks::template ASource<Cfg>;
+  using BSource = typename Hooks::template BSource<Cfg>;
+  constexpr bool kWarp = ASource::kLanes == 32;
+  static_assert(ASource::kLanes == 1 || kWarp, "an A source loads from lane 0 or from the whole warp");
+  Scheduler scheduler(p.problem, p.hooks, rank);
   typename Hooks::ProducerState hook_state{};
   RingPosition<Cfg::kStages> ring;
   bool ok = true;
-  // A short A (Problem::a_box_rows) lands fewer bytes; with a shared A each CTA loads half a tile.
-  const uint32_t stage_bytes =
-      Cfg::kShareA || p.problem.a_box_rows <= 0 ? uint32_t(Cfg::kStageBytes)
-                                                 : uint32_t(Cfg::kBBytes + p.problem.a_box_rows * Cfg::kTileK * 2);
-  TileCoord t;
+  const int lane = kWarp ? int(threadIdx.x % 32) : 0;
+  const uint32_t stage_bytes = BSource::stage_bytes(p) + ASource::stage_bytes(p);
+  typename TileOf<Scheduler>::type t;
   while (scheduler.next(t)) {
     // After a failed wait, stop waiting (hook_ok short-circuits): the kernel drains fast and reports.
-    hook_ok = hook_ok && Hooks::before_tile_loads(p.hooks, hook_state, t);
-    int32_t a_row = t.m0;
-    const CUtensorMap* a_map = Hooks::a_map(p.hooks, t, a_row);
-    if (a_map == nullptr) a_map = &p.a;
+    if constexpr (kWarp) {
+      if (lane == 0) hook_ok = hook_ok && Hooks::before_tile_loads(p.hooks, hook_state, t);
+      __syncwarp();  // lane 0's acquire (and its proxy fence) before the other lanes' loads
+    } else {
+      hook_ok = hook_ok && Hooks::before_tile_loads(p.hooks, hook_state, t);
+    }
+    const ASource a(p, t);
+    const BSource b(p, t);
     const int32_t k_blocks = k_blocks_of(t, p.problem);
     for (int32_t i = 0; i < k_blocks; ++i) {
-      const int32_t kb = t.k_begin + i;
-      hook_ok = hook_ok && Hooks::before_kblock_loads(p.hooks, hook_state, t, kb);
-      // After a timeout, stop waiting (ok short-circuits): the kernel drains fast and reports.
-      ok = ok && cta::mbarrier_wait(s.empty(ring.stage), ring.parity ^ 1u);
+      const int32_t k0 = (t.k_begin + i) * Cfg::kTileK;
       uint64_t* full = s.full(ring.stage);
-      // Every CTA's barrier expects the whole stage: its own loads plus what the peer multicasts.
-      cta::mbarrier_arrive_expect_tx(full, stage_bytes);
-      const int32_t k0 = kb * Cfg::kTileK;
-      uint8_t* a = s.a(ring.stage);
-      uint8_t* b = s.b(ring.stage);
-
-      if constexpr (Cfg::kShareA) {
-        const int32_t half = Cfg::kTileM / 2;
-        cluster::load_2d_multicast(a + rank * (Cfg::kABytes / 2), a_map, full, k0, a_row + int32_t(rank) * half, 0x3);
-      } else {
-        cta::load_2d(a, a_map, full, k0, a_row);
+      if (lane == 0) {
+        // After a timeout, stop waiting (ok short-circuits): the kernel drains fast and reports.
+        ok = ok && cta::mbarrier_wait(s.empty(ring.stage), ring.parity ^ 1u);
+        // Every CTA's barrier expects the whole stage: its own loads plus what the peer multicasts.
+        cta::mbarrier_arrive_expect_tx(full, stage_bytes);
       }
-
-      if constexpr (!Cfg::kBNMajor) {
-        if constexpr (Cfg::kShareB) {
-          const int32_t half = Cfg::kTileN / 2;
-          cluster::load_2d_multicast(b + rank * (Cfg::kBBytes / 2), &p.b, full, k0, t.n0 + int32_t(rank) * half, 0x3);
-        } else {
-          cta::load_2d(b, &p.b, full, k0, t.n0);
-        }
-      } else {
-        constexpr int kBoxes = Cfg::kTileN / 64;
-        constexpr int kMine = Cfg::kShareB ? kBoxes / 2 : kBoxes;
-#pragma unroll
-        for (int j = 0; j < kMine; ++j) {
-          const int box = (Cfg::kShareB ? int(rank) * kMine : 0) + j;
-          if constexpr (Cfg::kShareB) {
-            cluster::load_2d_multicast(b + box * Cfg::kBBoxBytes, &p.b, full, t.n0 + box * 64, k0, 0x3);
-          } else {
-            cta::load_2d(b + box * Cfg::kBBoxBytes, &p.b, full, t.n0 + box * 64, k0);
-          }
-        }
-      }
+      if constexpr (kWarp) __syncwarp();
+      a.load(s.a(ring.stage), full, k0, rank, lane);
+      if (lane == 0) b.load(s.b(ring.stage), full, k0, rank, lane);
       ring.advance();
     }
   }

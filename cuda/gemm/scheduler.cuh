@@ -4,10 +4,11 @@
 // c, c + G, c + 2G, ... Unit u lies in a band of group_m cluster-tile rows and walks that band
 // column by column, so the clusters running at one time cover a square-ish patch of C: its A rows
 // and B columns are read from HBM once and served from L2 to the rest.
-//   Example, 8192 x 8192 with 128 x 256 tiles, clusters of one, group_m 4 (the default): a band is
+//   Example, 8192 x 8192 with 128 x 256 tiles, clusters of one, group_m 4: a band is
 //   512 rows; the 132 CTAs of an H200 cover 512 x 8448 of C at a time, so a wave reads an 8 MiB A
 //   panel once and streams all of B past it in 64-column k-slices shared by the band's 4 rows.
-//   Bands of 2 to 16 measured within the card's clock drift of each other (bench/NOTES-gemm.md).
+//   The default band (gemm::default_band) is taller: bench/DECISIONS.md, "Tile-order bands are
+//   √(ctas × tile_n / 128) tile rows high".
 #pragma once
 
 #include <cstdint>

@@ -8,7 +8,8 @@
 // and share A rows and B columns in L2 as a normal wave does. (A head and a rest per tile, for a last
 // wave more than half full, was no faster than the balanced grid: removed, gemm.h.)
 // (Contiguous stream-K ranges, one per CTA, staggered every CTA's K offset: 7% slower at AG (8192,
-// 8192, 28672), where nothing a CTA read was in L2 for the next; NOTES-tp, session 12.)
+// 8192, 28672), where nothing a CTA read was in L2 for the next; bench/DECISIONS.md, "The last wave
+// splits into equal K pieces in one round, or not at all".)
 //
 // Fixup, with no wait: every piece writes its fp32 partial into its own slot (the unit's index),
 // then counts itself in the tile's count; the piece that brings the count to `pieces` adds the other
@@ -24,6 +25,7 @@
 #include <cstdint>
 
 #include "../primitives/warpgroup.cuh"
+#include "epilogue.cuh"
 #include "gemm.h"
 #include "hooks.cuh"
 
@@ -91,5 +93,25 @@ __device__ __forceinline__ bool tail_reduce(float (&acc)[Cfg::kTileN / 2], const
   }
   return true;
 }
+
+// An epilogue policy for a scheduler that hands out split-tail pieces (TileCoord::piece >= 0): a
+// piece's accumulators go through tail_reduce, and only the warpgroup that completes the tile stores
+// it, through Inner. Hooks gives tail_split(State) and tail_epoch(State) (the split, the launch's
+// epoch).
+template <class Cfg, class Hooks, class Inner = StoreEpilogue<Cfg, Hooks>>
+class SplitTailEpilogue : public Inner {
+ public:
+  using Inner::Inner;
+
+  template <int Kind, class Scheduler>
+  __device__ __forceinline__ void store(float (&acc)[Cfg::kTileN / 2], const typename Inner::Tile& t,
+                                        const Scheduler& scheduler) {
+    const auto& state = this->p_.hooks;
+    if (t.piece >= 0 &&
+        !tail_reduce<Cfg>(acc, Hooks::tail_split(state), Hooks::tail_epoch(state), t, this->consumer_, 1 + this->consumer_))
+      return;
+    Inner::template store<Kind>(acc, t, scheduler);
+  }
+};
 
 }  // namespace weft::gemm

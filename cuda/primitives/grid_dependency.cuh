@@ -2,7 +2,8 @@
 // stream (sm_90 griddepcontrol). Launched with cudaLaunchAttributeProgrammaticStreamSerialization,
 // a kernel's CTAs may start while the previous kernel's last CTAs are still finishing, on the SMs
 // its earlier CTAs gave back: the launch and the prologue overlap the previous kernel's tail (its
-// completion's system fence and host write, ~3 us at decode sizes: NOTES-tp, session 6).
+// completion's system fence and host write, ~3 us at decode sizes: bench/DECISIONS.md, "Every
+// persistent kernel is launched with programmatic dependent launch").
 //
 // Contract:
 //   - grid::wait_previous() is every such kernel's first statement, in every thread: it returns once

@@ -1,4 +1,4 @@
-// tma.cuh — the Tensor Memory Accelerator: 2-D tile copies between global memory and shared memory,
+// tma.cuh — the Tensor Memory Accelerator: 2-D (and 3-D) tile copies between global memory and shared memory,
 // described by a CUtensorMap that the host encodes (weft::driver::tensorMapEncodeTiled).
 //
 // Contract:
@@ -30,6 +30,9 @@ namespace cta {
 __device__ __forceinline__ void prefetch_tensor_map(const CUtensorMap* map);
 __device__ __forceinline__ void load_2d(void* smem_dst, const CUtensorMap* map, uint64_t* bar, int32_t c0,
                                         int32_t c1);
+// A 3-D map's box at (c0, c1, c2), e.g. one group's [N, K] slice of grouped weights [G, N, K] (c2 = g).
+__device__ __forceinline__ void load_3d(void* smem_dst, const CUtensorMap* map, uint64_t* bar, int32_t c0,
+                                        int32_t c1, int32_t c2);
 __device__ __forceinline__ void store_2d(const CUtensorMap* map, const void* smem_src, int32_t c0, int32_t c1);
 __device__ __forceinline__ void reduce_add_2d(const CUtensorMap* map, const void* smem_src, int32_t c0,
                                               int32_t c1);

@@ -488,6 +488,12 @@ typedef struct WeftTransportCounters {
 } WeftTransportCounters;
 WEFT_API int weft_transport_counters(WeftTransportCounters* out);
 
+/* Test support (fault injection; never called by the library itself): from now on every
+ * `every`th data write of this transport is reported delivered but never sent, so a test can prove
+ * that a receiver's checks catch a signal that arrives without its data. 0 turns it off. Call it
+ * before the transport's proxy starts. */
+WEFT_API int weft_testing_transport_drop_writes(WeftTransport* transport, uint64_t every);
+
 /* Proxy: one thread per rank that drains the command FIFO into the transport (ffi/src/proxy/).
  * Slot layout and ordering rules: cuda/primitives/proxy_command.h. Host code pushes with
  * weft_proxy_push; kernels push into the device lane (cuda/primitives/fifo.cuh). */

@@ -1,10 +1,14 @@
-// testing.cpp — device-side data generation and error norms, so that tests and benchmarks at
-// gigabyte sizes never round-trip their data through JS.
+// testing.cpp — test support: device-side data generation and error norms, so that tests and
+// benchmarks at gigabyte sizes never round-trip their data through JS, and fault injection
+// (weft_testing_*), which the library itself never calls.
 #include <cuda_runtime_api.h>
+
+#include <mutex>
 
 #include "device_guard.hpp"
 #include "status.hpp"
 #include "tensor/fill.h"
+#include "transport/transport_handle.hpp"
 #include "weft.h"
 
 using namespace weft;
@@ -50,6 +54,15 @@ WEFT_API int weft_diff_norms(const void* a, int32_t a_dtype, const void* b, int3
     WEFT_CUDA(cudaMemsetAsync(out_device, 0, 3 * sizeof(double), s));
     if (count) WEFT_CUDA(kernels::diff_norms(a, a_dtype, b, b_dtype, count, out_device, s));
     if (!stream) WEFT_CUDA(cudaStreamSynchronize(nullptr));
+  });
+}
+
+WEFT_API int weft_testing_transport_drop_writes(WeftTransport* transport, uint64_t every) {
+  return guard([&] {
+    WEFT_REQUIRE(transport && transport->transport, "transport must be an open WeftTransport");
+    Transport& t = *transport->transport;
+    std::lock_guard<std::recursive_mutex> lock(t.lock());
+    t.drop_writes_for_testing(every);
   });
 }
 

@@ -7,7 +7,7 @@
 // another rank's kernel launch that the waited-for word depends on. Four ranks on one GPU in one
 // process (16 streams): the all-reduce's back-to-back test ran until a 3 s wait bound in 3 runs out
 // of 3, and ran ~10x slower before that; with 32 queues it passed 4 runs out of 4, in 4-5 s
-// (bench/NOTES-tp.md, session 14). So when the library loads, before any CUDA call of the process
+// (bench/DECISIONS.md, "The library asks for 32 device work queues"). So when the library loads, before any CUDA call of the process
 // (the driver reads the variable when it creates a context), it asks for the maximum, unless the
 // user has set it (some frameworks set 1 on purpose, to keep kernels in issue order).
 #include <cstdlib>

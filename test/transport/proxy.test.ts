@@ -76,7 +76,7 @@ describeFabric("proxy + libfabric tcp;ofi_rxm between processes", "tcp;ofi_rxm",
   }, 60_000);
 
   test("the ordering check catches a signal that overtakes its data (fault injection)", async () => {
-    const [, receiver] = await runRanks(2, "signal-order", { WRITES: "4000", TIMEOUT_MS: "5000", WEFT_FAULT_DROP_WRITE: "997" });
+    const [, receiver] = await runRanks(2, "signal-order", { WRITES: "4000", TIMEOUT_MS: "5000", DROP_EVERY: "997" });
     expect(receiver.violations).toBeGreaterThan(0);
     expect(receiver.firstViolation).toContain("not there yet");
   }, 60_000);

@@ -2,8 +2,11 @@
 // bootstrap store on a free port and prints {"port": n} first; then every rank connects the
 // transport through the store, runs SCENARIO and prints one JSON result line.
 //
-//   RANK, WORLD_SIZE, MASTER_PORT (0 on rank 0), SCENARIO, SEED, TIMEOUT_MS, WRITES
+//   RANK, WORLD_SIZE, MASTER_PORT (0 on rank 0), SCENARIO, SEED, TIMEOUT_MS, WRITES, DROP_EVERY
+//   (signal-order: every DROP_EVERY-th data write of this rank's transport is dropped, through the
+//   test-only weft_testing_transport_drop_writes)
 // The parent sets WEFT_FABRIC_PROVIDER=tcp;ofi_rxm and FI_TCP_IFACE=lo (loopback).
+import { check, native } from "../../lib/native.ts";
 import { HostBuffer, Proxy, Region, Transport, transportCounters, type Command } from "../../lib/transport.ts";
 import { connectWorkerStore, describeError, report } from "../support/report-channel.ts";
 
@@ -206,6 +209,8 @@ async function signalOrder() {
   using dst = HostBuffer.alloc(N * BLOCK);
   using sig = HostBuffer.alloc(8 * WORDS);
   using transport = await Transport.connect(store, { timeoutMs });
+  const dropEvery = Number(process.env.DROP_EVERY ?? 0);
+  if (dropEvery > 0) check(native().weft_testing_transport_drop_writes(transport.handle, BigInt(dropEvery)), "drop writes");
   const stamp = (i: number) => Math.imul(i + 1, 2654435761) >>> 0;
   const srcWords = new Uint32Array(src.view.buffer, src.view.byteOffset, src.bytes / 4);
   for (let i = 0; i < N; i++) srcWords.fill(stamp(i), (i * BLOCK) / 4, ((i + 1) * BLOCK) / 4);

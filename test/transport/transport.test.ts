@@ -46,6 +46,11 @@ describe("Transport arguments", () => {
     expect(() => Transport.open({ rank: 0, worldSize: 1, provider: "" })).toThrow(/provider/);
   });
 
+  test("the test-only write dropper refuses anything but an open transport", () => {
+    // Status -1 (WEFT_E_INVALID): a NULL handle never reaches a transport.
+    expect(native().weft_testing_transport_drop_writes(0, 1)).toBe(-1);
+  });
+
   // With libfabric, the message lists what this machine has; without it (no headers at build
   // time, or no libfabric.so.1), it says that, and REQUIRE_FABRIC=1 makes that a failure.
   test("an unknown forced provider is UNSUPPORTED and the message says what this machine has", () => {

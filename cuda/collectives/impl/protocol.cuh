@@ -186,7 +186,7 @@ __device__ inline bool cta_leave(const Args& a, const Shared& s, SignalTo signal
   return !__syncthreads_or(failed);
 }
 
-__device__ inline void cta_finish(const Args& a, bool clean, uint64_t stamps) {
+__device__ inline void cta_finish(const Args& a, bool clean) {
   if (gridDim.x * gridDim.y * gridDim.z != 1) {
     cta::finish(Completion{a.completion.done, a.completion.seq, a.completion.arrivals});
     return;
@@ -201,8 +201,6 @@ __device__ inline void cta_finish(const Args& a, bool clean, uint64_t stamps) {
       bad = *failed != 0;
       if (bad) *failed = 0;
     }
-    // The reason word means nothing on success; the release below orders this store before seq.
-    if (!bad && stamps != 0) a.completion.done[1] = stamps;
     sys::signal_store(a.completion.done, bad ? (a.completion.seq | kFailedBit) : a.completion.seq);
   }
 }

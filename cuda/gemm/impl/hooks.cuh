@@ -14,7 +14,7 @@ __device__ inline uint64_t* HalfTileFlagPublisher::flag(const TileCoord& t, int 
 
 __device__ inline void HalfTileFlagPublisher::publish(const TileCoord& t, int consumer) const {
   // The caller's data is complete and fenced for system scope (after_tile_stored's guarantee:
-  // settle_pending's __threadfence_system), so that fence and this store are the release.
+  // gemm::settle's __threadfence_system), so that fence and this store are the release.
   sys::signal_store_fenced(flag(t, consumer), epoch);
 }
 

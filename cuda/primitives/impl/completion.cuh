@@ -12,7 +12,8 @@ __device__ inline void finish(const Completion& c) {
     // scope and acquires those of the CTAs that arrived before; the last CTA then publishes with
     // one st.release.sys, which is cumulative: everything it acquired becomes visible to the system
     // before `done`. One system-scope fence per grid instead of one per CTA and a second in the
-    // last: 1.2 us less at the end of every kernel (bench/repro/finish-cost.cu, NOTES-tp).
+    // last: 1.2 us less at the end of every kernel (bench/repro/finish-cost.cu;
+    // bench/DECISIONS.md, "The last CTA publishes with one st.release.sys after GPU-scope arrivals").
     const uint32_t total = gridDim.x * gridDim.y * gridDim.z;
     uint32_t arrived;
     asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(arrived) : "l"(c.arrivals) : "memory");

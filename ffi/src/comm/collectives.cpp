@@ -3,7 +3,6 @@
 #include <cuda.h>
 #include <cuda_runtime_api.h>
 
-#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -20,34 +19,13 @@ using namespace weft::comm;
 
 namespace {
 
-// How collective kernels are submitted (bench/NOTES-collectives.md, runs 7-8, has the numbers):
-//   graph (default for kernels of <= kGraphMaxCtas CTAs): through the communicator's one-kernel
-//     CUDA graph, its node rewritten for the call unless it already holds the call's parameters
-//     (see LaunchGraph). On the 2xH200 host a graph launch call costs 1.2-1.4 us against 3.1-3.8
-//     us for cuLaunchKernel, and the kernel starts as soon after it.
-//   driver: cuLaunchKernel with the CUfunction cached per communicator (larger kernels).
-// WEFT_COLLECTIVE_LAUNCH=driver or =runtime (cudaLaunchKernel) forces one path for comparisons;
-// WEFT_COLLECTIVE_STAMPS=1 sets Args::kStamps.
-enum class LaunchMode { kGraph, kDriver, kRuntime };
+// How collective kernels are submitted: a kernel of at most kGraphMaxCtas CTAs goes through the
+// communicator's one-kernel CUDA graph, its node rewritten for the call unless it already holds
+// the call's parameters (see LaunchGraph); a larger one, or one on a stream being captured, through
+// cuLaunchKernel with the CUfunction cached per communicator. On the 2 x H200 host a graph launch
+// call costs 1.2-1.4 us against 3.1-3.8 us for cuLaunchKernel, and the kernel starts as soon after
+// it (bench/DECISIONS.md, "Small collectives launch through a one-kernel CUDA graph, rewritten ahead").
 constexpr uint32_t kGraphMaxCtas = 16;
-
-LaunchMode launch_mode() {
-  static const LaunchMode v = [] {
-    const char* e = std::getenv("WEFT_COLLECTIVE_LAUNCH");
-    if (e && std::strcmp(e, "runtime") == 0) return LaunchMode::kRuntime;
-    if (e && std::strcmp(e, "driver") == 0) return LaunchMode::kDriver;
-    return LaunchMode::kGraph;
-  }();
-  return v;
-}
-
-uint32_t debug_flags() {
-  static const uint32_t v = [] {
-    const char* e = std::getenv("WEFT_COLLECTIVE_STAMPS");
-    return e && std::strcmp(e, "1") == 0 ? coll::kStamps : 0u;
-  }();
-  return v;
-}
 
 // The kernel's driver handle on the communicator's device (the current one), looked up once.
 CUfunction function_of(WeftComm& c, const void* kernel) {
@@ -87,10 +65,7 @@ bool same(const coll::KernelLaunch& x, const coll::KernelLaunch& y) {
 // One launch with the Args as the kernel's only parameter.
 cudaError_t launch(WeftComm& c, const coll::KernelLaunch& k, const coll::Args& a, cudaStream_t stream) {
   void* params[] = {const_cast<coll::Args*>(&a)};
-  const LaunchMode mode = launch_mode();
-  if (mode == LaunchMode::kRuntime)
-    return cudaLaunchKernel(k.kernel, dim3(k.ctas), dim3(k.threads), params, k.smem, stream);
-  if (mode == LaunchMode::kGraph && k.ctas <= kGraphMaxCtas && c.graph.exec && !capturing(stream)) {
+  if (k.ctas <= kGraphMaxCtas && c.graph.exec && !capturing(stream)) {
     comm::LaunchGraph& g = c.graph;
     // The node takes a copy of the parameters (and may change kernel and shape); launches already
     // enqueued keep theirs. Launches of one graph are ordered with each other, as the epochs are.
@@ -129,7 +104,7 @@ cudaError_t launch(WeftComm& c, const coll::KernelLaunch& k, const coll::Args& a
 namespace weft::comm {
 
 void make_launch_graph(WeftComm& c) {
-  if (c.graph.exec || launch_mode() != LaunchMode::kGraph) return;
+  if (c.graph.exec) return;
   coll::Args a{};
   a.world = c.world;
   a.nctas = 1;
@@ -201,7 +176,6 @@ WEFT_API int weft_collective(WeftComm* comm, const WeftCollectiveParams* p) {
 
     coll::Args a;
     comm::set_collective_args(a, c, *p, elem, p->count);
-    a.flags = debug_flags();
 
     uint64_t payload = 0;
     std::vector<uint64_t> a2a;

@@ -1,5 +1,6 @@
 // tuning.hpp — how many CTAs a collective gets, by payload size. Named data, one place; a call's
-// `ctas` overrides it. NOTES: bench/NOTES-collectives.md has the sweeps these numbers come from.
+// `ctas` overrides it. bench/DECISIONS.md, "One CTA per 16 KiB of payload, at most 64", has the sweeps
+// these numbers come from.
 #pragma once
 
 #include <algorithm>

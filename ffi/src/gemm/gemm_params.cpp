@@ -92,8 +92,8 @@ Choice choose(const WeftGemmParams& p, const Validated& v) {
 
   Choice c{};
   // 128 x 256 tiles have the best operand reuse per byte of shared memory: a 128 x 128 tile takes
-  // 0.58 of a 128 x 256 tile's time for half its work (at M = 512 and 1024: bench/NOTES-gemm.md,
-  // session 13). So 256-wide tiles unless 128-wide ones finish in fewer tile times (rounds x time
+  // 0.58 of a 128 x 256 tile's time for half its work (at M = 512 and 1024; bench/DECISIONS.md,
+  // "Tiles are 256 wide unless 128-wide ones take fewer tile-times"). So 256-wide tiles unless 128-wide ones finish in fewer tile times (rounds x time
   // per tile), e.g. one wave of 256-wide tiles on 128 of 132 SMs (45 us at 512 x 8192 x 4096)
   // beats two of 128-wide ones (52 us). Narrower still (decode) when even 128-wide tiles leave SMs
   // without a tile.
@@ -108,7 +108,7 @@ Choice choose(const WeftGemmParams& p, const Validated& v) {
     c.tile.tile_n = 64;
   }
   // Clusters of two (TMA multicast of the shared operand) are built and selectable, but not the
-  // default: see bench/NOTES-gemm.md for their measured cost on this engine.
+  // default (bench/DECISIONS.md, "Clusters of one by default").
   c.tile.cluster_m = p.cluster_m ? p.cluster_m : 1;
   c.tile.cluster_n = p.cluster_n ? p.cluster_n : 1;
   WEFT_REQUIRE(gemm::tile_config_supported(c.tile),

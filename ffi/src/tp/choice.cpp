@@ -1,13 +1,11 @@
 // choice.cpp — the cost model behind weft_tp_choose: predicts the fused kernel and the sequential
 // path (our GEMM, then or after our collective) from a few machine numbers, and takes the faster.
-// The numbers are named data, measured on the 2 x H200 host (bench/NOTES-gemm.md,
-// bench/NOTES-collectives.md, bench/NOTES-tp.md say where each one comes from).
+// The numbers are named data, measured on the 2 x H200 host; bench/DECISIONS.md has the entries
+// they come from, named below by title.
 #include "tp/choice.hpp"
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <cstring>
 #include <numeric>
 
 #include "comm/tuning.hpp"
@@ -20,7 +18,7 @@ namespace weft::tp {
 namespace {
 
 struct Machine {
-  // The engine's sustained rate: ~690 TFLOP/s over 132 SMs at the card's power cap (NOTES-gemm).
+  // The engine's sustained rate: ~690 TFLOP/s over 132 SMs at the card's power cap.
   double tflops_per_sm = 5.2;
   // HBM3e as our memory-bound kernels see it (the datasheet says 4.8 TB/s).
   double hbm_gbs = 3000;
@@ -28,7 +26,8 @@ struct Machine {
   double nvlink_gbs = 330;
   // One copy engine stream per peer (assumed; bench/tp.ts measures it).
   double copy_engine_gbs = 300;
-  // One CTA storing 16-byte vectors into a peer (~25 GB/s, NOTES-collectives run 1).
+  // One CTA storing 16-byte vectors into a peer (~25 GB/s: "Direct collectives push or pull
+  // 16-byte vectors").
   double cta_push_gbs = 25;
   // A collective's fixed cost: launch, entry handshake, completion (8 KiB all-reduce ~9 us).
   double collective_us = 9;
@@ -36,30 +35,33 @@ struct Machine {
   double step_us = 2.5;
   // The fused kernels' signalling: flag round trips after the last tile (owner scheme: store,
   // flag, add, done flag). Predicted 8 us; measured 13 us (decode all-reduce at M = 16: fused
-  // 49.2 us against our GEMM alone at 35.9 us, NOTES-tp run 2).
+  // 49.2 us against our GEMM alone at 35.9 us).
   double all_gather_sync_us = 4;
   // The exchange mover after the math, besides the traffic: the tile's store into the peer, its
   // flag, the peer's flag, one local load, the add and the kernel's completion (predicted 4 us;
-  // measured 9 us in NOTES-tp run 17, 6.5 us since one system fence per flag and per grid: decode
-  // all-reduce at M = 128, 38.4 us against our GEMM's 25.5 and 6.4 us of traffic, run 22).
+  // measured 9 us, then 6.5 us since one system fence per flag and per grid: decode all-reduce at
+  // M = 128, 38.4 us against our GEMM's 25.5 and 6.4 us of traffic; "The exchange's fixed cost in
+  // the cost model is 6.5 µs").
   double exchange_sync_us = 6.5;
   int64_t exchange_max_tile_rows = 4;
   double scatter_sync_us = 13;
   // Copy-engine reduce-scatter / all-reduce: bytes per chunk (one 2-D copy, one flag), the most
   // chunks per owner (graph nodes, or ~3 driver calls each without the graph), and the GEMM's
-  // slowdown from the staging stores and the own rows' extra reads (predicted, NOTES-tp version 3).
+  // slowdown from the staging stores and the own rows' extra reads (predicted).
   // 16 MiB, not 4: the side streams' graph costs the host ~2 us per node at launch, ~250 us per
   // launch pair at (4096, 14336, 4096) with 4 MiB, which made all-reduce there host-bound (600 us
-  // against 481 with 16 MiB); the GPU time elsewhere moved within +-1% (NOTES-tp 5.13).
+  // against 481 with 16 MiB); the GPU time elsewhere moved within +-1% ("Copy-engine chunks are
+  // 16 MiB").
   double ce_chunk_bytes = 16 << 20;
   int64_t ce_max_chunks = 32;
   double ce_gemm_factor = 1.03;
   // Where "auto" takes the copy-engine mover: at least this many rows per rank (reduce-scatter:
   // faster than the CTA mover at all five M >= 4096 shapes, 1.06-1.30x of our GEMM against
-  // 1.12-1.36x, NOTES-tp run 8; all-reduce: at all six, 1.03-1.33x against 1.11-1.47x, session 12
-  // call 5). All-reduce used to need its traffic to be at least a quarter of the GEMM, for
-  // (8192, 8192, 28672), where the CTA mover measured 1.00x against 1.09x in runs 13-14; with
-  // both harnesses at equal rest (full clocks) the copy engines win there too, 1.033x against 1.112x.
+  // 1.12-1.36x, "The reduce-scatter takes the copy engines from 2048 rows per rank"; all-reduce: at
+  // all six, 1.03-1.33x against 1.11-1.47x, "The all-reduce takes the copy engines wherever the
+  // rows allow"). All-reduce used to need its traffic to be at least a quarter of the GEMM, for
+  // (8192, 8192, 28672), where the CTA mover had measured 1.00x against 1.09x; with both harnesses
+  // at equal rest (full clocks) the copy engines win there too, 1.033x against 1.112x.
   int64_t ce_min_shard_rows = 2048;
 };
 
@@ -107,14 +109,6 @@ int band_for(int64_t rows, int requested, int most) {
   return 1;
 }
 
-// The fused kernels' GEMM CTAs for `tiles` tiles on at most `most`: the balanced grid (gemm.h), or
-// with WEFT_GEMM_BALANCED=0 (A/B in the benchmarks only, read at plan time) one per SM.
-int gemm_grid(int64_t tiles, int most) {
-  const char* env = std::getenv("WEFT_GEMM_BALANCED");
-  if (env && std::strcmp(env, "0") == 0) return int(std::min<int64_t>(tiles, most));
-  return gemm::balanced_ctas(tiles, most);
-}
-
 void add(Layout& l, Region& r, uint64_t bytes) {
   r.offset = l.total;
   r.bytes = bytes;
@@ -136,13 +130,8 @@ std::string fused_obstacle(const Problem& p) {
 // into it. The owner publishes its flag when its CTA starts the epilogue of its next tile (one wave
 // of tiles later), so the rank that adds should reach the tile about two waves after the owner:
 // lag x W ~ 2 x ctas tile positions. Less and adders wait; more and the last `lag` rounds hold only
-// adds (traffic after the math). WEFT_TP_SCATTER_LAG overrides it (bench/NOTES-tp.md's sweeps; a
-// lag at least the owner's tile count gives the old order: all own tiles, then each peer's).
+// adds (traffic after the math).
 int scatter_lag(int ctas, int world) {
-  if (const char* env = std::getenv("WEFT_TP_SCATTER_LAG"); env && *env) {
-    const long v = std::strtol(env, nullptr, 10);
-    if (v >= 1 && v <= (1 << 24)) return int(v);
-  }
   return std::max(1, int(ceil_div(2 * int64_t(ctas), world)));
 }
 
@@ -257,16 +246,14 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       }
       // The grid and the split tail (gemm.h). Where the planner splits the last wave, every SM gets
       // a CTA: equal pieces on 132 CTAs beat the balanced grid unsplit at 8192 x 14336 x 8192 by
-      // 0.8-0.9% on one rank (bench/NOTES-gemm.md, session 13). Elsewhere the balanced grid: 0.6-1.3%
-      // faster at 8192 x 4096 x 8192, and level with or 0.4-0.7% ahead of the head-and-rest split
-      // that 16384 x 4096 x 8192 and 8192 x 4096 x 28672 used to get. WEFT_TP_TAIL_SPLIT=0: no split
-      // tail (A/B in the benchmarks only).
+      // 0.8-0.9% on one rank ("The last wave splits into equal K pieces in one round, or not at
+      // all"). Elsewhere the balanced grid: 0.6-1.3% faster at 8192 x 4096 x 8192, and level with or
+      // 0.4-0.7% ahead of the head-and-rest split that 16384 x 4096 x 8192 and 8192 x 4096 x 28672
+      // used to get.
       const int64_t tiles = tiles_m * ceil_div(p.n, c.tile_n);
       c.gemm_ctas = int(std::min<int64_t>(tiles, sms - c.comm_ctas));
-      const char* tail_env = std::getenv("WEFT_TP_TAIL_SPLIT");
-      if (!(tail_env && std::strcmp(tail_env, "0") == 0))
-        c.tail = gemm::plan_tail_split(tiles, ceil_div(p.k, gemm::kTileK), c.gemm_ctas);
-      if (c.tail.tiles == 0) c.gemm_ctas = gemm_grid(tiles, sms - c.comm_ctas);
+      c.tail = gemm::plan_tail_split(tiles, ceil_div(p.k, gemm::kTileK), c.gemm_ctas);
+      if (c.tail.tiles == 0) c.gemm_ctas = gemm::balanced_ctas(tiles, sms - c.comm_ctas);
       const double gemm = gemm_us(p.m, p.n, p.k, c.tile_n, c.gemm_ctas);
       const double arrive = W > 1 ? transfer_us(out_bytes, mover_gbs) : 0;
       const double last_chunk = gemm * double(c.chunk_rows) / double(p.m);
@@ -280,9 +267,10 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       c.shard_tiles = rows ? int(p.m_shard / gemm::kTileM) : 0;
       // The engine's band (16 at 256-wide tiles) for the reduce-scatter: 1.3-2.9% faster than bands
       // of 4 at M >= 4096. Not for the all-reduce, whose final rows go out band by band after the
-      // math: there bands of 16 were 2.4-5.7% slower than 4 (NOTES-tp, session 12, call 4).
+      // math: there bands of 16 were 2.4-5.7% slower than 4 ("The all-reduce's bands stay 4 tile
+      // rows").
       c.group_m = rows ? band_for(c.shard_tiles, params.group_m, all_reduce ? 4 : gemm::default_band(c.tile_n, sms)) : 1;
-      c.gemm_ctas = gemm_grid(tiles_m * ceil_div(p.n, c.tile_n), sms);
+      c.gemm_ctas = gemm::balanced_ctas(tiles_m * ceil_div(p.n, c.tile_n), sms);
       c.lag = scatter_lag(c.gemm_ctas, W);
       const double gemm = gemm_us(p.m, p.n, p.k, c.tile_n, c.gemm_ctas);
       // CTA mover. Bytes each rank sends: reduce-scatter adds its (W-1)/W share into the owners;
@@ -291,8 +279,9 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       const double sent = all_reduce ? (W - 1) * out : out * (W - 1) / W;
       const double window = all_reduce ? gemm : gemm * (W - 1) / W;
       // The last wave's traffic follows the math: with one wave of tiles (decode-sized M) nothing
-      // overlaps (all-reduce at (128, 8192, 8192): fused 49.0 us against our sequence's 44.5,
-      // NOTES-tp run 13), with many the window is nearly all of it.
+      // overlaps (all-reduce at (128, 8192, 8192): fused 49.0 us against our sequence's 44.5), with
+      // many the window is nearly all of it ("The CTA mover's cost model overlaps (waves − 1) / waves
+      // of its traffic").
       const int64_t waves = ceil_div(tiles_m * ceil_div(p.n, c.tile_n), c.gemm_ctas);
       const double overlap = window * double(waves - 1) / double(waves);
       const double ctas_us = std::max(gemm, gemm - overlap + transfer_us(sent, kMachine.nvlink_gbs)) + kMachine.scatter_sync_us;
@@ -310,10 +299,7 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
         const int64_t tiles_n = ceil_div(p.n, c.tile_n);
         const int64_t bands = c.shard_tiles / c.group_m;
         const double slab_bytes = double(c.group_m) * gemm::kTileM * c.tile_n * 2;
-        // WEFT_TP_CE_CHUNK_MIB: another chunk size (A/B in bench/tp-split.ts only).
-        const char* chunk_env = std::getenv("WEFT_TP_CE_CHUNK_MIB");
-        const double chunk_bytes = chunk_env && std::atoi(chunk_env) > 0 ? double(std::atoi(chunk_env)) * (1 << 20) : kMachine.ce_chunk_bytes;
-        int64_t slab = std::clamp<int64_t>(int64_t(std::llround(chunk_bytes / slab_bytes)), 1, tiles_n);
+        int64_t slab = std::clamp<int64_t>(int64_t(std::llround(kMachine.ce_chunk_bytes / slab_bytes)), 1, tiles_n);
         while (bands * ceil_div(tiles_n, slab) > kMachine.ce_max_chunks && slab < tiles_n) ++slab;
         c.slab_tiles = int(slab);
         c.slabs = int(ceil_div(tiles_n, slab));
@@ -333,11 +319,11 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
       // Exchange mover (all-reduce): the GEMM in its plain order, then each tile's partial stored
       // into the peers and theirs added, tile by tile. "auto" takes it at decode sizes (at most
       // exchange_max_tile_rows tile rows, one or two waves), where the owner scheme's four steps
-      // after the math cost 21 of 47.5 us at M = 128 and 37 of 93 at M = 512 (NOTES-tp run 16) and
-      // the CTA mover's estimate above does not see them; the tile width is the one that minimises
+      // after the math cost 21 of 47.5 us at M = 128 and 37 of 93 at M = 512 ("The decode all-reduce
+      // exchanges partial tiles, with no owner") and the CTA mover's estimate above does not see them; the tile width is the one that minimises
       // this estimate. All of the traffic counts, not only the last wave's: with two waves the
       // first wave's exchange, deferred behind the second wave's math, still measured as if it
-      // followed the math (M = 512: 89.7 us against our GEMM's 55.0; NOTES-tp version 5).
+      // followed the math (M = 512: 89.7 us against our GEMM's 55.0).
       if (all_reduce) {
         double best_us = 0;
         int best_tile = 0, best_ctas = 0;
@@ -346,7 +332,8 @@ Choice choose(const WeftComm& comm, const WeftTpParams& params) {
           const int64_t tiles = tiles_m * ceil_div(p.n, tile);
           // 256 wide: one wave only (ExchangeHooks::kAtOnce). "auto" takes it whenever that wave fills
           // at least 7/8 of the SMs (M = 512: 128 tiles on 132), where it measured 77.5-80.0 us against
-          // 84.9 for two waves of 128-wide tiles (NOTES-tp, session 6), which this estimate does not see.
+          // 84.9 for two waves of 128-wide tiles ("One wave of 256-wide exchange tiles when it fills
+          // 7/8 of the SMs"), which this estimate does not see.
           if (tile == 256 && (tiles > sms || (params.tile_n != 256 && tiles * 8 < int64_t(sms) * 7))) continue;
           const int ctas = int(std::min<int64_t>(tiles, sms));
           const int64_t tile_waves = ceil_div(tiles, ctas);

@@ -19,8 +19,9 @@
 // coalesced (one in flight per word, the newest value next), so a stream of put+signal commands
 // is not limited to one signal per round trip.
 //
-// WEFT_FAULT_DROP_WRITE=N (tests only) reports every Nth data write as delivered without sending
-// it, so that tests can show their ordering checks do catch a signal that overtakes its data.
+// drop_writes_for_testing(N) (weft_testing_transport_drop_writes, tests only) reports every Nth
+// data write as delivered without sending it, so that tests can show their ordering checks do catch
+// a signal that overtakes its data.
 //
 // Progress is driven by the caller (the proxy thread) through progress(): rxm's data progress is
 // manual, so incoming writes land only while the target's proxy polls its CQ too.
@@ -401,6 +402,11 @@ class FabricTransport final : public Transport {
     nanosleep(&t, nullptr);
   }
 
+  void drop_writes_for_testing(uint64_t every) override {
+    fault_drop_write_ = every;
+    fault_writes_ = 0;
+  }
+
   TransportStats stats() const override {
     return TransportStats{stats_writes_, stats_bytes_, stats_signals_, stats_signal_writes_};
   }
@@ -439,7 +445,6 @@ class FabricTransport final : public Transport {
                 tried.c_str(), forced.empty() ? "" : ", forced by WEFT_FABRIC_PROVIDER",
                 available_providers().c_str());
 
-    if (const char* f = std::getenv("WEFT_FAULT_DROP_WRITE")) fault_drop_write_ = std::strtoull(f, nullptr, 10);
     provider_ = info_->fabric_attr->prov_name;
     hmem_ = (info_->caps & FI_HMEM) != 0;
     mr_mode_ = info_->domain_attr->mr_mode;
@@ -885,7 +890,7 @@ class FabricTransport final : public Transport {
   std::vector<uint32_t> free_slots_;
   std::deque<std::pair<int, uint64_t>> slot_waiters_;  // (peer, word) waiting for a source slot
   bool posting_ = false;
-  uint64_t fault_drop_write_ = 0;  // WEFT_FAULT_DROP_WRITE=N: drop every Nth data write (tests only)
+  uint64_t fault_drop_write_ = 0;  // drop every Nth data write (drop_writes_for_testing; tests only)
   uint64_t fault_writes_ = 0;
 
   std::deque<Op> ops_;  // stable addresses: the provider holds &op.ctx until completion

@@ -98,6 +98,11 @@ class Transport {
   virtual void wait_for_activity(uint32_t max_us) = 0;
   virtual TransportStats stats() const = 0;
 
+  // Fault injection for tests only (weft_testing_transport_drop_writes): from now on every `every`th
+  // data write is reported delivered but never sent, so a test can prove that a receiver's checks
+  // catch a signal that arrives without its data. 0 turns it off. Call under lock().
+  virtual void drop_writes_for_testing(uint64_t every) = 0;
+
  protected:
   explicit Transport(TransportOptions o) : options_(std::move(o)) {}
   TransportOptions options_;

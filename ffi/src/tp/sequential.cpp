@@ -1,0 +1,142 @@
+// sequential.cpp — the sequential path of a tensor-parallel op: our GEMM and our collective on the
+// plan's stream, with padded copies where TMA needs 16-byte rows.
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "status.hpp"
+#include "tp/plan.hpp"
+
+namespace weft::tp {
+
+namespace {
+
+// dst [rows, dst_ld] <- src [rows, src_ld], `cols` bf16 each, on the plan's stream.
+void copy_rows(const WeftTpPlan& plan, void* dst, int64_t dst_ld, const void* src, int64_t src_ld, int64_t cols,
+               int64_t rows) {
+  WEFT_CUDA(cudaMemcpy2DAsync(dst, size_t(dst_ld) * 2, src, size_t(src_ld) * 2, size_t(cols) * 2, size_t(rows),
+                              cudaMemcpyDeviceToDevice, plan.stream));
+}
+
+// Our collective on the plan's stream; `last` = nothing follows it, so it publishes the launch's own
+// completion, else the scratch words.
+void collective(WeftTpPlan& plan, int kind, uint64_t in, uint64_t out, uint64_t count, const WeftTpLaunch& launch,
+                bool last) {
+  WeftCollectiveParams cp{};
+  cp.size = sizeof cp;
+  cp.version = 1;
+  cp.kind = kind;
+  cp.dtype = WEFT_BF16;
+  cp.count = count;
+  cp.input = in;
+  cp.output = out;
+  cp.stream = reinterpret_cast<uint64_t>(plan.stream);
+  const gemm::CompletionWords w = last ? launch_words(launch) : scratch_words(plan);
+  cp.done = reinterpret_cast<uint64_t>(w.done);
+  cp.seq = w.seq;
+  cp.arrivals = reinterpret_cast<uint64_t>(w.arrivals);
+  const int status = weft_collective(plan.comm, &cp);
+  if (status != WEFT_OK) WEFT_FAIL(status, "%s", weft_last_error());
+}
+
+void gemm_call(const WeftTpPlan& plan) {
+  const WeftGemmParams g = sequential_gemm(plan);
+  const int status = weft_gemm(&g);
+  if (status != WEFT_OK) WEFT_FAIL(status, "%s", weft_last_error());
+}
+
+}  // namespace
+
+// The sequential path's GEMM: operands after padding (a_pad, b_pad), output where the collective
+// or the copy back reads it.
+WeftGemmParams sequential_gemm(const WeftTpPlan& plan) {
+  const tp::Problem& p = plan.problem;
+  const tp::Choice& ch = plan.choice;
+  const WeftTpParams& pa = plan.params;
+  char* ws = plan.workspace;
+  WeftGemmParams g{};
+  g.size = sizeof g;
+  g.version = 1;
+  g.a = reinterpret_cast<const void*>(pa.a);
+  g.lda = p.k;
+  g.b = reinterpret_cast<const void*>(pa.b);
+  g.ldb = p.b_nk ? p.k : p.n;
+  if (ch.pad_a) {
+    g.a = ws + ch.layout.a_pad.offset;
+    g.lda = ch.kp;
+  }
+  if (ch.pad_b) {
+    g.b = ws + ch.layout.b_pad.offset;
+    g.ldb = p.b_nk ? ch.kp : ch.np;
+  }
+  switch (p.op) {
+    case WEFT_TP_ALL_GATHER_GEMM:
+      g.a = ws + ch.layout.staging.offset;  // the gathered rows
+      g.c = ch.pad_out ? ws + ch.layout.out_pad.offset : reinterpret_cast<void*>(pa.out);
+      break;
+    case WEFT_TP_GEMM_REDUCE_SCATTER:
+      g.c = ws + ch.layout.staging.offset;  // the partial sums the reduce-scatter reads
+      break;
+    default:
+      g.c = ch.pad_out ? ws + ch.layout.staging.offset : reinterpret_cast<void*>(pa.out);
+  }
+  g.m = p.m;
+  g.n = p.n;
+  g.k = p.k;
+  g.ldc = ch.np;
+  g.flags = p.b_nk ? WEFT_GEMM_B_NK : 0;
+  g.tile_n = ch.tile_n;
+  g.group_m = ch.group_m;
+  g.stream = plan.stream;
+  return g;
+}
+
+void launch_sequential(WeftTpPlan& plan, const WeftTpLaunch& launch) {
+  const tp::Problem& p = plan.problem;
+  const tp::Choice& ch = plan.choice;
+  const WeftTpParams& pa = plan.params;
+  char* ws = plan.workspace;
+  void* out = reinterpret_cast<void*>(pa.out);
+  const WeftGemmParams g = sequential_gemm(plan);
+  const int64_t a_rows = p.op == WEFT_TP_ALL_GATHER_GEMM ? p.m_shard : p.m;
+  if (ch.pad_a) copy_rows(plan, ws + ch.layout.a_pad.offset, ch.kp, reinterpret_cast<const void*>(pa.a), p.k, p.k, a_rows);
+  if (ch.pad_b) {
+    const int64_t rows = p.b_nk ? p.n : p.k, cols = p.b_nk ? p.k : p.n;
+    copy_rows(plan, ws + ch.layout.b_pad.offset, g.ldb, reinterpret_cast<const void*>(pa.b), cols, cols, rows);
+  }
+  switch (p.op) {
+    case WEFT_TP_ALL_GATHER_GEMM: {
+      // The rows to gather: a, or its padded copy (which has the same row stride as the gathered rows).
+      const uint64_t rows = reinterpret_cast<uint64_t>(ch.pad_a ? static_cast<const void*>(ws + ch.layout.a_pad.offset)
+                                                                : reinterpret_cast<const void*>(pa.a));
+      collective(plan, WEFT_ALL_GATHER, rows, reinterpret_cast<uint64_t>(g.a), uint64_t(p.m_shard) * g.lda, launch, false);
+      gemm_call(plan);
+      if (ch.pad_out) copy_rows(plan, out, p.n, g.c, ch.np, p.n, p.m);
+      if (pa.gathered) copy_rows(plan, reinterpret_cast<void*>(pa.gathered), p.k, g.a, g.lda, p.k, p.m);
+      WEFT_CUDA(fused::launch_publish(plan.scratch_dev, plan.epoch, launch_words(launch), plan.stream));
+      break;
+    }
+    case WEFT_TP_GEMM_REDUCE_SCATTER: {
+      gemm_call(plan);  // into the partial sums [W * m_shard, np]; rows past m stay zero
+      void* target = ch.pad_out ? ws + ch.layout.out_pad.offset : out;
+      collective(plan, WEFT_REDUCE_SCATTER, reinterpret_cast<uint64_t>(g.c), reinterpret_cast<uint64_t>(target),
+                 uint64_t(p.m_shard) * ch.np, launch, !ch.pad_out);
+      if (ch.pad_out) {
+        copy_rows(plan, out, p.n, target, ch.np, p.n, p.m_shard);
+        WEFT_CUDA(fused::launch_publish(plan.scratch_dev, plan.epoch, launch_words(launch), plan.stream));
+      }
+      break;
+    }
+    default: {
+      gemm_call(plan);
+      collective(plan, WEFT_ALL_REDUCE, reinterpret_cast<uint64_t>(g.c), reinterpret_cast<uint64_t>(g.c),
+                 uint64_t(p.m) * ch.np, launch, !ch.pad_out);
+      if (ch.pad_out) {
+        copy_rows(plan, out, p.n, g.c, ch.np, p.n, p.m);
+        WEFT_CUDA(fused::launch_publish(plan.scratch_dev, plan.epoch, launch_words(launch), plan.stream));
+      }
+    }
+  }
+}
+
+}  // namespace weft::tp
