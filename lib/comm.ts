@@ -232,7 +232,7 @@ export class Communicator extends NativeHandle<Promise<void>> implements Symmetr
       // Rank 0 hosts the TCP store on its own event loop, which the caller may block right after this
       // returns (a synchronous wait, a module load that waits for the GPU to go idle while a kernel
       // waits for a peer). A rank still waiting for the barrier's reply would then wait that long
-      // too: 3 s of skew at the first collective, measured (bench/NOTES-tp.md, run 14). So rank 0
+      // too: 3 s of skew at the first collective, measured (bench/DECISIONS.md, "Rank 0 leaves communicator creation last"). So rank 0
       // leaves only after every other rank has said it is out.
       if (ident.rank !== 0) await store.set(`${keys}/left/${ident.rank}`, "");
       else {
@@ -344,7 +344,7 @@ export class Communicator extends NativeHandle<Promise<void>> implements Symmetr
 
   /** The plan of this kind's previous call when it had the very same tensors and options (a loop
    * that reduces the same buffers each step skips validation and packing: ~4 µs of an 8 KiB
-   * allReduce, bench/NOTES-collectives.md run 7); else a new one, remembered. A plan's launch
+   * allReduce, bench/DECISIONS.md, "comm.allReduce() reuses the previous call's plan"); else a new one, remembered. A plan's launch
    * still guards its tensors, so a disposed one fails as validation would. */
   #reuse(kind: string, input: Tensor, output: Tensor, opts: BroadcastOptions | undefined, make: () => CollectivePlan): CollectivePlan {
     const last = this.#lastPlans.get(kind);

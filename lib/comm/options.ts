@@ -22,7 +22,7 @@ export interface CommunicatorOptions {
   /** µs the Promise of a small collective (≤ 256 KiB per rank) polls its completion word right
    * after the launch, in a microtask, before the ticker takes over (default 0 = off). Such a
    * collective finishes ~10 µs after its launch; a spin of ~20 saves the event-loop turns in
-   * between (0.15-0.35 µs of the 8 KiB latency, bench/NOTES-collectives.md run 9) but blocks the
+   * between (0.15-0.35 µs of the 8 KiB latency, bench/DECISIONS.md, "The completion ticker spins 3 µs per turn; the eager spin is opt-in") but blocks the
    * loop up to that long per call, longer than DESIGN.md "Completion" allows, hence opt-in. */
   eagerSpinMicros?: number;
   /** Ranks on several nodes: staging bytes per (rank, peer node), the most one collective call
