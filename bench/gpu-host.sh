@@ -11,7 +11,12 @@
 #         NAME.cu -> bench/NAME.cu built with nvcc (linked against build/libweft.so) and run;
 #         ladder/NAME.cu -> bench/ladder/NAME.cu built against the library's headers (cuda/,
 #         ffi/include; never linked with libweft.so) and run (bench/ladder/README.md);
+#         t/FILE[,FILE...] -> REQUIRE_GPU=1 bun test on those files only;
+#         ab/gemm, ab/tp-split -> that bench in the base tree and this one, interleaved (bench/ab-trees.sh);
 #         anything else -> bun bench/<name>.ts (repro/rank-spread: bench/repro/rank-spread.ts)
+# A library built elsewhere travels as .carry/libweft.so.xz (the whole build/ folder is too large to
+# carry beside .gpu/); it is unpacked to build/libweft.so when that is missing. Ladder programs
+# built elsewhere travel as .carry/bin/NAME and are used instead of building them here.
 # A step may carry its own bound in seconds, `test:150`; STEP_TIMEOUT (default 300) bounds the rest. GPU-side waits are bounded by WEFT_COMM_TIMEOUT_MS
 # (3 s here), so a broken peer fails fast.
 set -uo pipefail
@@ -30,6 +35,9 @@ trap 'kill $SMI 2>/dev/null' EXIT
 step_clocks() {  # name, start epoch, end epoch
   python3 bench/support/smi_clocks.py "$LOGS/smi.csv" "$@" >> "$LOGS/clocks.txt"
 }
+if [ ! -f build/libweft.so ] && [ -f .carry/libweft.so.xz ]; then
+  mkdir -p build && xz -dc .carry/libweft.so.xz > build/libweft.so
+fi
 rc=0
 # Packed after every step, so a call cut short by the device's limit still returns what ran.
 pack() {
@@ -61,9 +69,20 @@ for spec in "$@"; do
     mlp) timeout "$T" python3 examples/torch_tp_mlp.py --local-ranks 2 > "$log" 2>&1; step_rc "$step" $?; tail -8 "$log" ;;
     mlp2) TORCHRUN=$(command -v torchrun || echo "python3 -m torch.distributed.run")
           timeout "$T" $TORCHRUN --nproc-per-node=2 examples/torch_tp_mlp.py > "$log" 2>&1; step_rc "$step" $?; tail -8 "$log" ;;
+    t/*) files=${step#t/}
+         REQUIRE_GPU=1 timeout "$T" bun test --timeout 300000 ${files//,/ } > "$log" 2>&1; step_rc "$step" $?
+         grep -E "^\(fail\)|^ *[0-9]+ (pass|fail|skip)$|^Ran " "$log" ;;
+    ab/gemm) AB_STEP_TIMEOUT=$T bash bench/ab-trees.sh 2 "$LOGS/ab-gemm" -- bun bench/gemm.ts --iterations 40 > "$log" 2>&1
+             step_rc "$step" $?; cat "$log" ;;
+    ab/tp-split) AB_STEP_TIMEOUT=$T bash bench/ab-trees.sh 2 "$LOGS/ab-tp-split" -- \
+                   bun bench/tp-split.ts --cases decode,rs,ar --devices 0 --variants gemm,gemm+done,op > "$log" 2>&1
+                 step_rc "$step" $?; cat "$log" ;;
     ladder/*.cu) bin="$LOGS/$(basename "$step" .cu)"
-          nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++20 --expt-relaxed-constexpr -I ffi/include -I cuda \
+          if [ -x ".carry/bin/$(basename "$step" .cu)" ]; then
+            cp ".carry/bin/$(basename "$step" .cu)" "$bin" && timeout "$T" "$bin" > "$log" 2>&1
+          else nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++20 --expt-relaxed-constexpr -I ffi/include -I cuda \
             -o "$bin" "bench/$step" > "$log" 2>&1 && timeout "$T" "$bin" >> "$log" 2>&1
+          fi
           step_rc "$step" $?; rm -f "$bin"; tail -40 "$log" ;;
     *.cu) bin="$LOGS/$(basename "$step" .cu)"
           nvcc -arch=sm_90a -O3 -std=c++17 -I ffi/include -o "$bin" "bench/$step" -L build -lweft \

@@ -1,4 +1,4 @@
-// 01-moe-movers.cu — ladder experiment: which mover should carry MoE dispatch rows (issue 26,
+// 04_moe_movers.cu — ladder experiment: which mover should carry MoE dispatch rows (issue 26,
 // "measure the movers"). Rows of H = 7168 bf16 (14 KiB) gathered from a token buffer into an
 // expert-contiguous receive buffer, on this GPU or (with two GPUs and peer access) into the other
 // GPU's memory, by:
@@ -11,7 +11,7 @@
 // Each variant is checked (every destination row compared with its source on the host) and timed
 // with CUDA events over 10 repeats (median); GB/s = rows x 14 KiB / time.
 //
-//   bash .gpu/enter.sh bash bench/gpu-host.sh ladder/01-moe-movers.cu     (or nvcc -arch=sm_90a -O3 -std=c++17 ...)
+//   bash .gpu/enter.sh bash bench/gpu-host.sh ladder/04_moe_movers.cu     (or nvcc -arch=sm_90a -O3 -std=c++17 ...)
 //
 // Napkin: 32768 rows (config A, T 4096 x k 8) are 470 MB: 0.16 ms at 3 TB/s of local copy (read +
 // write), 1.5 ms at 310 GB/s over NVLink; the GEMM they feed takes ~1.26 ms.
