@@ -21,6 +21,9 @@ NOT_BOUND = {
     # MoE expert parallelism: the torch custom ops come with the grouped GEMM (weft.torch._ops).
     "WeftMoeRouteParams", "WeftMoeDispatchParams", "WeftMoeDispatchChoice",
     "WeftMoeCombineParams", "WeftMoeCombineChoice",
+    # Decoder layers (examples/serve drives them from TS; no torch op wraps them).
+    "WeftEmbeddingParams", "WeftRmsNormParams", "WeftRopeParams", "WeftSwigluParams",
+    "WeftKvAppendParams", "WeftCacheAttentionParams", "WeftSampleParams",
 }
 
 
