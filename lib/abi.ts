@@ -277,6 +277,46 @@ export const CommInterNode = new Struct("WeftCommInterNode", {
   reserved: "u32",
 });
 
+// attention (issue 25)
+export const AttentionParams = new Struct("WeftAttentionParams", {
+  size: "u32",
+  version: "u32",
+  q: "u64",
+  k: "u64",
+  v: "u64",
+  out: "u64",
+  lse: "u64",
+  cu_seqlens_q: "u64",
+  cu_seqlens_k: "u64",
+  batch: "i32",
+  heads: "i32",
+  kv_heads: "i32",
+  head_dim: "i32",
+  seqlen_q: "i32",
+  seqlen_k: "i32",
+  total_q: "i64",
+  total_k: "i64",
+  flags: "u32",
+  scale: "f32",
+  max_ctas: "i32",
+  reserved: "i32",
+  done: "u64",
+  seq: "u64",
+  arrivals: "u64",
+  stream: "u64",
+});
+
+export const AttentionChoice = new Struct("WeftAttentionChoice", {
+  size: "u32",
+  version: "u32",
+  block_m: "i32",
+  block_n: "i32",
+  stages: "i32",
+  ctas: "i32",
+  tiles: "i32",
+  section: "i32",
+});
+
 /** Every ABI struct, by its C name. */
 export const ABI_STRUCTS: readonly Struct<any>[] = [
   DeviceProps,
@@ -301,4 +341,7 @@ export const ABI_STRUCTS: readonly Struct<any>[] = [
   ProxyFifo,
   ProxyStats,
   CommInterNode,
+  // issue 25
+  AttentionParams,
+  AttentionChoice,
 ];

@@ -101,6 +101,11 @@ export const symbols = {
   weft_comm_internode_bytes: { args: [T.i32 /* nodes */, T.u64 /* slot_bytes */, T.ptr /* uint64_t* send_bytes */, T.ptr /* uint64_t* recv_bytes */], returns: T.i32 },
   weft_comm_set_internode: { args: [T.ptr /* comm */, T.ptr /* const WeftCommInterNode* */], returns: T.i32 },
 
+  // attention (issue 25)
+  weft_attention: { args: [T.ptr /* const WeftAttentionParams* */], returns: T.i32 },
+  weft_attention_choose: { args: [T.ptr /* const WeftAttentionParams* */, T.ptr /* WeftAttentionChoice* out */], returns: T.i32 },
+  weft_reference_attention: { args: [T.ptr /* const WeftAttentionParams* */, T.u64 /* float* out_f32 */, T.u64 /* float* lse_f32 */], returns: T.i32 },
+
   // baselines for benchmarks (dlopen'ed cuBLASLt, NCCL)
   weft_cublaslt_available: { args: [T.ptr /* int32_t* */, T.ptr /* const char** path */], returns: T.i32 },
   weft_cublaslt_gemm: { args: [T.ptr /* const WeftGemmParams* */], returns: T.i32 },

@@ -638,6 +638,67 @@ WEFT_API int weft_comm_set_internode(WeftComm* comm, const WeftCommInterNode* in
  * the peer in the reason word is a global rank; code WEFT_E_TIMEOUT, or the proxy's WEFT_E_*. */
 #define WEFT_STAGE_REMOTE 6
 
+/* ---- attention (issue 25) ------------------------------------------------------------------- */
+
+/* out = softmax(q·kᵀ·scale)·v per sequence and query head: a flash-attention forward on one device
+ * (bf16 in and out, fp32 scores, softmax and accumulation; one persistent kernel). Row-major,
+ * contiguous, one row per token:
+ *   bshd (cu_seqlens_q == 0): q, out [batch, seqlen_q, heads, head_dim]; k, v [batch, seqlen_k,
+ *     kv_heads, head_dim]; lse [batch, heads, seqlen_q]
+ *   varlen (packed batch): q, out [total_q, heads, head_dim]; k, v [total_k, kv_heads, head_dim];
+ *     sequence b is rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of q (int32 device arrays of batch + 1
+ *     non-decreasing offsets, cu[0] = 0, cu[batch] = total; cu_seqlens_k for the keys, 0 = the same
+ *     array); seqlen_q, seqlen_k: the longest sequence (maxSeqlen: no sequence may be longer);
+ *     lse [heads, total_q]
+ * heads % kv_heads == 0 (GQA, MQA: query head h reads kv head h / (heads / kv_heads)); head_dim 64 or
+ * 128. WEFT_ATTENTION_CAUSAL: query i of a sequence with len_q queries and len_k keys sees key j when
+ * j <= i + len_k - len_q (bottom-right aligned; the usual mask when len_q == len_k); a query that
+ * sees no key gets out = 0 and lse = -inf. scale: 0 = 1 / sqrt(head_dim). lse (optional, fp32):
+ * ln Σ_j exp(q·k_j·scale). Completion (optional) as in weft_gemm. */
+#define WEFT_ATTENTION_CAUSAL 1u
+
+typedef struct WeftAttentionParams {
+  uint32_t size;    /* sizeof(WeftAttentionParams) */
+  uint32_t version; /* 1 */
+  uint64_t q, k, v, out; /* device addresses, 16-byte aligned */
+  uint64_t lse;          /* fp32, 4-byte aligned; 0 = not written */
+  uint64_t cu_seqlens_q; /* varlen: int32 [batch + 1] on the device; 0 = bshd */
+  uint64_t cu_seqlens_k; /* varlen: the keys' offsets; 0 = cu_seqlens_q */
+  int32_t batch, heads, kv_heads, head_dim;
+  int32_t seqlen_q, seqlen_k; /* bshd: every sequence's; varlen: the longest */
+  int64_t total_q, total_k;   /* varlen: rows of q / out and of k / v (cu[batch]); bshd: ignored */
+  uint32_t flags;             /* WEFT_ATTENTION_CAUSAL */
+  float scale;                /* > 0, or 0 = 1 / sqrt(head_dim) */
+  int32_t max_ctas;           /* cap on the persistent grid; 0 = one CTA per SM */
+  int32_t reserved;           /* 0 */
+  uint64_t done;              /* completion (weft_gemm): device alias of 2 host-mapped words, or 0 */
+  uint64_t seq;
+  uint64_t arrivals;          /* 2 device uint32 words, 0 between launches (with done) */
+  uint64_t stream;            /* cudaStream_t on the tensors' device; 0 = legacy default stream */
+} WeftAttentionParams;
+#define WEFT_ATTENTION_PARAMS_INIT {sizeof(WeftAttentionParams), 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0}
+
+/* The configuration a call with these params runs. */
+typedef struct WeftAttentionChoice {
+  uint32_t size;    /* sizeof(WeftAttentionChoice) */
+  uint32_t version; /* 1 */
+  int32_t block_m;  /* queries per tile */
+  int32_t block_n;  /* keys per block */
+  int32_t stages;   /* K and V shared-memory ring depth */
+  int32_t ctas;     /* persistent grid */
+  int32_t tiles;    /* query tiles (batch x heads x ceil(seqlen_q / block_m)) */
+  int32_t section;  /* (sequence, head) pairs per L2 section of the tile order */
+} WeftAttentionChoice;
+#define WEFT_ATTENTION_CHOICE_INIT {sizeof(WeftAttentionChoice), 1, 0, 0, 0, 0, 0, 0}
+
+WEFT_API int weft_attention(const WeftAttentionParams* params);
+/* Validates params as weft_attention does and reports the configuration, launching nothing. */
+WEFT_API int weft_attention_choose(const WeftAttentionParams* params, WeftAttentionChoice* out);
+/* Test support: the same attention by a deliberately simple fp32 kernel (one warp per query, two
+ * passes, CUDA cores): out_f32 [rows of q, heads * head_dim] fp32, lse_f32 (optional) laid out as
+ * params->lse would be. params->out, lse, flags' completion fields and max_ctas are ignored. */
+WEFT_API int weft_reference_attention(const WeftAttentionParams* params, uint64_t out_f32, uint64_t lse_f32);
+
 /* ---- baselines for benchmarks (dlopen'ed cuBLASLt, NCCL) ------------------------------------- */
 
 /* 1 when libcublasLt.so.13 (or libcublasLt.so) could be loaded, else 0 (not an error); out_path

@@ -273,6 +273,42 @@ std::string build() {
   FIELD(WeftCommInterNode, fifo_control);
   FIELD(WeftCommInterNode, fifo_capacity);
   FIELD(WeftCommInterNode, reserved);
+  // attention (issue 25)
+  STRUCT(WeftAttentionParams);
+  FIELD(WeftAttentionParams, size);
+  FIELD(WeftAttentionParams, version);
+  FIELD(WeftAttentionParams, q);
+  FIELD(WeftAttentionParams, k);
+  FIELD(WeftAttentionParams, v);
+  FIELD(WeftAttentionParams, out);
+  FIELD(WeftAttentionParams, lse);
+  FIELD(WeftAttentionParams, cu_seqlens_q);
+  FIELD(WeftAttentionParams, cu_seqlens_k);
+  FIELD(WeftAttentionParams, batch);
+  FIELD(WeftAttentionParams, heads);
+  FIELD(WeftAttentionParams, kv_heads);
+  FIELD(WeftAttentionParams, head_dim);
+  FIELD(WeftAttentionParams, seqlen_q);
+  FIELD(WeftAttentionParams, seqlen_k);
+  FIELD(WeftAttentionParams, total_q);
+  FIELD(WeftAttentionParams, total_k);
+  FIELD(WeftAttentionParams, flags);
+  FIELD(WeftAttentionParams, scale);
+  FIELD(WeftAttentionParams, max_ctas);
+  FIELD(WeftAttentionParams, reserved);
+  FIELD(WeftAttentionParams, done);
+  FIELD(WeftAttentionParams, seq);
+  FIELD(WeftAttentionParams, arrivals);
+  FIELD(WeftAttentionParams, stream);
+  STRUCT(WeftAttentionChoice);
+  FIELD(WeftAttentionChoice, size);
+  FIELD(WeftAttentionChoice, version);
+  FIELD(WeftAttentionChoice, block_m);
+  FIELD(WeftAttentionChoice, block_n);
+  FIELD(WeftAttentionChoice, stages);
+  FIELD(WeftAttentionChoice, ctas);
+  FIELD(WeftAttentionChoice, tiles);
+  FIELD(WeftAttentionChoice, section);
 
   return l.end();
 }
