@@ -6,6 +6,7 @@
 # Steps:  info -> weft info;  test -> REQUIRE_GPU=1 bun test;  demo -> the README's demo;
 #         quickstart -> the README's API example;
 #         torch -> bench/peers/torch_tp.py under torchrun (2 ranks); a later `tp` step reads it;
+#         torch-ring -> bench/peers/torch_ring_attention.py under torchrun (2 ranks): torch_ring.json;
 #         NAME.cu -> bench/NAME.cu built with nvcc (linked against build/libweft.so) and run;
 #         anything else -> bun bench/<name>.ts (repro/rank-spread: bench/repro/rank-spread.ts)
 # A step may carry its own bound in seconds, `test:150`; STEP_TIMEOUT (default 300) bounds the rest. GPU-side waits are bounded by WEFT_COMM_TIMEOUT_MS
@@ -51,6 +52,9 @@ for spec in "$@"; do
     torch) TORCHRUN=$(command -v torchrun || echo "python3 -m torch.distributed.run")
            timeout "$T" $TORCHRUN --nproc-per-node=2 bench/peers/torch_tp.py --out "$LOGS/torch_tp.json" > "$LOGS/torch.txt" 2>&1
            step_rc "$step" $?; export TORCH_TP_JSON="$LOGS/torch_tp.json"; tail -3 "$LOGS/torch.txt" ;;
+    torch-ring) TORCHRUN=$(command -v torchrun || echo "python3 -m torch.distributed.run")
+           timeout "$T" $TORCHRUN --nproc-per-node=2 bench/peers/torch_ring_attention.py --out "$LOGS/results/torch_ring.json" \
+             > "$LOGS/torch-ring.txt" 2>&1; step_rc "$step" $?; tail -3 "$LOGS/torch-ring.txt" ;;
     *.cu) bin="$LOGS/$(basename "$step" .cu)"
           nvcc -arch=sm_90a -O3 -std=c++17 -I ffi/include -o "$bin" "bench/$step" -L build -lweft \
             -Xlinker -rpath -Xlinker "$PWD/build" > "$log" 2>&1 && timeout "$T" "$bin" >> "$log" 2>&1

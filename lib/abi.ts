@@ -317,6 +317,46 @@ export const AttentionChoice = new Struct("WeftAttentionChoice", {
   section: "i32",
 });
 
+export const RingAttentionParams = new Struct("WeftRingAttentionParams", {
+  size: "u32",
+  version: "u32",
+  q: "u64",
+  k: "u64",
+  v: "u64",
+  out: "u64",
+  lse: "u64",
+  batch: "i32",
+  heads: "i32",
+  kv_heads: "i32",
+  head_dim: "i32",
+  seqlen: "i32",
+  kv_rows: "i32",
+  reserved: "i32",
+  layout: "i32",
+  flags: "u32",
+  scale: "f32",
+  mover: "i32",
+  group_heads: "i32",
+  memory_bytes: "u64",
+  workspace: "u64",
+  workspace_bytes: "u64",
+  stream: "u64",
+});
+
+export const RingAttentionChoice = new Struct("WeftRingAttentionChoice", {
+  size: "u32",
+  version: "u32",
+  mover: "i32",
+  group_heads: "i32",
+  groups: "i32",
+  slots: "i32",
+  ctas: "i32",
+  shard: "i32",
+  workspace_bytes: "u64",
+  receive_bytes: "u64",
+  predicted_us: "f64",
+});
+
 /** Every ABI struct, by its C name. */
 export const ABI_STRUCTS: readonly Struct<any>[] = [
   DeviceProps,
@@ -344,4 +384,6 @@ export const ABI_STRUCTS: readonly Struct<any>[] = [
   // issue 25
   AttentionParams,
   AttentionChoice,
+  RingAttentionParams,
+  RingAttentionChoice,
 ];

@@ -22,6 +22,7 @@ import { DTYPES, type DType } from "./dtype.ts";
 import { ArgumentError, checkInt, DisposedError, errorFromStatus, PeerError, Status, TimeoutError, UnsupportedError, WeftError } from "./errors.ts";
 import { HeapAllocator, requireSymmetric, SymmetricTensor, type SymmetricOwner } from "./heap.ts";
 import { InterNode, planNodes } from "./internode.ts";
+import { ringAttention, type RingAttentionArgs, type RingAttentionPlan } from "./ops/ring-attention.ts";
 import { addressOf, check, native, outPointer } from "./native.ts";
 import { Stream } from "./stream.ts";
 import { checkDType, checkShape, Tensor, type Shape } from "./tensor.ts";
@@ -454,6 +455,12 @@ export class Communicator implements AsyncDisposable, SymmetricOwner {
   }
 
   /** Resolves once every rank has reached this barrier on its stream. */
+  /** Fused ring attention over this communicator's ranks (lib/ops/ring-attention.ts): a reusable
+   * plan; collective (every rank creates its plans in the same order). */
+  ringAttention(args: RingAttentionArgs): RingAttentionPlan {
+    return ringAttention(this, args);
+  }
+
   barrier(): Promise<void> {
     this.#barrierPlan ??= this.prepare.barrier();
     return this.#barrierPlan.run();

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "problem.h"
+#include "ring_state.h"
 
 namespace weft::attn {
 
@@ -66,6 +67,21 @@ cudaError_t launch_local(const LocalLaunch& l);
 // How many CTAs of the head dim's kernel fit on the current device at once (one per SM when the
 // shared memory allows one, which config.cuh guarantees).
 cudaError_t resident_ctas(int32_t head_dim, int* ctas);
+
+// One rank's fused ring-attention launch (ring.cuh): its shard's q / out and its local k / v, the
+// receive buffer's K and V (k_recv, v_recv: slots x slot_rows rows of group_heads x D), the ring.
+struct RingLaunch {
+  CUtensorMap q, o, k, v, k_recv, v_recv;
+  Problem problem;
+  RingState state;
+  int32_t head_dim;
+  int32_t ctas;
+  CompletionWords completion;
+  cudaStream_t stream;
+};
+
+cudaError_t launch_ring(const RingLaunch& l);
+cudaError_t resident_ring_ctas(int32_t head_dim, int* ctas);
 
 // The deliberately simple fp32 reference (one warp per query, two passes over the keys, CUDA
 // cores only): out [rows, heads * D] fp32 in the q layout, lse as the engine writes it. For tests.

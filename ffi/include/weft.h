@@ -699,6 +699,78 @@ WEFT_API int weft_attention_choose(const WeftAttentionParams* params, WeftAttent
  * params->lse would be. params->out, lse, flags' completion fields and max_ctas are ignored. */
 WEFT_API int weft_reference_attention(const WeftAttentionParams* params, uint64_t out_f32, uint64_t lse_f32);
 
+/* Fused ring attention over a communicator's ranks (sequence parallelism): one persistent kernel
+ * per rank per launch computes attention of this rank's shard of the queries over every rank's keys;
+ * each query tile keeps its softmax state in registers across every rank's key blocks (this rank's
+ * first, then each peer's as it lands), so there is no merge step. S tokens are cut into chunks
+ * (weft_ring_chunks): WEFT_RING_ZIGZAG: 2W chunks, rank r holds chunks r and 2W - 1 - r (balanced
+ * causal work); WEFT_RING_CONTIGUOUS: W chunks, rank r holds chunk r. A rank's shard is its chunks in
+ * that order, shard_r tokens per sequence:
+ *   q, out [batch, shard_r, heads, head_dim]; k, v [batch, kv_rows, kv_heads, head_dim] in the
+ *   communicator's symmetric heap (first shard_r rows of each sequence used); lse [batch, heads, shard_r]
+ * Causal masks compare global positions. Peers' K and V come over NVLink by the copy engines into a
+ * receive buffer of `slots` kv-head groups (memory_bytes bounds it: 0 = two shards' worth of K and V;
+ * enough for every peer's shard = an all-gather, nothing waits for slot reuse).
+ * Creation is collective: weft_ring_attention_choose -> workspace (symmetric, workspace_bytes, the
+ * same on every rank) -> weft_ring_attention_plan_create on every rank (zeroes the workspace and
+ * publishes this rank's k, v offsets on `stream`) -> a barrier on that stream -> once it completed,
+ * weft_ring_attention_plan_connect on every rank -> launches (every rank the same launches in the
+ * same order; each takes the next epoch). */
+#define WEFT_RING_ZIGZAG 0
+#define WEFT_RING_CONTIGUOUS 1
+enum WeftRingMover { WEFT_RING_MOVER_AUTO = 0, WEFT_RING_MOVER_COPY_ENGINE = 1 };
+
+typedef struct WeftRingAttentionParams {
+  uint32_t size;    /* sizeof(WeftRingAttentionParams) */
+  uint32_t version; /* 1 */
+  uint64_t q, k, v, out, lse; /* this rank's shard (see above); lse optional */
+  int32_t batch, heads, kv_heads, head_dim;
+  int32_t seqlen;    /* S: the whole sequence's tokens */
+  int32_t kv_rows;   /* rows per sequence of k and v (>= this rank's shard; the rest unused): k and v are
+                        symmetric, so every rank allocates them alike, e.g. [batch, the largest shard,
+                        kv_heads, head_dim] when the shards differ */
+  int32_t reserved;  /* 0 */
+  int32_t layout;    /* WEFT_RING_ZIGZAG or WEFT_RING_CONTIGUOUS */
+  uint32_t flags;    /* WEFT_ATTENTION_CAUSAL */
+  float scale;       /* 0 = 1 / sqrt(head_dim) */
+  int32_t mover;     /* WeftRingMover */
+  int32_t group_heads; /* kv heads per receive group; 0 = chosen */
+  uint64_t memory_bytes; /* receive-buffer budget; 0 = two shards of K and V */
+  uint64_t workspace;       /* symmetric device address (plan_create) */
+  uint64_t workspace_bytes; /* at least WeftRingAttentionChoice.workspace_bytes */
+  uint64_t stream;          /* cudaStream_t on this rank's device */
+} WeftRingAttentionParams;
+
+typedef struct WeftRingAttentionChoice {
+  uint32_t size;    /* sizeof(WeftRingAttentionChoice) */
+  uint32_t version; /* 1 */
+  int32_t mover;    /* WeftRingMover chosen */
+  int32_t group_heads;
+  int32_t groups;
+  int32_t slots;    /* receive slots (== groups: all-gather, no slot reuse) */
+  int32_t ctas;
+  int32_t shard;    /* this rank's tokens per sequence */
+  uint64_t workspace_bytes;
+  uint64_t receive_bytes;
+  double predicted_us; /* the cost model's estimate of one launch (0: none) */
+} WeftRingAttentionChoice;
+
+typedef struct WeftRingAttentionPlan WeftRingAttentionPlan;
+/* starts (chunks + 1 int32): the first token of every chunk and S; out_chunks: 2W or W. Fails when
+ * S is too short to give every chunk a 128-token block (S <= 128 (chunks - 1)). */
+WEFT_API int weft_ring_chunks(int32_t seqlen, int32_t world, int32_t layout, int32_t* starts, int32_t* out_chunks);
+WEFT_API int weft_ring_attention_choose(WeftComm* comm, const WeftRingAttentionParams* params,
+                                        WeftRingAttentionChoice* out);
+WEFT_API int weft_ring_attention_plan_create(WeftComm* comm, const WeftRingAttentionParams* params,
+                                             WeftRingAttentionPlan** out_plan);
+WEFT_API int weft_ring_attention_plan_connect(WeftRingAttentionPlan* plan);
+WEFT_API int weft_ring_attention_plan_launch(WeftRingAttentionPlan* plan, const WeftTpLaunch* launch);
+/* Several plans of this process (one per rank of a one-process group): every kernel first, then
+ * every plan's copy-engine work. */
+WEFT_API int weft_ring_attention_plans_launch(WeftRingAttentionPlan* const* plans, const WeftTpLaunch* launches,
+                                              int32_t count);
+WEFT_API int weft_ring_attention_plan_destroy(WeftRingAttentionPlan* plan);
+
 /* ---- baselines for benchmarks (dlopen'ed cuBLASLt, NCCL) ------------------------------------- */
 
 /* 1 when libcublasLt.so.13 (or libcublasLt.so) could be loaded, else 0 (not an error); out_path
