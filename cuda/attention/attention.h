@@ -83,6 +83,14 @@ struct RingLaunch {
 cudaError_t launch_ring(const RingLaunch& l);
 cudaError_t resident_ring_ctas(int32_t head_dim, int* ctas);
 
+// Test support (walk_listing.cu): the tiles and key blocks of a launch, listed on the host by the
+// kernel's own decode and walk, kWalkFields int32 per block (a tile without blocks: one row with
+// source -1): tile index, status (TileStatus), b, h, hk, q row, q rows, q pos, source, kv row,
+// kv col, kv pos, valid, gate, masked, lse offset. Returns the rows (writes at most `capacity`).
+constexpr int kWalkFields = 16;
+int64_t list_walk_local(const Problem& problem, int32_t head_dim, int32_t* out, int64_t capacity);
+int64_t list_walk_ring(const Problem& problem, const RingState& state, int32_t head_dim, int32_t* out, int64_t capacity);
+
 // The deliberately simple fp32 reference (one warp per query, two passes over the keys, CUDA
 // cores only): out [rows, heads * D] fp32 in the q layout, lse as the engine writes it. For tests.
 cudaError_t reference_attention(const Problem& problem, int32_t head_dim, const void* q, const void* k,

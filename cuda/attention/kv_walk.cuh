@@ -13,18 +13,18 @@ template <class Cfg, class Policy, class State>
 class KvWalk {
  public:
   // The walk keeps its own copy of the tile (only the fields its policy reads stay in registers).
-  __device__ KvWalk(const Params<State>& p, const QTile& t)
+  WEFT_ATTN_WALK KvWalk(const Params<State>& p, const QTile& t)
       : p_(p), t_(t), segments_(Policy::segments(p, t)) {}
 
-  __device__ bool next(KvBlock& b) {
+  WEFT_ATTN_WALK bool next(KvBlock& b) {
     while (block_ == blocks_) {
       if (++segment_ >= segments_) return false;
       seg_ = Policy::template segment<Cfg>(p_, t_, segment_);
       int32_t usable = seg_.len;
       if (p_.problem.causal) {
         // The tile's last valid query sees keys up to position pos + min(rows, BlockM) - 1.
-        const int32_t last = t_.pos + min(t_.rows, Cfg::kBlockM) - 1;
-        usable = max(0, min(seg_.len, last - seg_.pos + 1));
+        const int32_t last = t_.pos + imin(t_.rows, Cfg::kBlockM) - 1;
+        usable = imax(0, imin(seg_.len, last - seg_.pos + 1));
       }
       blocks_ = (usable + Cfg::kBlockN - 1) / Cfg::kBlockN;
       block_ = 0;
@@ -34,7 +34,7 @@ class KvWalk {
     b.row = seg_.row + offset;
     b.col = seg_.col;
     b.pos = seg_.pos + offset;
-    b.valid = min(Cfg::kBlockN, seg_.len - offset);
+    b.valid = imin(Cfg::kBlockN, seg_.len - offset);
     b.gate = seg_.gate;
     // Masked: a key past the segment, or (causal) the block's last key is beyond the first query.
     b.masked = b.valid < Cfg::kBlockN || (p_.problem.causal && b.pos + Cfg::kBlockN - 1 > t_.pos);

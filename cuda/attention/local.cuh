@@ -22,14 +22,14 @@ struct LocalPolicy {
   static __device__ void on_kernel_start(const Params<State>&) {}
 
   template <class Cfg>
-  static __device__ TileStatus decode(const Params<State>& p, int32_t index, QTile& t) {
+  static WEFT_ATTN_WALK TileStatus decode(const Params<State>& p, int32_t index, QTile& t) {
     const Problem& q = p.problem;
     const int32_t pairs = q.batch * q.heads;
     const int32_t per_section = q.section * q.m_blocks;
     const int32_t section = index / per_section;
     const int32_t r = index - section * per_section;
     const int32_t first = section * q.section;
-    const int32_t width = min(q.section, pairs - first);
+    const int32_t width = imin(q.section, pairs - first);
     const int32_t m_rev = r / width;
     const int32_t pair = first + (r - m_rev * width);
     const int32_t m = q.causal ? q.m_blocks - 1 - m_rev : m_rev;
@@ -63,14 +63,14 @@ struct LocalPolicy {
     return TileStatus::kOk;
   }
 
-  static __device__ int32_t segments(const Params<State>& p, const QTile& t) {
+  static WEFT_ATTN_WALK int32_t segments(const Params<State>& p, const QTile& t) {
     const Problem& q = p.problem;
     const int32_t len_k = q.cu_k != nullptr ? q.cu_k[t.b + 1] - q.cu_k[t.b] : q.seqlen_k;
     return len_k > 0 ? 1 : 0;
   }
 
   template <class Cfg>
-  static __device__ KvSegment segment(const Params<State>& p, const QTile& t, int32_t) {
+  static WEFT_ATTN_WALK KvSegment segment(const Params<State>& p, const QTile& t, int32_t) {
     const Problem& q = p.problem;
     KvSegment s;
     s.source = 0;

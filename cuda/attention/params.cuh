@@ -10,7 +10,14 @@
 #include "../primitives/completion.cuh"
 #include "problem.h"
 
+// The tile order and key walk (scheduler-free parts of local.cuh, ring.cuh, kv_walk.cuh) also run
+// on the host, where weft_testing_attention_walk lists them for the CPU tests.
+#define WEFT_ATTN_WALK __host__ __device__ __forceinline__
+
 namespace weft::attn {
+
+WEFT_ATTN_WALK int32_t imin(int32_t a, int32_t b) { return a < b ? a : b; }
+WEFT_ATTN_WALK int32_t imax(int32_t a, int32_t b) { return a > b ? a : b; }
 
 // Policy::State is what a KV source adds (attention.h: LocalPolicy has none; ring.cuh the ring's
 // flags and layout). k[1] / v[1] are a second pair of maps a policy may use (the ring's receive

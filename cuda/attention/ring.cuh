@@ -47,11 +47,11 @@ struct RingPolicy {
     int32_t group = 0;  // groups before this one are done (group_done raised)
   };
 
-  static __device__ int32_t piece_rows(const RingState& r, int32_t rank, int32_t piece) {
+  static WEFT_ATTN_WALK int32_t piece_rows(const RingState& r, int32_t rank, int32_t piece) {
     const int32_t c = ring_chunk_of(rank, r.world, r.zigzag != 0, piece);
     return r.starts[c + 1] - r.starts[c];
   }
-  static __device__ int32_t shard_rows(const RingState& r, int32_t rank) {
+  static WEFT_ATTN_WALK int32_t shard_rows(const RingState& r, int32_t rank) {
     return piece_rows(r, rank, 0) + (r.zigzag ? piece_rows(r, rank, 1) : 0);
   }
 
@@ -70,14 +70,14 @@ struct RingPolicy {
   }
 
   template <class Cfg>
-  static __device__ TileStatus decode(const Params<State>& p, int32_t index, QTile& t) {
+  static WEFT_ATTN_WALK TileStatus decode(const Params<State>& p, int32_t index, QTile& t) {
     const RingState& r = p.state;
     const Problem& q = p.problem;
     const int32_t group_q_heads = r.group_heads * r.ratio;
     const int32_t per_group = group_q_heads * q.batch * r.m_blocks;
     const int32_t g = index / per_group;
     const int32_t rest = index - g * per_group;
-    const int32_t heads_g = min(r.group_heads, q.kv_heads - g * r.group_heads) * r.ratio;
+    const int32_t heads_g = imin(r.group_heads, q.kv_heads - g * r.group_heads) * r.ratio;
     const int32_t pairs = heads_g * q.batch;
     const int32_t m_rev = rest / pairs;
     const int32_t pair = rest - m_rev * pairs;
@@ -97,12 +97,12 @@ struct RingPolicy {
     return TileStatus::kOk;
   }
 
-  static __device__ int32_t segments(const Params<State>& p, const QTile&) {
+  static WEFT_ATTN_WALK int32_t segments(const Params<State>& p, const QTile&) {
     return p.state.world * (p.state.zigzag ? 2 : 1);
   }
 
   template <class Cfg>
-  static __device__ KvSegment segment(const Params<State>& p, const QTile& t, int32_t i) {
+  static WEFT_ATTN_WALK KvSegment segment(const Params<State>& p, const QTile& t, int32_t i) {
     const RingState& r = p.state;
     const int32_t pieces = r.zigzag ? 2 : 1;
     const int32_t nth = i / pieces, piece = i - nth * pieces;

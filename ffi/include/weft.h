@@ -770,6 +770,13 @@ WEFT_API int weft_ring_attention_plan_launch(WeftRingAttentionPlan* plan, const 
 WEFT_API int weft_ring_attention_plans_launch(WeftRingAttentionPlan* const* plans, const WeftTpLaunch* launches,
                                               int32_t count);
 WEFT_API int weft_ring_attention_plan_destroy(WeftRingAttentionPlan* plan);
+/* Test support: the attention kernel's tiles and key blocks for a described launch, listed on the
+ * host by the kernel's own tile decode and key walk (no GPU needed). config: 16 int32 {batch, heads,
+ * kv_heads, head_dim, seqlen_q, seqlen_k, causal, section, total_q, total_k, world (0: one GPU),
+ * rank, layout, group_heads, kv_rows, memory KiB}; cu_q / cu_k: host int32 offsets (varlen) or
+ * NULL. out: 16 int32 per block (cuda/attention/attention.h, kWalkFields); *out_rows: the count. */
+WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* cu_q, const int32_t* cu_k, int32_t* out,
+                                         int64_t capacity, int64_t* out_rows);
 
 /* ---- baselines for benchmarks (dlopen'ed cuBLASLt, NCCL) ------------------------------------- */
 

@@ -21,48 +21,22 @@
 #include "comm/call_checks.hpp"
 #include "comm/comm.hpp"
 #include "device_guard.hpp"
+#include "ring_layout.hpp"
 #include "ring_mover.hpp"
 #include "status.hpp"
 #include "tensor_map.hpp"
 #include "weft.h"
 
 using namespace weft;
+using attn_abi::Layout;
+using attn_abi::peer_tokens;
 
 namespace {
 
 constexpr char kOp[] = "weft_ring_attention";
-constexpr uint64_t kControlAlign = 4096;
 // Marks the words a plan publishes at creation (ASCII "weftring"): a peer that finds anything else
 // at this workspace's offset has its workspace elsewhere.
 constexpr uint64_t kTag = 0x676e697274666577ull;
-
-struct Layout {
-  int32_t chunks;
-  std::array<int32_t, attn::kRingMaxChunks + 1> starts{};
-  std::vector<int32_t> shard;  // tokens per sequence, per rank
-  int32_t group_heads, groups, slots;
-  int32_t ctas;
-  uint64_t control_bytes, receive_bytes, workspace_bytes;  // receive_bytes: K and V together
-  double predicted_us;
-};
-
-int32_t shard_of(const Layout& l, int32_t rank, int32_t world, bool zigzag) {
-  int32_t n = 0;
-  for (int32_t piece = 0; piece < (zigzag ? 2 : 1); ++piece) {
-    const int32_t c = attn::ring_chunk_of(rank, world, zigzag, piece);
-    n += l.starts[c + 1] - l.starts[c];
-  }
-  return n;
-}
-
-// Tokens of every rank but `rank`, per sequence: one slot's rows are batch x this.
-int64_t peer_tokens(const Layout& l, int32_t rank) {
-  int64_t n = 0;
-  for (size_t s = 0; s < l.shard.size(); ++s) {
-    if (int32_t(s) != rank) n += l.shard[s];
-  }
-  return n;
-}
 
 void validate(const WeftComm& c, const WeftRingAttentionParams* p) {
   WEFT_REQUIRE(p, "params must not be NULL");
@@ -91,36 +65,9 @@ void validate(const WeftComm& c, const WeftRingAttentionParams* p) {
 }
 
 Layout choose(const WeftComm& c, const WeftRingAttentionParams& p) {
-  Layout l{};
-  const bool zigzag = p.layout == WEFT_RING_ZIGZAG;
+  Layout l = attn_abi::ring_layout(p, int32_t(c.world), int32_t(c.rank));
   const int32_t world = int32_t(c.world);
-  l.chunks = zigzag ? 2 * world : world;
-  WEFT_REQUIRE(attn::ring_chunks(p.seqlen, world, zigzag, l.starts.data()),
-               "%s: seqlen %d is too short for %d chunks of whole 128-token blocks (needs > %d)", kOp, p.seqlen, l.chunks,
-               128 * (l.chunks - 1));
-  for (int32_t r = 0; r < world; ++r) l.shard.push_back(shard_of(l, r, world, zigzag));
-  // Receive groups: small enough that the first group lands early (about an eighth of the shard:
-  // the first tiles need only their own group), wide enough that each 2-D copy row is >= 1 KiB at
-  // D 128 with 32 kv heads. The caller may force it.
-  l.group_heads = p.group_heads > 0 ? p.group_heads : std::max(1, p.kv_heads / 8);
-  l.groups = (p.kv_heads + l.group_heads - 1) / l.group_heads;
-  int64_t most = 0;
-  for (int32_t r = 0; r < world; ++r) most = std::max(most, peer_tokens(l, r));
-  const uint64_t slot_bytes = 2ull * p.batch * uint64_t(most) * l.group_heads * p.head_dim * 2;
-  const uint64_t shard_kv = 2ull * p.batch * uint64_t(l.shard[c.rank]) * p.kv_heads * p.head_dim * 2;
-  const uint64_t budget = p.memory_bytes ? p.memory_bytes : 2 * shard_kv;
-  if (world == 1) {
-    l.slots = 1;
-    l.receive_bytes = 0;
-  } else {
-    const uint64_t fit = slot_bytes > 0 ? budget / slot_bytes : 0;
-    WEFT_REQUIRE(fit >= 1, "%s: memory_bytes (%llu) holds no receive slot: one kv-head group of every peer's shard needs %llu bytes "
-                 "(raise memory_bytes or lower group_heads)", kOp, (unsigned long long)budget, (unsigned long long)slot_bytes);
-    l.slots = int32_t(std::min<uint64_t>(fit, uint64_t(l.groups)));
-    l.receive_bytes = uint64_t(l.slots) * slot_bytes;
-  }
-  l.control_bytes = (64 + 8ull * world + 8ull * l.groups * world + 8ull * l.groups + kControlAlign - 1) / kControlAlign * kControlAlign;
-  l.workspace_bytes = l.control_bytes + (l.receive_bytes + 511) / 512 * 512;
+  const bool zigzag = p.layout == WEFT_RING_ZIGZAG;
   const attn::TileShape t = attn::tile_shape(p.head_dim);
   int resident = 0;
   WEFT_CUDA(attn::resident_ring_ctas(p.head_dim, &resident));  // also loads the kernel (before any ring kernel runs)
@@ -132,11 +79,12 @@ Layout choose(const WeftComm& c, const WeftRingAttentionParams& p) {
   const int64_t tiles = int64_t(p.batch) * p.heads * m_blocks;
   l.ctas = int32_t(std::max<int64_t>(1, std::min<int64_t>({int64_t(resident), int64_t(c.sm_count), tiles})));
   // Cost model: the engine at ~550 TFLOP/s on 132 SMs (scaled by the CTAs), this rank's share of
-  // the work; the copies at ~350 GB/s per peer link, overlapped except for the first group.
+  // the work; the copies at ~300 GB/s per peer link (bench/model-ring-attention.ts), overlapped but
+  // for the first group.
   const double flops = 4.0 * p.batch * p.heads * double(l.shard[c.rank]) * p.seqlen * p.head_dim *
                        ((p.flags & WEFT_ATTENTION_CAUSAL) ? 0.5 : 1.0);
   const double compute_us = flops / (550e6 * l.ctas / 132.0);
-  const double first_group_us = world > 1 ? double(slot_bytes) / double(world - 1) / 350e3 : 0.0;
+  const double first_group_us = world > 1 ? double(l.slot_bytes) / double(world - 1) / 300e3 : 0.0;
   l.predicted_us = compute_us + first_group_us;
   return l;
 }
@@ -165,7 +113,6 @@ void build(WeftRingAttentionPlan& plan) {
   const WeftRingAttentionParams& p = plan.params;
   const Layout& l = plan.layout;
   const int32_t world = int32_t(c.world), rank = int32_t(c.rank);
-  const bool zigzag = p.layout == WEFT_RING_ZIGZAG;
   const int32_t shard = l.shard[rank];
   attn::RingLaunch& x = plan.launch;
   const attn::TileShape t = attn::tile_shape(p.head_dim);
@@ -180,31 +127,8 @@ void build(WeftRingAttentionPlan& plan) {
   encode_bf16(&x.v, reinterpret_cast<const void*>(p.v), kv_cols, rows_kv, kv_cols, kv_box, "v");
   char* ws = plan.workspace;
   attn::RingState& s = x.state;
-  s.world = world;
-  s.rank = rank;
-  s.zigzag = zigzag;
-  s.chunks = l.chunks;
-  std::copy(l.starts.begin(), l.starts.end(), s.starts);
-  s.ratio = p.heads / p.kv_heads;
-  s.group_heads = l.group_heads;
-  s.groups = l.groups;
-  s.slots = l.slots;
-  s.slot_rows = int32_t(int64_t(p.batch) * peer_tokens(l, rank));
-  int32_t at = 0;
-  for (int32_t q = 0; q < world; ++q) {
-    s.source_row[q] = at;
-    if (q != rank) at += p.batch * l.shard[q];
-  }
-  s.m_blocks = 0;
-  for (int32_t piece = 0; piece < (zigzag ? 2 : 1); ++piece) {
-    const int32_t ch = attn::ring_chunk_of(rank, world, zigzag, piece);
-    const int32_t blocks = (l.starts[ch + 1] - l.starts[ch] + t.block_m - 1) / t.block_m;
-    if (piece == 0) s.first_blocks = blocks;
-    s.m_blocks += blocks;
-  }
-  s.tiles = p.batch * p.heads * s.m_blocks;
+  s = attn_abi::ring_state(p, l, world, rank, t.block_m);
   s.ctas = l.ctas;
-  s.kv_rows = p.kv_rows;
   s.timeout_ns = c.timeout_ns;
   s.entered = word(ws, 0);
   s.go = word(ws, 8);
@@ -222,24 +146,7 @@ void build(WeftRingAttentionPlan& plan) {
     x.k_recv = x.k;
     x.v_recv = x.v;
   }
-  attn::Problem& q = x.problem;
-  q.batch = p.batch;
-  q.heads = p.heads;
-  q.kv_heads = p.kv_heads;
-  q.seqlen_q = shard;
-  q.seqlen_k = p.seqlen;
-  q.m_blocks = s.m_blocks;
-  q.tiles = s.tiles;
-  q.causal = (p.flags & WEFT_ATTENTION_CAUSAL) != 0;
-  const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt(float(p.head_dim));
-  q.scale_log2 = scale * 1.4426950408889634f;
-  q.lse = reinterpret_cast<float*>(p.lse);
-  q.lse_head_stride = shard;
-  q.lse_batch_stride = int64_t(p.heads) * shard;
-  q.o = reinterpret_cast<void*>(p.out);
-  q.o_row_stride = int64_t(q_cols);
-  q.rows_q = int32_t(rows_q);
-  q.rows_k = int32_t(rows_kv);
+  x.problem = attn_abi::ring_problem(p, l, rank, s);
   x.head_dim = p.head_dim;
   x.ctas = l.ctas;
   x.stream = reinterpret_cast<cudaStream_t>(p.stream);
