@@ -19,21 +19,32 @@
 
 namespace weft::attn {
 
+// A ring position as one counter of slots used (the producer has 40 registers: one word, not two):
+// slot n % kStages, parity (n / kStages) % 2.
+template <int Stages>
+struct SlotCounter {
+  static_assert((Stages & (Stages - 1)) == 0, "a power-of-two ring");
+  uint32_t n = 0;
+  __device__ __forceinline__ uint32_t stage() const { return n & (Stages - 1); }
+  __device__ __forceinline__ uint32_t parity() const { return (n / Stages) & 1u; }
+};
+
 template <class Cfg>
-__device__ __forceinline__ void load_kv_block(const SharedStorage<Cfg>& s, bool is_v, RingPosition<Cfg::kStages>& ring,
+__device__ __forceinline__ void load_kv_block(const SharedStorage<Cfg>& s, bool is_v, SlotCounter<Cfg::kStages>& ring,
                                               const CUtensorMap* map, const KvBlock& b, bool& ok) {
-  uint64_t* empty = is_v ? s.v_empty(ring.stage) : s.k_empty(ring.stage);
-  uint64_t* full = is_v ? s.v_full(ring.stage) : s.k_full(ring.stage);
+  const uint32_t stage = ring.stage();
+  uint64_t* empty = is_v ? s.v_empty(stage) : s.k_empty(stage);
+  uint64_t* full = is_v ? s.v_full(stage) : s.k_full(stage);
   // After a timeout, stop waiting (ok short-circuits): the kernel drains fast and reports.
-  ok = ok && cta::mbarrier_wait(empty, ring.parity ^ 1u);
+  ok = ok && cta::mbarrier_wait(empty, ring.parity() ^ 1u);
   // Boxes past the map's last row are zero-filled but still count their full bytes.
   cta::mbarrier_arrive_expect_tx(full, Cfg::kKvBytes);
 #pragma unroll
   for (int box = 0; box < Cfg::kBoxes; ++box) {
-    uint8_t* dst = is_v ? s.v(ring.stage, box) : s.k(ring.stage, box);
+    uint8_t* dst = is_v ? s.v(stage, box) : s.k(stage, box);
     cta::load_2d(dst, map, full, b.col + 64 * box, b.row);
   }
-  ring.advance();
+  ++ring.n;
 }
 
 // Returns false when a shared-memory barrier wait ran out; gate_ok turns false when a policy's
@@ -41,7 +52,7 @@ __device__ __forceinline__ void load_kv_block(const SharedStorage<Cfg>& s, bool 
 template <class Cfg, class Policy, class State>
 __device__ __forceinline__ bool produce(const Params<State>& p, const SharedStorage<Cfg>& s, bool& gate_ok) {
   typename Policy::ProducerCache cache{};
-  RingPosition<Cfg::kStages> k_ring, v_ring;
+  SlotCounter<Cfg::kStages> k_ring, v_ring;
   uint32_t q_phase = 0;
   bool ok = true;
   TileSequence tiles(p.problem.tiles);

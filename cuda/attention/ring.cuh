@@ -47,14 +47,6 @@ struct RingPolicy {
     int32_t group = 0;  // groups before this one are done (group_done raised)
   };
 
-  static WEFT_ATTN_WALK int32_t piece_rows(const RingState& r, int32_t rank, int32_t piece) {
-    const int32_t c = ring_chunk_of(rank, r.world, r.zigzag != 0, piece);
-    return r.starts[c + 1] - r.starts[c];
-  }
-  static WEFT_ATTN_WALK int32_t shard_rows(const RingState& r, int32_t rank) {
-    return piece_rows(r, rank, 0) + (r.zigzag ? piece_rows(r, rank, 1) : 0);
-  }
-
   static __device__ void on_kernel_start(const Params<State>& p) {
     const RingState& r = p.state;
     if (blockIdx.x != 0) return;
@@ -88,38 +80,31 @@ struct RingPolicy {
     t.group = g;
     const int32_t piece = m < r.first_blocks ? 0 : 1;
     const int32_t block = piece == 0 ? m : m - r.first_blocks;
-    const int32_t c = ring_chunk_of(r.rank, r.world, r.zigzag != 0, piece);
-    const int32_t offset = (piece == 0 ? 0 : piece_rows(r, r.rank, 0)) + block * Cfg::kBlockM;
+    const int32_t offset = (piece == 0 ? 0 : r.piece_len[0]) + block * Cfg::kBlockM;
     t.row = t.b * q.seqlen_q + offset;
-    t.rows = r.starts[c + 1] - r.starts[c] - block * Cfg::kBlockM;
-    t.pos = r.starts[c] + block * Cfg::kBlockM;
+    t.rows = r.piece_len[piece] - block * Cfg::kBlockM;
+    t.pos = r.piece_pos[piece] + block * Cfg::kBlockM;
     t.lse = int64_t(t.b) * q.lse_batch_stride + int64_t(t.h) * q.lse_head_stride + offset;
     return TileStatus::kOk;
   }
 
-  static WEFT_ATTN_WALK int32_t segments(const Params<State>& p, const QTile&) {
-    return p.state.world * (p.state.zigzag ? 2 : 1);
-  }
+  static WEFT_ATTN_WALK int32_t segments(const Params<State>& p, const QTile&) { return p.state.segments; }
 
   template <class Cfg>
   static WEFT_ATTN_WALK KvSegment segment(const Params<State>& p, const QTile& t, int32_t i) {
     const RingState& r = p.state;
-    const int32_t pieces = r.zigzag ? 2 : 1;
-    const int32_t nth = i / pieces, piece = i - nth * pieces;
-    const int32_t s = (r.rank - nth + r.world) % r.world;  // this rank first, then upstream peers
-    const int32_t c = ring_chunk_of(s, r.world, r.zigzag != 0, piece);
-    const int32_t offset = piece == 0 ? 0 : piece_rows(r, s, 0);
     KvSegment seg;
-    seg.pos = r.starts[c];
-    seg.len = r.starts[c + 1] - r.starts[c];
+    const int32_t s = r.seg_source[i];
+    seg.pos = r.seg_pos[i];
+    seg.len = r.seg_len[i];
+    seg.row = r.seg_stride[i] * t.b + r.seg_base[i];
     if (s == r.rank) {
       seg.source = 0;
-      seg.row = t.b * r.kv_rows + offset;
       seg.col = t.hk * Cfg::kHeadDim;
       seg.gate = -1;
     } else {
       seg.source = 1;
-      seg.row = (t.group % r.slots) * r.slot_rows + r.source_row[s] + t.b * shard_rows(r, s) + offset;
+      seg.row += (t.group % r.slots) * r.slot_rows;
       seg.col = (t.hk - t.group * r.group_heads) * Cfg::kHeadDim;
       seg.gate = t.group * r.world + s;
     }

@@ -55,6 +55,20 @@ struct RingState {
   int32_t slot_rows;      // rows of one slot: every peer's shard, batch x its tokens
   int32_t source_row[kRingMaxWorld];  // row of source s's region in a slot (this rank's own: unused)
   int32_t kv_rows;        // rows per sequence of the local k / v (>= this rank's shard)
+  // The tile's key segments in walk order (this rank's chunks, then each upstream peer's), from
+  // ring_state(): segment i reads rows seg_stride[i] x b + seg_base[i] (+ the group's slot for a
+  // peer) of source seg_source[i]'s map, keys from position seg_pos[i], seg_len[i] of them. Kept
+  // in parameter space so that the producer (40 registers) recomputes nothing per segment.
+  int32_t segments;
+  int32_t seg_source[kRingMaxChunks];
+  int32_t seg_pos[kRingMaxChunks];
+  int32_t seg_len[kRingMaxChunks];
+  int32_t seg_base[kRingMaxChunks];
+  int32_t seg_stride[kRingMaxChunks];
+  // This rank's two pieces (zigzag; contiguous: one): first position, length, and the row offset of
+  // piece 1 in the shard.
+  int32_t piece_pos[2];
+  int32_t piece_len[2];
   int32_t m_blocks;       // query tiles of this rank's shard per (sequence, head), its chunks together
   int32_t first_blocks;   // of those, the first chunk's
   int32_t tiles;          // groups-major tile count (= Problem::tiles)

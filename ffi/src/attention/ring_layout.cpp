@@ -93,6 +93,27 @@ attn::RingState ring_state(const WeftRingAttentionParams& p, const Layout& l, in
   }
   s.tiles = p.batch * p.heads * s.m_blocks;
   s.kv_rows = p.kv_rows;
+  const int32_t pieces = zigzag ? 2 : 1;
+  for (int32_t piece = 0; piece < pieces; ++piece) {
+    const int32_t ch = attn::ring_chunk_of(rank, world, zigzag, piece);
+    s.piece_pos[piece] = l.starts[ch];
+    s.piece_len[piece] = l.starts[ch + 1] - l.starts[ch];
+  }
+  // Segments: this rank first, then the upstream peers r - 1, r - 2, ... (the copies' order), each
+  // rank's pieces in its shard's order.
+  s.segments = world * pieces;
+  for (int32_t i = 0; i < s.segments; ++i) {
+    const int32_t nth = i / pieces, piece = i % pieces;
+    const int32_t src = (rank - nth + world) % world;
+    const int32_t ch = attn::ring_chunk_of(src, world, zigzag, piece);
+    const int32_t offset = piece == 0 ? 0 : l.starts[attn::ring_chunk_of(src, world, zigzag, 0) + 1] -
+                                                l.starts[attn::ring_chunk_of(src, world, zigzag, 0)];
+    s.seg_source[i] = src;
+    s.seg_pos[i] = l.starts[ch];
+    s.seg_len[i] = l.starts[ch + 1] - l.starts[ch];
+    s.seg_stride[i] = src == rank ? p.kv_rows : l.shard[src];
+    s.seg_base[i] = (src == rank ? 0 : s.source_row[src]) + offset;
+  }
   return s;
 }
 
