@@ -43,7 +43,10 @@ export async function ringCostRows(stream: Stream, timeLoop: TimeLoop): Promise<
         // Times on rank 0's stream: launchAll queues every rank's kernel, and rank 0's completion
         // waits for the peers' (each rank's kernel waits for the others' data and pulls).
         const ringMs = timeLoop(() => void RingAttentionPlan.launchAll(plans), comms[0]!.stream).medianMs;
-        for (const p of plans) p.runSync();
+        // Drain: one more launch of every rank together, then wait for each (a lone runSync would wait
+        // for peers that were never launched).
+        const seqs = RingAttentionPlan.launchAll(plans);
+        plans.forEach((p, i) => p.wait(seqs[i]!));
         using plain = new AttentionProblem({ batch: c.batch, seqQ: c.seqlen, seqK: c.seqlen, heads: c.heads, kvHeads: c.kvHeads, headDim: c.headDim, causal: c.causal }, 5);
         using plan = planAttention({ ...plain.args, stream });
         const plainMs = timeLoop(() => void plan.launch(), stream).medianMs;

@@ -132,11 +132,7 @@ for (const world of [1, 2, 3, 4]) {
       test("100 back-to-back launches, no reset, every result checked (inputs alternate)", async () => {
         const c: RingCase = { batch: 1, seqlen: seqFor(world), heads: 4, kvHeads: 2, headDim: 128, causal: true, layout: "zigzag" };
         using p = new RingProblem(comms, c, seed += 30);
-        for (let i = 0; i < 100; i++) {
-          p.use(i % 2);
-          await p.run();
-          p.check(`launch ${i}`);
-        }
+        await p.backToBack(100);
       }, LONG);
     }
   });
@@ -162,10 +158,6 @@ describeGpu("ring attention on two GPUs, one process (Communicator.local)", 2, (
   test("100 back-to-back launches, every result checked", async () => {
     const c: RingCase = { batch: 1, seqlen: 4096 + 300, heads: 8, kvHeads: 8, headDim: 128, causal: true, layout: "zigzag" };
     using p = new RingProblem(comms, c, seed += 30);
-    for (let i = 0; i < 100; i++) {
-      p.use(i % 2);
-      await p.run();
-      p.check(`launch ${i}`);
-    }
+    await p.backToBack(100);
   }, LONG);
 });

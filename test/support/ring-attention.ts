@@ -106,6 +106,15 @@ export class RingProblem implements Disposable {
     await RingAttentionPlan.runAll(this.ranks.map((r) => r.plan));
   }
 
+  /** `launches` launches back to back, no reset, the input sets alternating, every result checked. */
+  async backToBack(launches: number): Promise<void> {
+    for (let i = 0; i < launches; i++) {
+      this.use(i % 2);
+      await this.run();
+      this.check(`launch ${i}`);
+    }
+  }
+
   /** Every rank's out and lse against the reference of the current input set. */
   check(what: string): Errors[] {
     const world = this.comms.length;
