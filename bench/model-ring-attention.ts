@@ -73,8 +73,14 @@ function predict(gpus: number, tokens: number, causal: boolean, x: Inputs): Pred
   const waves = Math.max(1, tiles / 132);
   const firstLocalMs = computeMs / waves / gpus;
   const startMs = Math.max(0, copyMs / GROUPS - firstLocalMs);
-  const predictedMs = Math.max(computeMs, copyMs) + startMs + 0.01;
-  const limit = copyMs > computeMs ? "the copy engines (NVLink inbound)" : "the kernel's math rate (compute-bound; copies hidden)";
+  // Default memory (two shards of K and V): slots = min(groups, floor(2 x groups / (W - 1))) groups of
+  // every peer; with fewer slots than groups a group's copy starts when the group two slots back
+  // is done everywhere, so each group's copy must fit one group's compute, or the copies set the pace.
+  const slots = Math.min(GROUPS, Math.floor((2 * GROUPS) / Math.max(1, gpus - 1)));
+  const paced = slots < GROUPS && copyMs / GROUPS > (computeMs / GROUPS) * (slots - 1);
+  const predictedMs = Math.max(computeMs, paced ? copyMs * 2 : copyMs) + startMs + 0.01;
+  const limit = copyMs > computeMs || paced ? "the copy engines (NVLink inbound)" :
+    `the kernel's math rate (compute-bound; copies hidden${slots < GROUPS ? `, ${slots} receive slots` : ""})`;
   return { gpus, tokens, causal, singleMs, idealMs, computeMs, copyMs, startMs, predictedMs, limit };
 }
 
