@@ -27,6 +27,8 @@ const shapes: Omit<RingCase, "layout">[] = [
   { batch: 1, seqlen: 8192, heads: 32, kvHeads: 32, headDim: 128, causal: true },
   { batch: 1, seqlen: 8192, heads: 32, kvHeads: 32, headDim: 128, causal: false },
   { batch: 1, seqlen: 32768, heads: 32, kvHeads: 32, headDim: 128, causal: true },
+  // The other mover, for the cost model's choice: 4 of the kernel's CTAs copy instead of the engines.
+  { batch: 1, seqlen: 32768, heads: 32, kvHeads: 32, headDim: 128, causal: true, config: { mover: "ctas", commCtas: 4 } },
 ];
 
 export async function ringCostRows(stream: Stream, timeLoop: TimeLoop): Promise<RingCostRow[]> {
@@ -35,6 +37,7 @@ export async function ringCostRows(stream: Stream, timeLoop: TimeLoop): Promise<
     const comms = await ranksOnOneGpu(world, 3 << 30, 30_000);
     try {
       for (const shape of shapes) {
+        if (world === 1 && shape.config) continue;  // nothing to move
         const c: RingCase = { ...shape, layout: shape.causal ? "zigzag" : "contiguous" };
         using ring = new RingProblem(comms, c, 77);
         await ring.run();
@@ -51,7 +54,7 @@ export async function ringCostRows(stream: Stream, timeLoop: TimeLoop): Promise<
         using plan = planAttention({ ...plain.args, stream });
         const plainMs = timeLoop(() => void plan.launch(), stream).medianMs;
         plan.runSync();
-        rows.push({ name: `D${c.headDim} S${c.seqlen / 1024}k ${c.causal ? "causal" : "full"} ${c.layout}`, world, ringMs, plainMs,
+        rows.push({ name: `D${c.headDim} S${c.seqlen / 1024}k ${c.causal ? "causal" : "full"} ${c.layout}${c.config ? " (mover ctas)" : ""}`, world, ringMs, plainMs,
           mover: plans[0]!.choice.mover, rel });
         console.log(`ring W ${world} ${rows[rows.length - 1]!.name}: ${ringMs.toFixed(3)} ms vs plain ${plainMs.toFixed(3)} ms`);
       }

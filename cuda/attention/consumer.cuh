@@ -126,7 +126,7 @@ __device__ __forceinline__ bool consume(const Params<State>& p, const SharedStor
 
   if (consumer == 0) wg::arrive_groups<2>(my_turn);  // the token starts with consumer 0
 
-  TileSequence tiles(q.tiles);
+  TileSequence tiles(q.tiles, Policy::first_tile_cta(p));
   int32_t index;
   while (tiles.next(index)) {
     QTile t;

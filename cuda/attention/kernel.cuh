@@ -70,7 +70,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   }
   __syncthreads();
 
-  if (wg::index() == 0) {
+  if (Policy::kMovers && Policy::is_mover(p)) {
+    // A mover CTA (ring.cuh): copies peers' data with all its threads, then ends like the others.
+    if (!Policy::move(p)) cta::fail(p.completion, kFailPeerWait, kStageProducer);
+    finish_cta<Policy>(p);
+  } else if (wg::index() == 0) {
     wg::release_registers<Cfg::kProducerRegisters>();
     if (wg::thread() == 0) {
       bool gate_ok = true;

@@ -20,6 +20,10 @@ struct LocalPolicy {
   struct ConsumerCache {};
 
   static __device__ void on_kernel_start(const Params<State>&) {}
+  static constexpr bool kMovers = false;
+  static __device__ int32_t first_tile_cta(const Params<State>&) { return 0; }
+  static __device__ bool is_mover(const Params<State>&) { return false; }
+  static __device__ bool move(const Params<State>&) { return true; }
 
   template <class Cfg>
   static WEFT_ATTN_WALK TileStatus decode(const Params<State>& p, int32_t index, QTile& t) {

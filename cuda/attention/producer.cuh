@@ -55,7 +55,7 @@ __device__ __forceinline__ bool produce(const Params<State>& p, const SharedStor
   SlotCounter<Cfg::kStages> k_ring, v_ring;
   uint32_t q_phase = 0;
   bool ok = true;
-  TileSequence tiles(p.problem.tiles);
+  TileSequence tiles(p.problem.tiles, Policy::first_tile_cta(p));
   int32_t index;
   while (tiles.next(index)) {
     QTile t;

@@ -8,9 +8,10 @@
 // Where a tile's keys come from, in order (KvWalk segments): this rank's own shard first (its local
 // k / v tensors: Params::k[0], v[0]; nothing to wait for), then every peer's, nearest upstream first
 // (r − 1, r − 2, ...), each read from this rank's receive buffer (Params::k[1], v[1]) once it has
-// landed. The copy engines fill the buffer (ffi/src/attention/ring_mover.cpp): for each kv-head
-// group g and source s, a 2-D copy of s's K and V heads of the group from s's symmetric k / v, then
-// flags[g * W + s] = epoch. The producer waits for that flag (bounded) before a block's first load.
+// landed. The copy engines fill the buffer (ffi/src/attention/ring_mover.cpp: for each kv-head
+// group g and source s, a 2-D copy of s's K and V heads of the group from s's symmetric k / v), or
+// the kernel's first mover_ctas CTAs do (move() below); either raises flags[g * W + s] = epoch
+// after the group's data. The producer waits for that flag (bounded) before a block's first load.
 //
 // Memory: the buffer has `slots` slots, each one kv-head group of every peer's shard; group g uses
 // slot g % slots. Tiles come group by group (tile order below), and each CTA adds 1 to
@@ -31,6 +32,7 @@
 // early as the schedule allows, and L2 holds the few heads the running CTAs share.
 #pragma once
 
+#include "../collectives/move.cuh"
 #include "../primitives/signal.cuh"
 #include "../primitives/tma.cuh"
 #include "params.cuh"
@@ -46,6 +48,59 @@ struct RingPolicy {
   struct ConsumerCache {
     int32_t group = 0;  // groups before this one are done (group_done raised)
   };
+
+  static constexpr bool kMovers = true;
+  static __device__ int32_t first_tile_cta(const Params<State>& p) { return p.state.mover_ctas; }
+  static __device__ bool is_mover(const Params<State>& p) { return int32_t(blockIdx.x) < p.state.mover_ctas; }
+
+  // Every thread of the CTA; false (in thread 0) when a wait ran out.
+  static __device__ bool wait_all(const uint64_t* word, uint64_t value, const RingState& r) {
+    bool ok = true;
+    if (threadIdx.x == 0) ok = sys::wait_at_least(word, value, sys::WaitBudget{r.timeout_ns, nullptr}) == sys::WaitResult::kOk;
+    return __syncthreads_and(ok) != 0;
+  }
+
+  // The CTA mover: item i = (group i / (W - 1), the (1 + i % (W - 1))-th upstream peer), the copy
+  // engines' order; mover CTA c takes items c, c + mover_ctas, ... Rows of group_heads x D bf16
+  // move as 16-byte vectors (ld.global.cg from the peer over NVLink, st.global here), then thread 0
+  // raises the item's flag with a system-scope release, cumulative over the CTA's stores after the
+  // barrier (as the all-gather's CTA mover does).
+  static __device__ bool move(const Params<State>& p) {
+    const RingState& r = p.state;
+    bool ok = wait_all(r.go, r.epoch, r);  // every peer has entered: their shards are final
+    const int32_t peers = r.world - 1;
+    const int32_t d = int32_t(p.problem.o_row_stride / p.problem.heads);
+    const uint64_t row = uint64_t(r.group_heads) * d * 2;
+    const uint64_t pitch = uint64_t(p.problem.kv_heads) * d * 2;
+    for (int32_t i = blockIdx.x; i < r.groups * peers; i += r.mover_ctas) {
+      const int32_t g = i / peers;
+      const int32_t src = (r.rank - (1 + i % peers) + r.world) % r.world;
+      if (g >= r.slots) ok = wait_all(r.group_done + (g - r.slots), r.epoch * uint64_t(r.ctas), r) && ok;
+      const uint64_t vectors = uint64_t(imin(r.group_heads, p.problem.kv_heads - g * r.group_heads)) * d * 2 / 16;
+      const uint64_t total = uint64_t(p.problem.batch) * r.shard[src] * vectors;
+      for (uint64_t v = threadIdx.x; v < total; v += blockDim.x) {
+        const uint64_t line = v / vectors, c = v - line * vectors;
+        const uint64_t b = line / r.shard[src], t = line - b * r.shard[src];
+        const uint64_t from = (b * r.peer_kv_rows[src] + t) * pitch + uint64_t(g) * r.group_heads * d * 2 + c * 16;
+        const uint64_t to = (uint64_t(g % r.slots) * r.slot_rows + r.source_row[src] + b * r.shard[src] + t) * row + c * 16;
+        coll::mem::st16(r.recv_k + to, coll::mem::ld16(r.peer_k[src] + from));
+        coll::mem::st16(r.recv_v + to, coll::mem::ld16(r.peer_v[src] + from));
+      }
+      __syncthreads();
+      if (threadIdx.x == 0) sys::signal_store(r.flags + int64_t(g) * r.world + src, r.epoch);
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      // The last mover CTA of this launch: every peer's shard has been read, so the peers may finish.
+      const uint64_t done = sys::device_signal_fetch_add(r.movers_done, 1) + 1;
+      if (done == r.epoch * uint64_t(r.mover_ctas)) {
+        for (int32_t s = 0; s < r.world; ++s) {
+          if (s != r.rank) sys::signal_store(r.pulled + s, r.epoch);
+        }
+      }
+    }
+    return ok;
+  }
 
   static __device__ void on_kernel_start(const Params<State>& p) {
     const RingState& r = p.state;

@@ -14,8 +14,9 @@ namespace weft::attn {
 
 class TileSequence {
  public:
-  __device__ TileSequence(int32_t tiles)
-      : tiles_(tiles), ctas_(static_cast<int32_t>(gridDim.x)), cta_(static_cast<int32_t>(blockIdx.x)) {}
+  // CTAs [first, gridDim.x) compute tiles (the first ones may have another role: ring.cuh's movers).
+  __device__ TileSequence(int32_t tiles, int32_t first = 0)
+      : tiles_(tiles), ctas_(static_cast<int32_t>(gridDim.x) - first), cta_(static_cast<int32_t>(blockIdx.x) - first) {}
 
   // The next tile index of this CTA; false when there is none. Indices only grow from round to
   // round (round k + 1's smallest is above round k's largest), so the first miss ends the walk.

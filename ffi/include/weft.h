@@ -718,7 +718,10 @@ WEFT_API int weft_reference_attention(const WeftAttentionParams* params, uint64_
  * same order; each takes the next epoch). */
 #define WEFT_RING_ZIGZAG 0
 #define WEFT_RING_CONTIGUOUS 1
-enum WeftRingMover { WEFT_RING_MOVER_AUTO = 0, WEFT_RING_MOVER_COPY_ENGINE = 1 };
+/* Who copies the peers' K and V: the copy engines (2-D copies on side streams; no SM taken), or
+ * comm_ctas CTAs of the kernel itself (16-byte loads from the peers over NVLink). AUTO: the cost
+ * model (ffi/src/attention/ring_layout.cpp). */
+enum WeftRingMover { WEFT_RING_MOVER_AUTO = 0, WEFT_RING_MOVER_COPY_ENGINE = 1, WEFT_RING_MOVER_CTAS = 2 };
 
 typedef struct WeftRingAttentionParams {
   uint32_t size;    /* sizeof(WeftRingAttentionParams) */
@@ -729,7 +732,7 @@ typedef struct WeftRingAttentionParams {
   int32_t kv_rows;   /* rows per sequence of k and v (>= this rank's shard; the rest unused): k and v are
                         symmetric, so every rank allocates them alike, e.g. [batch, the largest shard,
                         kv_heads, head_dim] when the shards differ */
-  int32_t reserved;  /* 0 */
+  int32_t comm_ctas; /* WEFT_RING_MOVER_CTAS: CTAs that copy (0 = 4); else 0 */
   int32_t layout;    /* WEFT_RING_ZIGZAG or WEFT_RING_CONTIGUOUS */
   uint32_t flags;    /* WEFT_ATTENTION_CAUSAL */
   float scale;       /* 0 = 1 / sqrt(head_dim) */
@@ -744,7 +747,9 @@ typedef struct WeftRingAttentionParams {
 typedef struct WeftRingAttentionChoice {
   uint32_t size;    /* sizeof(WeftRingAttentionChoice) */
   uint32_t version; /* 1 */
-  int32_t mover;    /* WeftRingMover chosen */
+  int32_t mover;    /* WeftRingMover chosen (AUTO: none, world 1) */
+  int32_t comm_ctas; /* CTAs that copy (WEFT_RING_MOVER_CTAS), else 0 */
+  int32_t reserved;
   int32_t group_heads;
   int32_t groups;
   int32_t slots;    /* receive slots (== groups: all-gather, no slot reuse) */

@@ -323,7 +323,7 @@ std::string build() {
   FIELD(WeftRingAttentionParams, head_dim);
   FIELD(WeftRingAttentionParams, seqlen);
   FIELD(WeftRingAttentionParams, kv_rows);
-  FIELD(WeftRingAttentionParams, reserved);
+  FIELD(WeftRingAttentionParams, comm_ctas);
   FIELD(WeftRingAttentionParams, layout);
   FIELD(WeftRingAttentionParams, flags);
   FIELD(WeftRingAttentionParams, scale);
@@ -337,6 +337,8 @@ std::string build() {
   FIELD(WeftRingAttentionChoice, size);
   FIELD(WeftRingAttentionChoice, version);
   FIELD(WeftRingAttentionChoice, mover);
+  FIELD(WeftRingAttentionChoice, comm_ctas);
+  FIELD(WeftRingAttentionChoice, reserved);
   FIELD(WeftRingAttentionChoice, group_heads);
   FIELD(WeftRingAttentionChoice, groups);
   FIELD(WeftRingAttentionChoice, slots);

@@ -34,8 +34,12 @@ export interface RingAttentionConfig {
   /** Receive-buffer budget in bytes (default: two shards' worth of K and V). Enough for every
    * peer's shard makes it an all-gather of K and V: no copy then waits for slot reuse. */
   memoryBytes?: number;
-  /** Who moves the peers' K and V: the copy engines (the only mover built today). */
-  mover?: "auto" | "copyEngine";
+  /** Who moves the peers' K and V: "copyEngine" (side streams' 2-D copies, no SM taken) or
+   * "ctas" (commCtas CTAs of the kernel load from the peers over NVLink). "auto" (default): the
+   * cost model, which takes the copy engines (ffi/src/attention/ring_layout.cpp). */
+  mover?: "auto" | "copyEngine" | "ctas";
+  /** With mover "ctas": how many CTAs copy (default 4); the rest compute. */
+  commCtas?: number;
 }
 
 export interface RingAttentionArgs {
@@ -53,6 +57,8 @@ export interface RingAttentionArgs {
 }
 
 const LAYOUTS: Record<RingLayout, number> = { zigzag: 0, contiguous: 1 };
+const MOVERS = { auto: 0, copyEngine: 1, ctas: 2 } as const;
+const MOVER_NAMES = ["none", "copyEngine", "ctas"] as const;
 
 /** Chunk starts of a sequence of `seqlen` tokens (chunks + 1 numbers, the last = seqlen); the same
  * rule as cuda/attention/ring_state.h (ring_chunks): whole 128-token blocks, the left-over blocks one
@@ -221,19 +227,25 @@ export function validateRingAttention(world: number, rank: number, device: numbe
     throw new ArgumentError(op, "scale", `must be a finite number > 0 (got ${JSON.stringify(args.scale)})`);
   }
   const c = args.config ?? {};
-  for (const key of Object.keys(c)) if (!["groupHeads", "memoryBytes", "mover"].includes(key)) {
-    throw new ArgumentError(op, `config.${key}`, "is not a ringAttention config field (groupHeads, memoryBytes, mover)");
+  for (const key of Object.keys(c)) if (!["groupHeads", "memoryBytes", "mover", "commCtas"].includes(key)) {
+    throw new ArgumentError(op, `config.${key}`, "is not a ringAttention config field (groupHeads, memoryBytes, mover, commCtas)");
   }
   if (c.groupHeads !== undefined) checkInt(op, "config.groupHeads", c.groupHeads, 1, kvHeads);
   if (c.memoryBytes !== undefined) checkInt(op, "config.memoryBytes", c.memoryBytes, 1);
-  if (c.mover !== undefined && c.mover !== "auto" && c.mover !== "copyEngine") {
-    throw new ArgumentError(op, "config.mover", `must be 'auto' or 'copyEngine' (got ${JSON.stringify(c.mover)})`);
+  if (c.mover !== undefined && !(c.mover in MOVERS)) {
+    throw new ArgumentError(op, "config.mover", `must be 'auto', 'copyEngine' or 'ctas' (got ${JSON.stringify(c.mover)})`);
+  }
+  if (c.commCtas !== undefined) {
+    checkInt(op, "config.commCtas", c.commCtas, 1, 64);
+    if (c.mover !== "ctas") throw new ArgumentError(op, "config.commCtas", "applies to mover 'ctas' only");
   }
   return { batch, heads, kvHeads, headDim, seqlen, shard, kvRows, layout, causal: args.causal, scale: args.scale ?? 0 };
 }
 
 export interface RingChoiceInfo {
-  mover: "copyEngine" | "none";
+  mover: (typeof MOVER_NAMES)[number];
+  /** CTAs that copy (mover "ctas"), else 0. */
+  commCtas: number;
   groupHeads: number;
   groups: number;
   slots: number;
@@ -355,7 +367,7 @@ export class RingAttentionPlan extends LaunchPlan implements Disposable {
 function readChoice(buf: Uint8Array): RingChoiceInfo {
   const c = RingAttentionChoice.read(buf);
   return {
-    mover: c.mover === 1 ? "copyEngine" : "none", groupHeads: c.group_heads, groups: c.groups, slots: c.slots, ctas: c.ctas,
+    mover: MOVER_NAMES[c.mover] ?? "none", commCtas: c.comm_ctas, groupHeads: c.group_heads, groups: c.groups, slots: c.slots, ctas: c.ctas,
     shard: c.shard, workspaceBytes: Number(c.workspace_bytes), receiveBytes: Number(c.receive_bytes), predictedUs: c.predicted_us,
   };
 }
@@ -385,7 +397,7 @@ export function ringAttention(comm: Communicator, args: RingAttentionArgs): Ring
   const params = RingAttentionParams.write(RingAttentionParams.alloc(), {
     q: args.q.ptr, k: args.k.ptr, v: args.v.ptr, out: args.out.ptr, lse: args.lse?.ptr ?? 0,
     batch: shape.batch, heads: shape.heads, kv_heads: shape.kvHeads, head_dim: shape.headDim, seqlen: shape.seqlen, kv_rows: shape.kvRows,
-    layout: LAYOUTS[shape.layout], flags: shape.causal ? 1 : 0, scale: shape.scale, mover: c.mover === "copyEngine" ? 1 : 0,
+    layout: LAYOUTS[shape.layout], flags: shape.causal ? 1 : 0, scale: shape.scale, mover: MOVERS[c.mover ?? "auto"], comm_ctas: c.commCtas ?? 0,
     group_heads: c.groupHeads ?? 0, memory_bytes: c.memoryBytes ?? 0, stream: comm.stream.handle,
   });
   const buf = RingAttentionChoice.alloc();

@@ -68,7 +68,8 @@ describe("ring attention: chunking and validation (CPU)", () => {
     bad(base({ v: sym([1, 512, 4, 128]) }), "v", /k's shape/);
     bad(base({ lse: d([1, 512, 8], { dtype: "f32" }) }), "lse", /\[1, 8, 512\]/);
     bad(base({ config: { groupHeads: 3 } }), "config.groupHeads", /\[1, 2\]/);
-    bad(base({ config: { mover: "ctas" as "auto" } }), "config.mover", /'auto' or 'copyEngine'/);
+    bad(base({ config: { mover: "dma" as "auto" } }), "config.mover", /'auto', 'copyEngine' or 'ctas'/);
+    bad(base({ config: { commCtas: 2 } }), "config.commCtas", /mover 'ctas' only/);
     bad(base({ q: d([1, 512, 8, 96]), out: d([1, 512, 8, 96]), k: sym([1, 512, 2, 96]), v: sym([1, 512, 2, 96]) }), "q", /head dim 96/);
     bad({ ...base(), window: 2 } as RingDescArgs, "window", /not a ringAttention argument/);
   });
@@ -86,6 +87,11 @@ function cases(world: number): RingCase[] {
     }
   }
   out.push({ batch: 2, seqlen: seqFor(world), heads: 4, kvHeads: 4, headDim: 64, causal: true, layout: "zigzag" });
+  if (world > 1) {
+    // The CTA mover (the kernel's own CTAs copy the peers' groups), both layouts.
+    out.push({ batch: 1, seqlen: seqFor(world), heads: 4, kvHeads: 2, headDim: 128, causal: true, layout: "zigzag", config: { mover: "ctas", commCtas: 2 } });
+    out.push({ batch: 2, seqlen: seqFor(world), heads: 4, kvHeads: 4, headDim: 64, causal: false, layout: "contiguous", config: { mover: "ctas" } });
+  }
   return out;
 }
 
@@ -120,11 +126,11 @@ for (const world of [1, 2, 3, 4]) {
           config: { groupHeads: 1, memoryBytes: 2 * (2 * most * 128 * 2) } };
         using p = new RingProblem(comms, c, seed += 30);
         expect(p.ranks[0]!.plan.choice.slots).toBeLessThan(p.ranks[0]!.plan.choice.groups);
-        for (let i = 0; i < 4; i++) {
-          p.use(i % 2);
-          await p.run();
-          p.check(`${ringCaseName(c, world)} launch ${i}`);
-        }
+        await p.backToBack(4);
+        // The same budget with the CTA mover (its copies wait for slots in the kernel).
+        const ctas: RingCase = { ...c, config: { ...c.config, mover: "ctas", commCtas: 2 } };
+        using q = new RingProblem(comms, ctas, seed += 30);
+        await q.backToBack(4);
       }, LONG);
     }
 

@@ -61,6 +61,12 @@ Layout ring_layout(const WeftRingAttentionParams& p, int32_t world, int32_t rank
     l.slots = int32_t(std::min<uint64_t>(fit, uint64_t(l.groups)));
     l.receive_bytes = uint64_t(l.slots) * l.slot_bytes;
   }
+  // Mover: the copy engines unless the caller asks for CTAs. The model (bench/model-ring-attention.ts)
+  // has them hide every peer's shard under the math at 32k and 128k tokens on 2 and 8 GPUs without
+  // taking an SM; copy CTAs run at ~60 GB/s each (bench/NOTES-tp.md: a CTA's TMA stores to a peer),
+  // so matching 300 GB/s would take 5 SMs (4% of the math).
+  l.mover = world == 1 ? WEFT_RING_MOVER_AUTO : (p.mover == WEFT_RING_MOVER_CTAS ? WEFT_RING_MOVER_CTAS : WEFT_RING_MOVER_COPY_ENGINE);
+  l.mover_ctas = l.mover == WEFT_RING_MOVER_CTAS ? (p.comm_ctas > 0 ? p.comm_ctas : 4) : 0;
   l.control_bytes = (64 + 8ull * world + 8ull * l.groups * world + 8ull * l.groups + kControlAlign - 1) / kControlAlign * kControlAlign;
   l.workspace_bytes = l.control_bytes + (l.receive_bytes + 511) / 512 * 512;
   return l;
@@ -93,6 +99,8 @@ attn::RingState ring_state(const WeftRingAttentionParams& p, const Layout& l, in
   }
   s.tiles = p.batch * p.heads * s.m_blocks;
   s.kv_rows = p.kv_rows;
+  s.mover_ctas = l.mover_ctas;
+  for (int32_t q = 0; q < world; ++q) s.shard[q] = l.shard[q];
   const int32_t pieces = zigzag ? 2 : 1;
   for (int32_t piece = 0; piece < pieces; ++piece) {
     const int32_t ch = attn::ring_chunk_of(rank, world, zigzag, piece);

@@ -19,7 +19,9 @@ struct Layout {
   std::array<int32_t, attn::kRingMaxChunks + 1> starts{};
   std::vector<int32_t> shard;  // tokens per sequence, per rank
   int32_t group_heads, groups, slots;
-  int32_t ctas;                // set by the plan (needs the device)
+  int32_t mover;               // WeftRingMover chosen (AUTO: world 1, nothing to move)
+  int32_t mover_ctas;          // WEFT_RING_MOVER_CTAS: CTAs [0, mover_ctas) copy
+  int32_t ctas;                // CTAs that compute; set by the plan (needs the device)
   uint64_t slot_bytes;         // K and V of one group of every peer's shard, for the rank whose peers hold the most
   uint64_t control_bytes, receive_bytes, workspace_bytes;  // receive_bytes: K and V together
   double predicted_us;

@@ -54,14 +54,15 @@ void validate(const WeftComm& c, const WeftRingAttentionParams* p) {
                p->kv_heads);
   WEFT_REQUIRE(p->layout == WEFT_RING_ZIGZAG || p->layout == WEFT_RING_CONTIGUOUS, "layout must be WEFT_RING_ZIGZAG or "
                "WEFT_RING_CONTIGUOUS (got %d)", p->layout);
-  WEFT_REQUIRE(p->mover == WEFT_RING_MOVER_AUTO || p->mover == WEFT_RING_MOVER_COPY_ENGINE,
-               "mover must be WEFT_RING_MOVER_AUTO or WEFT_RING_MOVER_COPY_ENGINE (got %d)", p->mover);
+  WEFT_REQUIRE(p->mover >= WEFT_RING_MOVER_AUTO && p->mover <= WEFT_RING_MOVER_CTAS,
+               "mover must be WEFT_RING_MOVER_AUTO, _COPY_ENGINE or _CTAS (got %d)", p->mover);
+  WEFT_REQUIRE(p->comm_ctas >= 0 && (p->comm_ctas == 0 || p->mover == WEFT_RING_MOVER_CTAS),
+               "comm_ctas (%d) applies to WEFT_RING_MOVER_CTAS only and must be >= 0", p->comm_ctas);
   WEFT_REQUIRE(p->group_heads >= 0 && p->group_heads <= p->kv_heads, "group_heads must be in [0, kv_heads = %d] (got %d)",
                p->kv_heads, p->group_heads);
   WEFT_REQUIRE(std::isfinite(p->scale) && p->scale >= 0.0f, "scale must be > 0, or 0 for 1 / sqrt(head_dim)");
   for (uint64_t a : {p->q, p->k, p->v, p->out}) WEFT_REQUIRE(a % 16 == 0, "q, k, v and out must be 16-byte aligned (TMA)");
   WEFT_REQUIRE(p->lse % 4 == 0, "lse must be 4-byte aligned");
-  WEFT_REQUIRE(p->reserved == 0, "reserved must be 0");
 }
 
 Layout choose(const WeftComm& c, const WeftRingAttentionParams& p) {
@@ -77,14 +78,17 @@ Layout choose(const WeftComm& c, const WeftRingAttentionParams& p) {
     m_blocks += (l.starts[ch + 1] - l.starts[ch] + t.block_m - 1) / t.block_m;
   }
   const int64_t tiles = int64_t(p.batch) * p.heads * m_blocks;
-  l.ctas = int32_t(std::max<int64_t>(1, std::min<int64_t>({int64_t(resident), int64_t(c.sm_count), tiles})));
+  WEFT_REQUIRE(l.mover_ctas < std::min(resident, c.sm_count), "%s: comm_ctas (%d) leaves no CTA to compute (%d SMs)", kOp,
+               l.mover_ctas, std::min(resident, c.sm_count));
+  l.ctas = int32_t(std::max<int64_t>(1, std::min<int64_t>({int64_t(resident) - l.mover_ctas, int64_t(c.sm_count) - l.mover_ctas, tiles})));
   // Cost model: the engine at ~550 TFLOP/s on 132 SMs (scaled by the CTAs), this rank's share of
   // the work; the copies at ~300 GB/s per peer link (bench/model-ring-attention.ts), overlapped but
   // for the first group.
   const double flops = 4.0 * p.batch * p.heads * double(l.shard[c.rank]) * p.seqlen * p.head_dim *
                        ((p.flags & WEFT_ATTENTION_CAUSAL) ? 0.5 : 1.0);
   const double compute_us = flops / (550e6 * l.ctas / 132.0);
-  const double first_group_us = world > 1 ? double(l.slot_bytes) / double(world - 1) / 300e3 : 0.0;
+  const double rate_mbps = l.mover == WEFT_RING_MOVER_CTAS ? 60e3 * l.mover_ctas : 300e3;  // bytes per us
+  const double first_group_us = world > 1 ? double(l.slot_bytes) / double(world - 1) / rate_mbps : 0.0;
   l.predicted_us = compute_us + first_group_us;
   return l;
 }
@@ -132,11 +136,15 @@ void build(WeftRingAttentionPlan& plan) {
   s.timeout_ns = c.timeout_ns;
   s.entered = word(ws, 0);
   s.go = word(ws, 8);
+  s.movers_done = word(ws, 56);
   uint64_t* pulled = word(ws, 64);
+  s.pulled = pulled;
   s.flags = pulled + world;
   s.group_done = s.flags + int64_t(l.groups) * world;
   char* recv_k = ws + l.control_bytes;
   char* recv_v = recv_k + l.receive_bytes / 2;
+  s.recv_k = recv_k;
+  s.recv_v = recv_v;
   const uint64_t recv_cols = uint64_t(l.group_heads) * p.head_dim;
   const uint64_t recv_rows = std::max<uint64_t>(1, uint64_t(l.slots) * s.slot_rows);
   if (world > 1) {
@@ -148,7 +156,7 @@ void build(WeftRingAttentionPlan& plan) {
   }
   x.problem = attn_abi::ring_problem(p, l, rank, s);
   x.head_dim = p.head_dim;
-  x.ctas = l.ctas;
+  x.ctas = l.ctas + l.mover_ctas;
   x.stream = reinterpret_cast<cudaStream_t>(p.stream);
 
   attn_abi::RingBuffers& b = plan.buffers;
@@ -210,7 +218,8 @@ WEFT_API int weft_ring_attention_choose(WeftComm* comm, const WeftRingAttentionP
     validate(c, params);
     DeviceGuard g(c.device);
     const Layout l = choose(c, *params);
-    out->mover = c.world > 1 ? WEFT_RING_MOVER_COPY_ENGINE : WEFT_RING_MOVER_AUTO;
+    out->mover = l.mover;
+    out->comm_ctas = l.mover_ctas;
     out->group_heads = l.group_heads;
     out->groups = l.groups;
     out->slots = l.slots;
@@ -285,8 +294,11 @@ WEFT_API int weft_ring_attention_plan_connect(WeftRingAttentionPlan* plan) {
       b.peer_k[q] = c.peer_base[q] + w[2];
       b.peer_v[q] = c.peer_base[q] + w[3];
       b.kv_rows[q] = int32_t(w[4]);
+      s.peer_k[q] = b.peer_k[q];
+      s.peer_v[q] = b.peer_v[q];
+      s.peer_kv_rows[q] = b.kv_rows[q];
     }
-    if (c.world > 1) plan->mover = attn_abi::copy_engine_mover(b);
+    if (plan->layout.mover == WEFT_RING_MOVER_COPY_ENGINE) plan->mover = attn_abi::copy_engine_mover(b);
     plan->connected = true;
   });
 }
