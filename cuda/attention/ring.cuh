@@ -78,13 +78,35 @@ struct RingPolicy {
       if (g >= r.slots) ok = wait_all(r.group_done + (g - r.slots), r.epoch * uint64_t(r.ctas), r) && ok;
       const uint64_t vectors = uint64_t(imin(r.group_heads, p.problem.kv_heads - g * r.group_heads)) * d * 2 / 16;
       const uint64_t total = uint64_t(p.problem.batch) * r.shard[src] * vectors;
-      for (uint64_t v = threadIdx.x; v < total; v += blockDim.x) {
+      // kInFlight vectors of K and of V per thread between the loads and the stores: an NVLink load
+      // takes ~1 us, so one at a time would leave a CTA at ~10 GB/s.
+      constexpr int kInFlight = 4;
+      const auto at = [&](uint64_t v, uint64_t& from, uint64_t& to) {
         const uint64_t line = v / vectors, c = v - line * vectors;
         const uint64_t b = line / r.shard[src], t = line - b * r.shard[src];
-        const uint64_t from = (b * r.peer_kv_rows[src] + t) * pitch + uint64_t(g) * r.group_heads * d * 2 + c * 16;
-        const uint64_t to = (uint64_t(g % r.slots) * r.slot_rows + r.source_row[src] + b * r.shard[src] + t) * row + c * 16;
-        coll::mem::st16(r.recv_k + to, coll::mem::ld16(r.peer_k[src] + from));
-        coll::mem::st16(r.recv_v + to, coll::mem::ld16(r.peer_v[src] + from));
+        from = (b * r.peer_kv_rows[src] + t) * pitch + uint64_t(g) * r.group_heads * d * 2 + c * 16;
+        to = (uint64_t(g % r.slots) * r.slot_rows + r.source_row[src] + b * r.shard[src] + t) * row + c * 16;
+      };
+      for (uint64_t v0 = threadIdx.x; v0 < total; v0 += uint64_t(kInFlight) * blockDim.x) {
+        uint4 kv[2 * kInFlight];
+        uint64_t to[kInFlight];
+#pragma unroll
+        for (int j = 0; j < kInFlight; ++j) {
+          const uint64_t v = v0 + uint64_t(j) * blockDim.x;
+          if (v < total) {
+            uint64_t from;
+            at(v, from, to[j]);
+            kv[2 * j] = coll::mem::ld16(r.peer_k[src] + from);
+            kv[2 * j + 1] = coll::mem::ld16(r.peer_v[src] + from);
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < kInFlight; ++j) {
+          if (v0 + uint64_t(j) * blockDim.x < total) {
+            coll::mem::st16(r.recv_k + to[j], kv[2 * j]);
+            coll::mem::st16(r.recv_v + to[j], kv[2 * j + 1]);
+          }
+        }
       }
       __syncthreads();
       if (threadIdx.x == 0) sys::signal_store(r.flags + int64_t(g) * r.world + src, r.epoch);
