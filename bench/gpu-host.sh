@@ -8,6 +8,7 @@
 #         torch -> bench/peers/torch_tp.py under torchrun (2 ranks); a later `tp` step reads it;
 #         pytest -> pip install ./ffi/python, then REQUIRE_GPU=1 pytest ffi/python/tests;
 #         mlp -> examples/torch_tp_mlp.py with 2 ranks on GPU 0; mlp2 -> the same under torchrun (2 GPUs);
+#         torch-ring -> bench/peers/torch_ring_attention.py under torchrun (2 ranks): torch_ring.json;
 #         NAME.cu -> bench/NAME.cu built with nvcc (linked against build/libweft.so) and run;
 #         ladder/NAME.cu -> bench/ladder/NAME.cu built against the library's headers (cuda/,
 #         ffi/include; never linked with libweft.so) and run (bench/ladder/README.md);
@@ -84,6 +85,9 @@ for spec in "$@"; do
             -o "$bin" "bench/$step" > "$log" 2>&1 && timeout "$T" "$bin" >> "$log" 2>&1
           fi
           step_rc "$step" $?; rm -f "$bin"; tail -40 "$log" ;;
+    torch-ring) TORCHRUN=$(command -v torchrun || echo "python3 -m torch.distributed.run")
+           timeout "$T" $TORCHRUN --nproc-per-node=2 bench/peers/torch_ring_attention.py --out "$LOGS/results/torch_ring.json" \
+             > "$LOGS/torch-ring.txt" 2>&1; step_rc "$step" $?; tail -3 "$LOGS/torch-ring.txt" ;;
     *.cu) bin="$LOGS/$(basename "$step" .cu)"
           nvcc -arch=sm_90a -O3 -std=c++17 -I ffi/include -o "$bin" "bench/$step" -L build -lweft \
             -Xlinker -rpath -Xlinker "$PWD/build" > "$log" 2>&1 && timeout "$T" "$bin" >> "$log" 2>&1

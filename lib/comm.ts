@@ -35,6 +35,7 @@ import { HeapAllocator, SymmetricTensor, type SymmetricOwner } from "./heap.ts";
 import { check, native, outPointer } from "./native.ts";
 import { chooseTpPlan, createTpPlan, type AllGatherGemmArgs, type GemmScatterArgs, type TpChoiceInfo, type TpOp, type TpPlan } from "./ops/tp.ts";
 import { createMoeCombine, createMoeDispatch, type MoeCombineArgs, type MoeCombinePlan, type MoeDispatchArgs, type MoeDispatchPlan } from "./ops/moe.ts";
+import { ringAttention, type RingAttentionArgs, type RingAttentionPlan } from "./ops/ring-attention.ts";
 import { Stream } from "./stream.ts";
 import { checkDType, checkShape, type Shape, type Tensor } from "./tensor.ts";
 
@@ -370,6 +371,12 @@ export class Communicator extends NativeHandle<Promise<void>> implements Symmetr
   }
 
   /** Resolves once every rank has reached this barrier on its stream. */
+  /** Fused ring attention over this communicator's ranks (lib/ops/ring-attention.ts): a reusable
+   * plan; collective (every rank creates its plans in the same order). */
+  ringAttention(args: RingAttentionArgs): RingAttentionPlan {
+    return ringAttention(this, args);
+  }
+
   barrier(): Promise<void> {
     this.#barrierPlan ??= this.prepare.barrier();
     return this.#barrierPlan.run();

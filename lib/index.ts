@@ -31,6 +31,16 @@ export {
   type TpTensorDesc,
 } from "./ops/tp.ts";
 
+// attention (issue 25): the single-GPU engine, and the fused ring (comm.ringAttention)
+export {
+  attention, planAttention, validateAttention, AttentionPlan, HEAD_DIMS,
+  type AttentionArgs, type AttentionChoiceInfo, type AttentionConfig, type AttentionShape,
+} from "./ops/attention.ts";
+export {
+  RingAttentionPlan, ringChunks, ringShardCapacity, shardLength, shardRanges, shardSequence, unshardSequence, validateRingAttention,
+  type RingAttentionArgs, type RingAttentionConfig, type RingChoiceInfo, type RingLayout, type RingShape,
+} from "./ops/ring-attention.ts";
+
 // inter-node: command FIFO, proxy, transport (issue 6)
 export {
   HostBuffer, Opcode, Proxy, Region, Transport, transportCounters,

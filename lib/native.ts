@@ -139,6 +139,19 @@ export const symbols = {
   weft_nn_kv_append: { args: [T.ptr /* const WeftKvAppendParams* */], returns: T.i32 },
   weft_nn_cache_attention: { args: [T.ptr /* const WeftCacheAttentionParams* */], returns: T.i32 },
   weft_nn_sample: { args: [T.ptr /* const WeftSampleParams* */], returns: T.i32 },
+  // attention (issue 25)
+  weft_attention: { args: [T.ptr /* const WeftAttentionParams* */], returns: T.i32 },
+  weft_attention_choose: { args: [T.ptr /* const WeftAttentionParams* */, T.ptr /* WeftAttentionChoice* out */], returns: T.i32 },
+  weft_reference_attention: { args: [T.ptr /* const WeftAttentionParams* */, T.u64 /* float* out_f32 */, T.u64 /* float* lse_f32 */], returns: T.i32 },
+
+  weft_ring_chunks: { args: [T.i32 /* seqlen */, T.i32 /* world */, T.i32 /* layout */, T.ptr /* int32_t* starts */, T.ptr /* int32_t* out_chunks */], returns: T.i32 },
+  weft_ring_attention_choose: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftRingAttentionParams* */, T.ptr /* WeftRingAttentionChoice* out */], returns: T.i32 },
+  weft_ring_attention_plan_create: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftRingAttentionParams* */, T.ptr /* WeftRingAttentionPlan** */], returns: T.i32 },
+  weft_ring_attention_plan_connect: { args: [T.ptr /* WeftRingAttentionPlan* */], returns: T.i32 },
+  weft_ring_attention_plan_launch: { args: [T.ptr /* WeftRingAttentionPlan* */, T.ptr /* const WeftTpLaunch* */], returns: T.i32 },
+  weft_ring_attention_plans_launch: { args: [T.ptr /* WeftRingAttentionPlan* const* */, T.ptr /* const WeftTpLaunch* */, T.i32 /* count */], returns: T.i32 },
+  weft_ring_attention_plan_destroy: { args: [T.ptr /* WeftRingAttentionPlan* */], returns: T.i32 },
+  weft_testing_attention_walk: { args: [T.ptr /* const int32_t* config */, T.ptr /* const int32_t* cu_q */, T.ptr /* const int32_t* cu_k */, T.ptr /* int32_t* out */, T.i64 /* capacity */, T.ptr /* int64_t* out_rows */], returns: T.i32 },
 
   // baselines for benchmarks (dlopen'ed cuBLASLt, NCCL)
   weft_cublaslt_available: { args: [T.ptr /* int32_t* */, T.ptr /* const char** path */], returns: T.i32 },

@@ -1038,6 +1038,150 @@ WEFT_API int weft_nn_swiglu(const WeftSwigluParams* params);
 WEFT_API int weft_nn_kv_append(const WeftKvAppendParams* params);
 WEFT_API int weft_nn_cache_attention(const WeftCacheAttentionParams* params);
 WEFT_API int weft_nn_sample(const WeftSampleParams* params);
+/* ---- attention (issue 25) ------------------------------------------------------------------- */
+
+/* out = softmax(q·kᵀ·scale)·v per sequence and query head: a flash-attention forward on one device
+ * (bf16 in and out, fp32 scores, softmax and accumulation; one persistent kernel). Row-major,
+ * contiguous, one row per token:
+ *   bshd (cu_seqlens_q == 0): q, out [batch, seqlen_q, heads, head_dim]; k, v [batch, seqlen_k,
+ *     kv_heads, head_dim]; lse [batch, heads, seqlen_q]
+ *   varlen (packed batch): q, out [total_q, heads, head_dim]; k, v [total_k, kv_heads, head_dim];
+ *     sequence b is rows [cu_seqlens_q[b], cu_seqlens_q[b + 1]) of q (int32 device arrays of batch + 1
+ *     non-decreasing offsets, cu[0] = 0, cu[batch] = total; cu_seqlens_k for the keys, 0 = the same
+ *     array); seqlen_q, seqlen_k: the longest sequence (maxSeqlen: no sequence may be longer);
+ *     lse [heads, total_q]
+ * heads % kv_heads == 0 (GQA, MQA: query head h reads kv head h / (heads / kv_heads)); head_dim 64 or
+ * 128. WEFT_ATTENTION_CAUSAL: query i of a sequence with len_q queries and len_k keys sees key j when
+ * j <= i + len_k - len_q (bottom-right aligned; the usual mask when len_q == len_k); a query that
+ * sees no key gets out = 0 and lse = -inf. scale: 0 = 1 / sqrt(head_dim). lse (optional, fp32):
+ * ln Σ_j exp(q·k_j·scale). Completion (optional) as in weft_gemm. */
+#define WEFT_ATTENTION_CAUSAL 1u
+
+typedef struct WeftAttentionParams {
+  uint32_t size;    /* sizeof(WeftAttentionParams) */
+  uint32_t version; /* 1 */
+  uint64_t q, k, v, out; /* device addresses, 16-byte aligned */
+  uint64_t lse;          /* fp32, 4-byte aligned; 0 = not written */
+  uint64_t cu_seqlens_q; /* varlen: int32 [batch + 1] on the device; 0 = bshd */
+  uint64_t cu_seqlens_k; /* varlen: the keys' offsets; 0 = cu_seqlens_q */
+  int32_t batch, heads, kv_heads, head_dim;
+  int32_t seqlen_q, seqlen_k; /* bshd: every sequence's; varlen: the longest */
+  int64_t total_q, total_k;   /* varlen: rows of q / out and of k / v (cu[batch]); bshd: ignored */
+  uint32_t flags;             /* WEFT_ATTENTION_CAUSAL */
+  float scale;                /* > 0, or 0 = 1 / sqrt(head_dim) */
+  int32_t max_ctas;           /* cap on the persistent grid; 0 = one CTA per SM */
+  int32_t reserved;           /* 0 */
+  uint64_t done;              /* completion (weft_gemm): device alias of 2 host-mapped words, or 0 */
+  uint64_t seq;
+  uint64_t arrivals;          /* 2 device uint32 words, 0 between launches (with done) */
+  uint64_t stream;            /* cudaStream_t on the tensors' device; 0 = legacy default stream */
+} WeftAttentionParams;
+#define WEFT_ATTENTION_PARAMS_INIT {sizeof(WeftAttentionParams), 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0}
+
+/* The configuration a call with these params runs. */
+typedef struct WeftAttentionChoice {
+  uint32_t size;    /* sizeof(WeftAttentionChoice) */
+  uint32_t version; /* 1 */
+  int32_t block_m;  /* queries per tile */
+  int32_t block_n;  /* keys per block */
+  int32_t stages;   /* K and V shared-memory ring depth */
+  int32_t ctas;     /* persistent grid */
+  int32_t tiles;    /* query tiles (batch x heads x ceil(seqlen_q / block_m)) */
+  int32_t section;  /* (sequence, head) pairs per L2 section of the tile order */
+} WeftAttentionChoice;
+#define WEFT_ATTENTION_CHOICE_INIT {sizeof(WeftAttentionChoice), 1, 0, 0, 0, 0, 0, 0}
+
+WEFT_API int weft_attention(const WeftAttentionParams* params);
+/* Validates params as weft_attention does and reports the configuration, launching nothing. */
+WEFT_API int weft_attention_choose(const WeftAttentionParams* params, WeftAttentionChoice* out);
+/* Test support: the same attention by a deliberately simple fp32 kernel (one warp per query, two
+ * passes, CUDA cores): out_f32 [rows of q, heads * head_dim] fp32, lse_f32 (optional) laid out as
+ * params->lse would be. params->out, lse, flags' completion fields and max_ctas are ignored. */
+WEFT_API int weft_reference_attention(const WeftAttentionParams* params, uint64_t out_f32, uint64_t lse_f32);
+
+/* Fused ring attention over a communicator's ranks (sequence parallelism): one persistent kernel
+ * per rank per launch computes attention of this rank's shard of the queries over every rank's keys;
+ * each query tile keeps its softmax state in registers across every rank's key blocks (this rank's
+ * first, then each peer's as it lands), so there is no merge step. S tokens are cut into chunks
+ * (weft_ring_chunks): WEFT_RING_ZIGZAG: 2W chunks, rank r holds chunks r and 2W - 1 - r (balanced
+ * causal work); WEFT_RING_CONTIGUOUS: W chunks, rank r holds chunk r. A rank's shard is its chunks in
+ * that order, shard_r tokens per sequence:
+ *   q, out [batch, shard_r, heads, head_dim]; k, v [batch, kv_rows, kv_heads, head_dim] in the
+ *   communicator's symmetric heap (first shard_r rows of each sequence used); lse [batch, heads, shard_r]
+ * Causal masks compare global positions. Peers' K and V come over NVLink by the copy engines into a
+ * receive buffer of `slots` kv-head groups (memory_bytes bounds it: 0 = two shards' worth of K and V;
+ * enough for every peer's shard = an all-gather, nothing waits for slot reuse).
+ * Creation is collective: weft_ring_attention_choose -> workspace (symmetric, workspace_bytes, the
+ * same on every rank) -> weft_ring_attention_plan_create on every rank (zeroes the workspace and
+ * publishes this rank's k, v offsets on `stream`) -> a barrier on that stream -> once it completed,
+ * weft_ring_attention_plan_connect on every rank -> launches (every rank the same launches in the
+ * same order; each takes the next epoch). */
+#define WEFT_RING_ZIGZAG 0
+#define WEFT_RING_CONTIGUOUS 1
+/* Who copies the peers' K and V: the copy engines (2-D copies on side streams; no SM taken), or
+ * comm_ctas CTAs of the kernel itself (16-byte loads from the peers over NVLink). AUTO: the cost
+ * model (ffi/src/attention/ring_layout.cpp). */
+enum WeftRingMover { WEFT_RING_MOVER_AUTO = 0, WEFT_RING_MOVER_COPY_ENGINE = 1, WEFT_RING_MOVER_CTAS = 2 };
+
+typedef struct WeftRingAttentionParams {
+  uint32_t size;    /* sizeof(WeftRingAttentionParams) */
+  uint32_t version; /* 1 */
+  uint64_t q, k, v, out, lse; /* this rank's shard (see above); lse optional */
+  int32_t batch, heads, kv_heads, head_dim;
+  int32_t seqlen;    /* S: the whole sequence's tokens */
+  int32_t kv_rows;   /* rows per sequence of k and v (>= this rank's shard; the rest unused): k and v are
+                        symmetric, so every rank allocates them alike, e.g. [batch, the largest shard,
+                        kv_heads, head_dim] when the shards differ */
+  int32_t comm_ctas; /* WEFT_RING_MOVER_CTAS: CTAs that copy (0 = 4); else 0 */
+  int32_t layout;    /* WEFT_RING_ZIGZAG or WEFT_RING_CONTIGUOUS */
+  uint32_t flags;    /* WEFT_ATTENTION_CAUSAL */
+  float scale;       /* 0 = 1 / sqrt(head_dim) */
+  int32_t mover;     /* WeftRingMover */
+  int32_t group_heads; /* kv heads per receive group; 0 = chosen */
+  uint64_t memory_bytes; /* receive-buffer budget; 0 = two shards of K and V */
+  uint64_t workspace;       /* symmetric device address (plan_create) */
+  uint64_t workspace_bytes; /* at least WeftRingAttentionChoice.workspace_bytes */
+  uint64_t stream;          /* cudaStream_t on this rank's device */
+} WeftRingAttentionParams;
+
+typedef struct WeftRingAttentionChoice {
+  uint32_t size;    /* sizeof(WeftRingAttentionChoice) */
+  uint32_t version; /* 1 */
+  int32_t mover;    /* WeftRingMover chosen (AUTO: none, world 1) */
+  int32_t comm_ctas; /* CTAs that copy (WEFT_RING_MOVER_CTAS), else 0 */
+  int32_t reserved;
+  int32_t group_heads;
+  int32_t groups;
+  int32_t slots;    /* receive slots (== groups: all-gather, no slot reuse) */
+  int32_t ctas;
+  int32_t shard;    /* this rank's tokens per sequence */
+  uint64_t workspace_bytes;
+  uint64_t receive_bytes;
+  double predicted_us; /* the cost model's estimate of one launch (0: none) */
+} WeftRingAttentionChoice;
+
+typedef struct WeftRingAttentionPlan WeftRingAttentionPlan;
+/* starts (chunks + 1 int32): the first token of every chunk and S; out_chunks: 2W or W. Fails when
+ * S is too short to give every chunk a 128-token block (S <= 128 (chunks - 1)). */
+WEFT_API int weft_ring_chunks(int32_t seqlen, int32_t world, int32_t layout, int32_t* starts, int32_t* out_chunks);
+WEFT_API int weft_ring_attention_choose(WeftComm* comm, const WeftRingAttentionParams* params,
+                                        WeftRingAttentionChoice* out);
+WEFT_API int weft_ring_attention_plan_create(WeftComm* comm, const WeftRingAttentionParams* params,
+                                             WeftRingAttentionPlan** out_plan);
+WEFT_API int weft_ring_attention_plan_connect(WeftRingAttentionPlan* plan);
+WEFT_API int weft_ring_attention_plan_launch(WeftRingAttentionPlan* plan, const WeftTpLaunch* launch);
+/* Several plans of this process (one per rank of a one-process group): every kernel first, then
+ * every plan's copy-engine work. */
+WEFT_API int weft_ring_attention_plans_launch(WeftRingAttentionPlan* const* plans, const WeftTpLaunch* launches,
+                                              int32_t count);
+WEFT_API int weft_ring_attention_plan_destroy(WeftRingAttentionPlan* plan);
+/* Test support: the attention kernel's tiles and key blocks for a described launch, listed on the
+ * host by the kernel's own tile decode and key walk (no GPU needed). config: 16 int32 {batch, heads,
+ * kv_heads, head_dim, seqlen_q, seqlen_k, causal, section, total_q, total_k, world (0: one GPU),
+ * rank, layout, group_heads, kv_rows, memory KiB}; cu_q / cu_k: host int32 offsets (varlen) or
+ * NULL. out: 16 int32 per block (cuda/attention/attention.h, kWalkFields); *out_rows: the count. */
+WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* cu_q, const int32_t* cu_k, int32_t* out,
+                                         int64_t capacity, int64_t* out_rows);
 
 /* ---- baselines for benchmarks (dlopen'ed cuBLASLt, NCCL) ------------------------------------- */
 

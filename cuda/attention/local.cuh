@@ -1,0 +1,95 @@
+// local.cuh — the single-GPU KV source: every key of a sequence is in the local k / v tensors
+// (Params::k[0], v[0]), one segment per tile, no waits.
+//
+// Tile order (scheduler.cuh numbers it; CTAs take it in snake rounds): (sequence, head) pairs are
+// cut into sections of Problem::section pairs whose K and V fit in about half of L2 (chosen by the
+// host: ffi/src/attention/plan.cpp), sections one after the other; inside a section the tiles go
+// by query block (the last first under a causal mask: the longest tiles start first), then by pair.
+// So the CTAs running at one time share the K and V of a few heads, which L2 serves to all of them.
+#pragma once
+
+#include "params.cuh"
+
+namespace weft::attn {
+
+struct LocalPolicy {
+  struct State {
+    int32_t unused;
+  };
+  struct ProducerCache {};
+  struct ConsumerCache {};
+
+  static __device__ void on_kernel_start(const Params<State>&) {}
+  static constexpr bool kMovers = false;
+  static __device__ int32_t first_tile_cta(const Params<State>&) { return 0; }
+  static __device__ bool is_mover(const Params<State>&) { return false; }
+  static __device__ bool move(const Params<State>&) { return true; }
+
+  template <class Cfg>
+  static WEFT_ATTN_WALK TileStatus decode(const Params<State>& p, int32_t index, QTile& t) {
+    const Problem& q = p.problem;
+    const int32_t pairs = q.batch * q.heads;
+    const int32_t per_section = q.section * q.m_blocks;
+    const int32_t section = index / per_section;
+    const int32_t r = index - section * per_section;
+    const int32_t first = section * q.section;
+    const int32_t width = imin(q.section, pairs - first);
+    const int32_t m_rev = r / width;
+    const int32_t pair = first + (r - m_rev * width);
+    const int32_t m = q.causal ? q.m_blocks - 1 - m_rev : m_rev;
+    t.b = pair / q.heads;
+    t.h = pair - t.b * q.heads;
+    t.hk = t.h / (q.heads / q.kv_heads);
+    int32_t q_start, len_q, len_k;
+    if (q.cu_q != nullptr) {
+      q_start = q.cu_q[t.b];
+      len_q = q.cu_q[t.b + 1] - q_start;
+      const int32_t k_start = q.cu_k[t.b];
+      len_k = q.cu_k[t.b + 1] - k_start;
+      // Offsets come from the caller's device memory: a sequence outside its tensor, or longer than
+      // the maxSeqlen the grid was sized for, is reported instead of read or written out of bounds.
+      if (q_start < 0 || len_q < 0 || q_start > q.rows_q - len_q || len_q > q.m_blocks * Cfg::kBlockM || k_start < 0 ||
+          len_k < 0 || k_start > q.rows_k - len_k) {
+        return TileStatus::kInvalid;
+      }
+    } else {
+      q_start = t.b * q.seqlen_q;
+      len_q = q.seqlen_q;
+      len_k = q.seqlen_k;
+    }
+    const int32_t m0 = m * Cfg::kBlockM;
+    if (m0 >= len_q) return TileStatus::kEmpty;  // varlen: past this sequence's queries
+    t.row = q_start + m0;
+    t.rows = len_q - m0;
+    t.pos = m0 + (len_k - len_q);
+    t.group = 0;
+    t.lse = int64_t(t.h) * q.lse_head_stride + (q.cu_q != nullptr ? int64_t(q_start) : int64_t(t.b) * q.lse_batch_stride) + m0;
+    return TileStatus::kOk;
+  }
+
+  static WEFT_ATTN_WALK int32_t segments(const Params<State>& p, const QTile& t) {
+    const Problem& q = p.problem;
+    const int32_t len_k = q.cu_k != nullptr ? q.cu_k[t.b + 1] - q.cu_k[t.b] : q.seqlen_k;
+    return len_k > 0 ? 1 : 0;
+  }
+
+  template <class Cfg>
+  static WEFT_ATTN_WALK KvSegment segment(const Params<State>& p, const QTile& t, int32_t) {
+    const Problem& q = p.problem;
+    KvSegment s;
+    s.source = 0;
+    s.row = q.cu_k != nullptr ? q.cu_k[t.b] : t.b * q.seqlen_k;
+    s.len = q.cu_k != nullptr ? q.cu_k[t.b + 1] - s.row : q.seqlen_k;
+    s.col = t.hk * Cfg::kHeadDim;
+    s.pos = 0;
+    s.gate = -1;
+    return s;
+  }
+
+  static __device__ bool wait_gate(const Params<State>&, ProducerCache&, int32_t) { return true; }
+  static __device__ void tile_started(const Params<State>&, ConsumerCache&, const QTile&) {}
+  static __device__ void consumers_done(const Params<State>&, ConsumerCache&) {}
+  static __device__ bool before_finish(const Params<State>&) { return true; }
+};
+
+}  // namespace weft::attn

@@ -1,0 +1,85 @@
+// producer.cuh — the producer role: one thread of warpgroup 0 issues every TMA load of the CTA.
+//
+// Per tile: Q once (all kBoxes boxes on q_full, after the consumers released the previous tile's
+// Q on q_empty), then the tile's key blocks in KvWalk order, K one block ahead of V: K0, K1, V0,
+// K2, V1, ..., V(last). That is the order the consumers need them in (they compute S of block j + 1
+// before P·V of block j: consumer.cuh). K and V have rings of their own (kStages slots each, a full
+// and an empty barrier per slot); each slot is released by every consumer warp.
+//
+// Before the first load of a block whose segment is gated (a peer's data: ring.cuh), the policy's
+// wait_gate() waits for its arrival flag; it fences the async proxy itself.
+#pragma once
+
+#include "../primitives/mbarrier.cuh"
+#include "../primitives/tma.cuh"
+#include "config.cuh"
+#include "kv_walk.cuh"
+#include "params.cuh"
+#include "scheduler.cuh"
+
+namespace weft::attn {
+
+// A ring position as one counter of slots used (the producer has 40 registers: one word, not two):
+// slot n % kStages, parity (n / kStages) % 2.
+template <int Stages>
+struct SlotCounter {
+  static_assert((Stages & (Stages - 1)) == 0, "a power-of-two ring");
+  uint32_t n = 0;
+  __device__ __forceinline__ uint32_t stage() const { return n & (Stages - 1); }
+  __device__ __forceinline__ uint32_t parity() const { return (n / Stages) & 1u; }
+};
+
+template <class Cfg>
+__device__ __forceinline__ void load_kv_block(const SharedStorage<Cfg>& s, bool is_v, SlotCounter<Cfg::kStages>& ring,
+                                              const CUtensorMap* map, const KvBlock& b, bool& ok) {
+  const uint32_t stage = ring.stage();
+  uint64_t* empty = is_v ? s.v_empty(stage) : s.k_empty(stage);
+  uint64_t* full = is_v ? s.v_full(stage) : s.k_full(stage);
+  // After a timeout, stop waiting (ok short-circuits): the kernel drains fast and reports.
+  ok = ok && cta::mbarrier_wait(empty, ring.parity() ^ 1u);
+  // Boxes past the map's last row are zero-filled but still count their full bytes.
+  cta::mbarrier_arrive_expect_tx(full, Cfg::kKvBytes);
+#pragma unroll
+  for (int box = 0; box < Cfg::kBoxes; ++box) {
+    uint8_t* dst = is_v ? s.v(stage, box) : s.k(stage, box);
+    cta::load_2d(dst, map, full, b.col + 64 * box, b.row);
+  }
+  ++ring.n;
+}
+
+// Returns false when a shared-memory barrier wait ran out; gate_ok turns false when a policy's
+// arrival wait did.
+template <class Cfg, class Policy, class State>
+__device__ __forceinline__ bool produce(const Params<State>& p, const SharedStorage<Cfg>& s, bool& gate_ok) {
+  typename Policy::ProducerCache cache{};
+  SlotCounter<Cfg::kStages> k_ring, v_ring;
+  uint32_t q_phase = 0;
+  bool ok = true;
+  TileSequence tiles(p.problem.tiles, Policy::first_tile_cta(p));
+  int32_t index;
+  while (tiles.next(index)) {
+    QTile t;
+    if (Policy::template decode<Cfg>(p, index, t) != TileStatus::kOk) continue;
+    ok = ok && cta::mbarrier_wait(s.q_empty(), q_phase ^ 1u);
+    cta::mbarrier_arrive_expect_tx(s.q_full(), Cfg::kQBytes);
+#pragma unroll
+    for (int box = 0; box < Cfg::kBoxes; ++box) {
+      cta::load_2d(s.q(box), &p.q, s.q_full(), t.h * Cfg::kHeadDim + 64 * box, t.row);
+    }
+    q_phase ^= 1u;
+    KvWalk<Cfg, Policy, State> walk(p, t);
+    KvBlock b, previous;
+    bool have_previous = false;
+    while (walk.next(b)) {
+      if (b.gate >= 0) gate_ok = gate_ok && Policy::wait_gate(p, cache, b.gate);
+      load_kv_block<Cfg>(s, false, k_ring, &p.k[b.source], b, ok);
+      if (have_previous) load_kv_block<Cfg>(s, true, v_ring, &p.v[previous.source], previous, ok);
+      previous = b;
+      have_previous = true;
+    }
+    if (have_previous) load_kv_block<Cfg>(s, true, v_ring, &p.v[previous.source], previous, ok);
+  }
+  return ok;
+}
+
+}  // namespace weft::attn

@@ -1,0 +1,170 @@
+// The attention kernel's tile order and key walk, listed on the host by the kernel's own code
+// (weft_testing_attention_walk) and checked without a GPU: every query in exactly one tile, every
+// tile's blocks covering exactly the keys its queries may see, once each, at the rows and columns of
+// the right map; for the ring, on every rank of worlds 1-4, both layouts.
+import { describe, expect, test } from "bun:test";
+
+import { check, native } from "../../lib/native.ts";
+import { shardLength, shardRanges, type RingLayout } from "../../lib/ops/ring-attention.ts";
+
+const FIELDS = 16;
+const BM = 128, BN = 128;
+
+interface Block {
+  index: number; status: number; b: number; h: number; hk: number; qRow: number; qRows: number; qPos: number;
+  source: number; kvRow: number; kvCol: number; kvPos: number; valid: number; gate: number; masked: boolean; lse: number;
+}
+
+interface Config {
+  batch: number; heads: number; kvHeads: number; headDim: number; seqQ: number; seqK: number; causal: boolean; section?: number;
+  totalQ?: number; totalK?: number; world?: number; rank?: number; layout?: RingLayout; groupHeads?: number; kvRows?: number;
+}
+
+function walk(c: Config, cuQ?: number[], cuK?: number[]): Block[] {
+  const config = Int32Array.from([c.batch, c.heads, c.kvHeads, c.headDim, c.seqQ, c.seqK, c.causal ? 1 : 0, c.section ?? 1,
+    c.totalQ ?? 0, c.totalK ?? 0, c.world ?? 0, c.rank ?? 0, c.layout === "contiguous" ? 1 : 0, c.groupHeads ?? 0, c.kvRows ?? 0, 0]);
+  const count = new BigInt64Array(1);
+  const q = cuQ ? Int32Array.from(cuQ) : null, k = cuK ? Int32Array.from(cuK) : null;
+  check(native().weft_testing_attention_walk(config, q, k, null, 0, count), "walk");
+  const out = new Int32Array(Number(count[0]) * FIELDS);
+  check(native().weft_testing_attention_walk(config, q, k, out, Number(count[0]), count), "walk");
+  const rows: Block[] = [];
+  for (let i = 0; i < out.length; i += FIELDS) {
+    const f = out.subarray(i, i + FIELDS);
+    rows.push({ index: f[0]!, status: f[1]!, b: f[2]!, h: f[3]!, hk: f[4]!, qRow: f[5]!, qRows: f[6]!, qPos: f[7]!, source: f[8]!,
+      kvRow: f[9]!, kvCol: f[10]!, kvPos: f[11]!, valid: f[12]!, gate: f[13]!, masked: f[14] === 1, lse: f[15]! });
+  }
+  return rows;
+}
+
+function byTile(rows: Block[]): Block[][] {
+  const tiles = new Map<number, Block[]>();
+  for (const r of rows) {
+    if (r.status !== 1) continue;
+    let t = tiles.get(r.index);
+    if (!t) tiles.set(r.index, (t = []));
+    if (r.source >= 0) t.push(r);
+    else t.length = 0;
+  }
+  // Tiles with no blocks keep one placeholder so that their queries are counted.
+  return [...tiles.entries()].map(([index, blocks]) => (blocks.length ? blocks : rows.filter((r) => r.index === index)));
+}
+
+/** Checks the key blocks of one tile: keys [0, last] visible to its last query are all covered, none
+ * twice, and an unmasked block's keys are visible to every valid query. keyRow(pos) gives the map
+ * row and column key `pos` must be read from, per source. */
+function checkKeys(tile: Block[], keys: number, causal: boolean, keyAt: (blk: Block, pos: number) => [number, number] | null): void {
+  const t = tile[0]!;
+  const last = causal ? Math.min(keys - 1, t.qPos + Math.min(t.qRows, BM) - 1) : keys - 1;
+  const seen = new Uint8Array(keys);
+  for (const blk of tile) {
+    if (blk.source < 0) continue;
+    expect(blk.valid).toBeGreaterThan(0);
+    expect(blk.valid).toBeLessThanOrEqual(BN);
+    const invisible = blk.valid < BN || (causal && blk.kvPos + BN - 1 > t.qPos);
+    expect(blk.masked).toBe(invisible);
+    for (let j = 0; j < blk.valid; j++) {
+      const pos = blk.kvPos + j;
+      expect(pos).toBeLessThan(keys);
+      expect(seen[pos]).toBe(0);
+      seen[pos] = 1;
+      const want = keyAt(blk, pos);
+      if (want) expect([blk.kvRow + j, blk.kvCol]).toEqual(want);
+    }
+  }
+  for (let p = 0; p <= last; p++) if (!seen[p]) throw new Error(`tile ${t.index} (b ${t.b} h ${t.h} pos ${t.qPos}) misses key ${p}`);
+}
+
+describe("the attention kernel's tiles and key blocks (host listing of the kernel's code)", () => {
+  const local: [string, Config, number[]?][] = [
+    ["bshd causal, GQA, sections of 3", { batch: 2, heads: 4, kvHeads: 2, headDim: 128, seqQ: 300, seqK: 300, causal: true, section: 3 }],
+    ["bshd full, KV cache (Sq < Sk)", { batch: 2, heads: 4, kvHeads: 1, headDim: 64, seqQ: 130, seqK: 500, causal: false, section: 2 }],
+    ["bshd causal, KV cache", { batch: 1, heads: 2, kvHeads: 2, headDim: 128, seqQ: 129, seqK: 700, causal: true }],
+    ["bshd causal, Sq > Sk (early queries see nothing)", { batch: 1, heads: 2, kvHeads: 1, headDim: 128, seqQ: 500, seqK: 200, causal: true }],
+    ["varlen causal (1, 200, 130)", { batch: 3, heads: 4, kvHeads: 2, headDim: 128, seqQ: 200, seqK: 200, causal: true, totalQ: 331, totalK: 331, section: 5 }, [0, 1, 201, 331]],
+    ["varlen full (1, 200, 130)", { batch: 3, heads: 2, kvHeads: 2, headDim: 64, seqQ: 200, seqK: 200, causal: false, totalQ: 331, totalK: 331 }, [0, 1, 201, 331]],
+  ];
+  for (const [name, c, cu] of local) {
+    test(`one GPU: ${name}`, () => {
+      const rows = walk(c, cu, cu);
+      const lenQ = (b: number) => (cu ? cu[b + 1]! - cu[b]! : c.seqQ);
+      const lenK = (b: number) => (cu ? cu[b + 1]! - cu[b]! : c.seqK);
+      const startQ = (b: number) => (cu ? cu[b]! : b * c.seqQ);
+      const startK = (b: number) => (cu ? cu[b]! : b * c.seqK);
+      const covered = new Map<string, number>();
+      for (const tile of byTile(rows)) {
+        const t = tile[0]!;
+        expect(t.hk).toBe(Math.floor(t.h / (c.heads / c.kvHeads)));
+        const i0 = t.qRow - startQ(t.b);
+        expect(t.qRows).toBe(lenQ(t.b) - i0);
+        expect(t.qPos).toBe(i0 + lenK(t.b) - lenQ(t.b));
+        expect(t.lse).toBe(cu ? t.h * c.totalQ! + t.qRow : (t.b * c.heads + t.h) * c.seqQ + i0);
+        for (let i = 0; i < Math.min(BM, t.qRows); i++) {
+          const key = `${t.b}/${t.h}/${i0 + i}`;
+          covered.set(key, (covered.get(key) ?? 0) + 1);
+        }
+        checkKeys(tile, lenK(t.b), c.causal, (blk, pos) => [startK(t.b) + pos, t.hk * c.headDim]);
+      }
+      for (let b = 0; b < c.batch; b++) for (let h = 0; h < c.heads; h++) for (let i = 0; i < lenQ(b); i++) {
+        expect(covered.get(`${b}/${h}/${i}`)).toBe(1);
+      }
+    });
+  }
+
+  for (const world of [1, 2, 3, 4]) {
+    for (const layout of ["zigzag", "contiguous"] as const) {
+      for (const causal of [true, false]) {
+        test(`ring: world ${world} ${layout} ${causal ? "causal" : "full"}, every rank`, () => {
+          const s = world <= 2 ? 1300 : 2500;
+          const c = { batch: 2, heads: 4, kvHeads: 2, headDim: 128 };
+          const shards = Array.from({ length: world }, (_, r) => shardLength(s, world, layout, r));
+          const kvRows = Math.max(...shards) + 5;  // spare rows: the local map's stride is kvRows
+          for (let rank = 0; rank < world; rank++) {
+            const rows = walk({ ...c, seqQ: s, seqK: s, causal, world, rank, layout, groupHeads: 1, kvRows }, undefined, undefined);
+            const ranges = shardRanges(s, world, layout, rank);
+            const localOf = (r: number, pos: number) => {
+              let at = 0;
+              for (const [a, e] of shardRanges(s, world, layout, r)) {
+                if (pos >= a && pos < e) return at + pos - a;
+                at += e - a;
+              }
+              return -1;
+            };
+            const slotRows = c.batch * shards.reduce((a, n, q) => a + (q === rank ? 0 : n), 0);
+            const sourceRow = (src: number) => shards.slice(0, src).reduce((a, n, q) => a + (q === rank ? 0 : c.batch * n), 0);
+            const covered = new Map<string, number>();
+            for (const tile of byTile(rows)) {
+              const t = tile[0]!;
+              const i0 = t.qRow - t.b * shards[rank]!;
+              expect(localOf(rank, t.qPos)).toBe(i0);
+              for (let i = 0; i < Math.min(BM, t.qRows); i++) {
+                const key = `${t.b}/${t.h}/${i0 + i}`;
+                covered.set(key, (covered.get(key) ?? 0) + 1);
+              }
+              // This rank's own keys first, then the peers'.
+              const firstPeer = tile.findIndex((blk) => blk.source === 1);
+              if (firstPeer >= 0) expect(tile.slice(firstPeer).every((blk) => blk.source === 1)).toBe(true);
+              checkKeys(tile, s, causal, (blk, pos) => {
+                if (blk.source === 0) {
+                  expect(blk.gate).toBe(-1);
+                  return [t.b * kvRows + localOf(rank, pos), t.hk * c.headDim];
+                }
+                const src = blk.gate % world, group = Math.floor(blk.gate / world);
+                expect(src).not.toBe(rank);
+                expect(group).toBe(t.hk);  // one kv head per group
+                const inSlot = blk.kvRow + (pos - blk.kvPos) - (sourceRow(src) + t.b * shards[src]! + localOf(src, pos));
+                expect(inSlot % slotRows).toBe(0);
+                expect(blk.kvCol).toBe(0);
+                return null;
+              });
+            }
+            for (let b = 0; b < c.batch; b++) for (let h = 0; h < c.heads; h++) for (let i = 0; i < shards[rank]!; i++) {
+              expect(covered.get(`${b}/${h}/${i}`)).toBe(1);
+            }
+            expect(ranges.length).toBe(layout === "zigzag" ? 2 : 1);
+          }
+        });
+      }
+    }
+  }
+});
