@@ -1,4 +1,4 @@
-// attention-tile.cu — one GPU call that localises a bug in the attention engine: small problems
+// 05_attention_tile.cu — one GPU call that localises a bug in the attention engine: small problems
 // through weft_attention against an fp64 CPU loop, printing per case the error and the first
 // mismatching element with its coordinates, in three input modes that separate the engine's parts:
 //   onehot  q = 0 (every score 0: P uniform over the visible keys), v[j] = e_(j mod D): out[i][d] is
@@ -7,7 +7,7 @@
 //   qk      q, k random, v[j] = e_(j mod D) as above: adds the S GEMM and the softmax;
 //   random  q, k, v random: everything.
 // Then one timing: B 1, H 32, D 128, S 4096 and 8192, causal and not (CUDA events, 20 launches).
-// Build and run (GPU host): bash bench/gpu-host.sh ladder/attention-tile.cu
+// Build and run (GPU host): bash bench/gpu-host.sh ladder/05_attention_tile.cu
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
