@@ -13,6 +13,8 @@
 #         ladder/NAME.cu -> bench/ladder/NAME.cu built against the library's headers (cuda/,
 #         ffi/include; never linked with libweft.so) and run (bench/ladder/README.md);
 #         t/FILE[,FILE...] -> REQUIRE_GPU=1 bun test on those files only;
+#         sanitize -> bench/sanitize.sh (compute-sanitizer memcheck + racecheck over each fused TP op);
+#         soak -> bench/soak.ts (1000 checked back-to-back runs of each fused TP op, world 2 on GPU 0);
 #         sass/PATTERN -> per kernel of build/libweft.so whose name matches PATTERN: HGMMA, LDL/STL counts;
 #         ab/gemm, ab/tp-split -> that bench in the base tree and this one, interleaved (bench/ab-trees.sh);
 #         anything else -> bun bench/<name>.ts (repro/rank-spread: bench/repro/rank-spread.ts)
@@ -71,6 +73,7 @@ for spec in "$@"; do
     mlp) timeout "$T" python3 examples/torch_tp_mlp.py --local-ranks 2 > "$log" 2>&1; step_rc "$step" $?; tail -8 "$log" ;;
     mlp2) TORCHRUN=$(command -v torchrun || echo "python3 -m torch.distributed.run")
           timeout "$T" $TORCHRUN --nproc-per-node=2 examples/torch_tp_mlp.py > "$log" 2>&1; step_rc "$step" $?; tail -8 "$log" ;;
+    sanitize) SANITIZE_TIMEOUT=$((T / 6)) OUT=$LOGS bash bench/sanitize.sh > "$log" 2>&1; step_rc "$step" $?; cat "$log" ;;
     sass/*) cuobjdump --dump-sass build/libweft.so 2>/dev/null | awk -v pat="${step#sass/}" '
               /Function :/ { f = $3 } f ~ pat && /HGMMA/ { h[f]++ } f ~ pat && /(LDL|STL)/ { l[f]++ }
               END { for (k in h) printf "%5d HGMMA %4d LDL/STL  %s\n", h[k], l[k], k }' > "$log" 2>&1

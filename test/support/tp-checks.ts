@@ -222,58 +222,87 @@ export async function checkProblem(ctx: TpContext, p: Problem): Promise<string> 
 
 let tags = 1;
 
-/** `runs` back-to-back launches per rank with no reset and no host wait in between: each launch is
- * preceded by a NaN poison and followed by a GPU-side check into its own error slot, every `every`
- * launches a standalone allReduce runs on the same communicator (checked too); all results are read
- * at the end. plans: one or two plans per rank, used alternately. */
-export async function backToBack(ctx: TpContext, p: Problem, configs: TpConfig[], runs: number, every = 10): Promise<string> {
+/** One problem of a back-to-back sequence and the plan configurations it cycles through. */
+export interface BackToBackCase {
+  problem: Problem;
+  configs: TpConfig[];
+}
+
+/** What a back-to-back sequence saw: launches checked, how many failed the check, the worst error. */
+export interface BackToBackResult {
+  runs: number;
+  failed: number;
+  worst: number;
+  firstFailure?: string;
+}
+
+/** `runs` back-to-back launches per rank with no reset and no host wait in between, cycling through
+ * the cases (run i is case i mod C, in its configuration floor(i / C) mod its count): each launch is
+ * preceded by a NaN poison of its output and followed by a GPU-side check into its own error slot;
+ * every `every` launches a standalone allReduce runs on the same communicator (checked too). All
+ * results are read at the end, and every one is counted. */
+export async function backToBackCases(ctx: TpContext, cases: BackToBackCase[], runs: number, every = 10): Promise<BackToBackResult> {
   const W = ctx.world;
-  const data = await each(ctx, (c) => prepare(c, p, W));
+  const data = await Promise.all(cases.map((cs) => each(ctx, (c) => prepare(c, cs.problem, W))));
   const slots = runs + Math.ceil(runs / every);
   const scratch = ctx.comms.map((c) => Tensor.empty([6 * slots], "f32", { device: c.device }));
   const arN = 4097;
   const arIn = ctx.comms.map((c) => c.empty([arN], "f32"));
   const arRef = ctx.comms.map((c) => Tensor.empty([arN], "f32", { device: c.device }).fill((W * (W + 1)) / 2));
-  const plans = configs.map((config) => ctx.comms.map((c, i) => makePlan(c, p, data[i]!, config, false)));
+  const plans = cases.map((cs, j) => cs.configs.map((config) => ctx.comms.map((c, i) => makePlan(c, cs.problem, data[j]![i]!, config, false))));
+  // Which case each error slot checks (-1: an allReduce), for the report.
+  const slotCase: number[] = [];
   try {
     const seqs: number[][] = ctx.comms.map(() => []);
-    let slot = 0;
     for (let i = 0; i < runs; i++) {
-      const set = plans[i % plans.length]!;
+      const j = i % cases.length;
+      const set = plans[j]![Math.floor(i / cases.length) % plans[j]!.length]!;
       ctx.comms.forEach((c, r) => {
-        const d = data[r]!;
+        const d = data[j]![r]!;
         poison(d.out, c.stream);
         seqs[r]!.push(set[r]!.launch());
-        if (d.refRows > 0) deviceErrorAsync(rows(d.out, 0, d.refRows), rows(d.ref, 0, d.refRows), scratch[r]!, slot, c.stream);
+        if (d.refRows > 0) deviceErrorAsync(rows(d.out, 0, d.refRows), rows(d.ref, 0, d.refRows), scratch[r]!, slotCase.length, c.stream);
       });
-      slot++;
+      slotCase.push(j);
       if (i % every === every - 1) {
         // On the stream: the previous allReduce's check (queued there) must read before this refill.
         ctx.comms.forEach((c, r) => fillF32(arIn[r]!, c.rank + 1, c.stream));
         await each(ctx, (c, r) => c.allReduce(arIn[r]!));
-        ctx.comms.forEach((c, r) => deviceErrorAsync(arIn[r]!, arRef[r]!, scratch[r]!, slot, c.stream));
-        slot++;
+        ctx.comms.forEach((c, r) => deviceErrorAsync(arIn[r]!, arRef[r]!, scratch[r]!, slotCase.length, c.stream));
+        slotCase.push(-1);
       }
     }
-    ctx.comms.forEach((c, r) => seqs[r]!.forEach((s) => plans[0]![r]!.wait(s)));
-    let worst = 0;
+    ctx.comms.forEach((c, r) => seqs[r]!.forEach((s) => plans[0]![0]![r]!.wait(s)));
+    const result: BackToBackResult = { runs: 0, failed: 0, worst: 0 };
     ctx.comms.forEach((c, r) => {
       c.stream.synchronize();
-      const errs = readErrors(scratch[r]!, slot);
-      errs.forEach((e, j) => {
-        if (data[r]!.refRows === 0 && e.rel !== e.rel) return;  // nothing to check on this rank
-        if (e.nonFinite !== 0 || !(e.rel <= TOL)) throw new Error(`${label(p)} rank ${c.rank}: slot ${j} of ${slot}: rel ${e.rel}, ${e.nonFinite} non-finite`);
-        worst = Math.max(worst, e.rel);
+      readErrors(scratch[r]!, slotCase.length).forEach((e, slot) => {
+        const j = slotCase[slot]!;
+        if (j >= 0 && data[j]![r]!.refRows === 0) return;  // nothing to check on this rank
+        result.runs++;
+        if (e.nonFinite !== 0 || !(e.rel <= TOL)) {
+          result.failed++;
+          result.firstFailure ??= `${j >= 0 ? label(cases[j]!.problem) : "allReduce"} rank ${c.rank}: slot ${slot} of ${slotCase.length}: rel ${e.rel}, ${e.nonFinite} non-finite`;
+        } else {
+          result.worst = Math.max(result.worst, e.rel);
+        }
       });
     });
-    return `${runs} runs (${configs.map((c) => `${c.path ?? "auto"}${c.mover ? `/${c.mover}` : ""}`).join(" + ")}) and ${Math.ceil(runs / every)} allReduces, worst rel ${worst.toExponential(2)}`;
+    return result;
   } finally {
-    plans.flat().forEach((pl) => pl.dispose());
+    plans.flat(2).forEach((pl) => pl.dispose());
     arIn.forEach((t) => t.dispose());
     arRef.forEach((t) => t.dispose());
-    data.forEach((d) => d.dispose());
+    data.flat().forEach((d) => d.dispose());
     scratch.forEach((t) => t.dispose());
   }
+}
+
+/** backToBackCases for one problem; throws on the first failed check. */
+export async function backToBack(ctx: TpContext, p: Problem, configs: TpConfig[], runs: number, every = 10): Promise<string> {
+  const r = await backToBackCases(ctx, [{ problem: p, configs }], runs, every);
+  if (r.failed > 0) throw new Error(`${r.failed} of ${r.runs} checks failed; first: ${r.firstFailure}`);
+  return `${runs} runs (${configs.map((c) => `${c.path ?? "auto"}${c.mover ? `/${c.mover}` : ""}`).join(" + ")}) and ${Math.ceil(runs / every)} allReduces, worst rel ${r.worst.toExponential(2)}`;
 }
 
 /** Every op, both B layouts, at every ODD_SHAPES size, against the fp32 reference (checkProblem). */
