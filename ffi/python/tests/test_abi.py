@@ -21,6 +21,8 @@ NOT_BOUND = {
     # MoE expert parallelism: the torch custom ops come with the grouped GEMM (weft.torch._ops).
     "WeftMoeRouteParams", "WeftMoeDispatchParams", "WeftMoeDispatchChoice",
     "WeftMoeCombineParams", "WeftMoeCombineChoice",
+    # The grouped GEMM and the MoE expert GEMMs (issue 26 phase 2): bound with the torch custom ops.
+    "WeftGroupedGemmParams", "WeftGroupedGemmChoice", "WeftMoeExpertGemmParams", "WeftMoeExpertGemmChoice",
 }
 
 
