@@ -75,6 +75,9 @@ struct ArrivedRows {
       }
     }
     if (whole) from_x = 1u << 31;
+    // Every lane issues TMA reads of rows that other agents wrote with st.global (lane 0's fence in
+    // before_tile_loads covers lane 0's own loads only).
+    else cta::fence_proxy_async_global();
   }
 
   template <class P>
