@@ -24,7 +24,8 @@
 // that order, so at step d every owner receives from source o - d, and owner o's blocks fill in
 // source order: its own rows (local stores) first. A grouped GEMM tile (expert, 128-row block)
 // waits for arrivals[block] >= 128 x epoch, the block's real rows having landed and its padding
-// credited (phase 2: the GEMM's producer polls that word; cuda/gemm/hooks.cuh shows how a grouped GEMM plugs in).
+// credited (dispatch_gemm.cu: the fused up-projection's producer polls that word before the tile's
+// loads; grouped.cuh is the grouped GEMM on the engine's hooks).
 //
 // Epochs: each plan keeps its launch count in its own workspace (`epoch` word); every CTA reads it
 // at its start, CTA 0 stores epoch + 1 after the grid barrier (every CTA has read it by then), so a

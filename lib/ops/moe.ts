@@ -1,6 +1,7 @@
 // moe.ts — MoE expert parallelism on the GPU: routing, dispatch (every routed row into its expert's
 // owner's receive layout) and combine (rows back, weighted sum), each one kernel, no host sync, so
-// plans run back to back and can be captured in a CUDA graph (lib/graph.ts).
+// plans run back to back and can be captured in a CUDA graph (lib/graph.ts). The same ops fused with
+// the experts' grouped GEMMs, and the whole layer, are in moe-gemm.ts and moe-layer.ts.
 //
 //   const { ids, weights } = await moeRoute({ logits, topk: 8 });           // one GPU (moe-route.ts)
 //   const d = comm.moeDispatch({ x, topkIds: ids, topkWeights: weights, experts: 64 });
