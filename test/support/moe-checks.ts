@@ -67,7 +67,7 @@ function each<T>(ctx: MoeContext, f: (c: Communicator, i: number) => Promise<T> 
   return Promise.all(ctx.comms.map((c, i) => f(c, i)));
 }
 
-function maxTokens(ctx: MoeContext, p: MoeProblem): number {
+export function maxTokens(ctx: MoeContext, p: MoeProblem): number {
   let m = 0;
   for (let q = 0; q < ctx.world; q++) m = Math.max(m, p.tokens(q));
   return m;
@@ -91,7 +91,7 @@ interface Rank {
 }
 
 /** Routing of every rank for run `iteration` (0: the problem's own seed). */
-function routings(ctx: MoeContext, p: MoeProblem, iteration: number) {
+export function routings(ctx: MoeContext, p: MoeProblem, iteration: number) {
   const ids: Int32Array[] = [], weights: Float32Array[] = [];
   for (let q = 0; q < ctx.world; q++) {
     const s = seed(p.tag, q, 3) + 1009 * iteration;
@@ -101,7 +101,7 @@ function routings(ctx: MoeContext, p: MoeProblem, iteration: number) {
   return { ids, weights };
 }
 
-function upload(t: Tensor, data: Int32Array | Float32Array): void {
+export function upload(t: Tensor, data: Int32Array | Float32Array): void {
   if (data.length === 0) return;
   using view = rowsOf(t, 0, data.length / (t.numel / t.shape[0]!));
   view.upload(data as never);

@@ -14,9 +14,9 @@ import type { MoeActivation, MoeMover } from "../../lib/ops/moe-gemm-validate.ts
 import type { MoeLayerPlan } from "../../lib/ops/moe-layer.ts";
 import { Tensor } from "../../lib/tensor.ts";
 import { deviceErrorAsync, readErrors } from "./gemm.ts";
-import { seed, type MoeContext, type MoeProblem } from "./moe-checks.ts";
+import { maxTokens, routings as routing, seed, upload, type MoeContext, type MoeProblem } from "./moe-checks.ts";
 import type { NamedCheck } from "./report-channel.ts";
-import { gatherRows, makeRouting, makeWeights, referenceCombine, referenceLayout, rowsGemm, rowsOf, swiglu, type Layout } from "./moe-reference.ts";
+import { gatherRows, makeWeights, referenceCombine, referenceLayout, rowsGemm, rowsOf, swiglu, type Layout } from "./moe-reference.ts";
 
 export interface LayerProblem extends MoeProblem {
   inter: number;
@@ -40,28 +40,6 @@ interface LayerRank {
   layer: MoeLayerPlan;
   scratch: Tensor;
   made: Tensor[];
-}
-
-function maxTokens(ctx: MoeContext, p: MoeProblem): number {
-  let m = 0;
-  for (let q = 0; q < ctx.world; q++) m = Math.max(m, p.tokens(q));
-  return m;
-}
-
-function routing(ctx: MoeContext, p: MoeProblem, iteration: number) {
-  const ids: Int32Array[] = [], weights: Float32Array[] = [];
-  for (let q = 0; q < ctx.world; q++) {
-    const s = seed(p.tag, q, 3) + 1009 * iteration;
-    ids.push(makeRouting(p.routing, p.tokens(q), p.experts, p.topk, s));
-    weights.push(makeWeights(p.tokens(q), p.topk, s));
-  }
-  return { ids, weights };
-}
-
-function upload(t: Tensor, data: Int32Array | Float32Array): void {
-  if (data.length === 0) return;
-  using view = rowsOf(t, 0, data.length / (t.numel / t.shape[0]!));
-  view.upload(data as never);
 }
 
 const n1 = (p: LayerProblem) => (p.activation === "none" ? p.inter : 2 * p.inter);
