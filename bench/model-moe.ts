@@ -10,9 +10,11 @@
 //   NVLink    comm.allToAll at 256 MiB per rank, busbw (bench/results/collectives.md): what one GPU
 //             sends while it receives as much, as the dispatch does. The 8-GPU rows assume the same
 //             per-GPU rate through NVSwitch (no 8-GPU measurement exists here: the model says so).
-//   GEMM      the grouped GEMM's rate at config A: our measured one once phase 2 writes it to
-//             moe.json (`grouped GEMM`), else the per-expert gemm() stand-in's, else torch's
-//             _grouped_mm (763 TFLOP/s on one H200, issue 26) as the target.
+//   GEMM      the grouped GEMM's rate at config A: our measured one from moe.json (`grouped up`),
+//             else torch's _grouped_mm (763 TFLOP/s on one H200, issue 26) as the target.
+//   t_start   what the fused dispatch + up costs beyond the GEMM alone at world 1 (moe.json:
+//             `dispatch+up` - `grouped up`, the routing, counts, layout and gather), else the
+//             dispatch's time at decode size (T 128), else assumed.
 //   HBM copy  the dispatch at world 1 (a local permutation: every row read once, written once).
 // Model per rank (the busiest rank: the most received rows sets the GEMM time):
 //   t_nvlink = remote row bytes out / NVLink;   t_gemm = 2 x rows x H x N / GEMM rate
@@ -47,20 +49,21 @@ const ours = load("moe.json");
 const rowA = (world: number) => ours?.rows?.find((r: any) => r.config === "A" && r.world === world && r.gpus === 1 && r.routing === "uniform");
 const a1 = rowA(1);
 let gemmRate = 763, gemmFrom = "torch._grouped_mm on one H200 (issue 26): the target, not ours";
-const grouped = a1?.ms?.["grouped GEMM"];
-const temp = a1?.ms?.["up GEMMs (temp)"];
+const grouped = a1?.ms?.["grouped up"];
 if (grouped) {
   gemmRate = a1.upTflop / grouped * 1e3;
-  gemmFrom = "our grouped GEMM, bench/results/moe.json";
-} else if (temp) {
-  notes.push(`(our per-expert gemm() stand-in ran at ${(a1.upTflop / temp * 1e3).toFixed(0)} TFLOP/s at config A: not used, phase 2 replaces it)`);
+  gemmFrom = "our grouped GEMM (groupedGemm at config A, world 1), bench/results/moe.json";
 }
 notes.push(`GEMM: ${gemmRate.toFixed(0)} TFLOP/s, ${gemmFrom}`);
 const hbm = a1?.ms?.dispatch ? (2 * a1.rowBytes) / (a1.ms.dispatch * 1e6) : 2400;
 notes.push(`HBM copy: ${hbm.toFixed(0)} GB/s (read + write), ${a1?.ms?.dispatch ? "our world-1 dispatch at config A" : "ASSUMED (moe.json missing)"}`);
 const decode = ours?.rows?.find((r: any) => r.config === "decode" && r.world === 1 && r.routing === "uniform");
-const tStart = decode?.ms?.dispatch ? decode.ms.dispatch : 0.03;
-notes.push(`t_start: ${(tStart * 1e3).toFixed(0)} us, ${decode?.ms?.dispatch ? "our decode dispatch (T 128) at world 1" : "ASSUMED"}`);
+const fusedUp = a1?.ms?.["dispatch+up"];
+const tStart = fusedUp && grouped ? Math.max(0, fusedUp - grouped) : decode?.ms?.dispatch ? decode.ms.dispatch : 0.03;
+notes.push(`t_start: ${(tStart * 1e3).toFixed(0)} us, ${fusedUp && grouped ? "our dispatch+up minus our grouped GEMM at config A, world 1" :
+  decode?.ms?.dispatch ? "our decode dispatch (T 128) at world 1" : "ASSUMED"}`);
+const layerRatio = a1?.ms?.layer && a1?.ms?.["grouped gate+up"] ? a1.ms.layer / (a1.ms["grouped gate+up"] + a1.ms["grouped down"]) : undefined;
+if (layerRatio) notes.push(`layer structure: ${layerRatio.toFixed(3)}x our two grouped GEMMs at world 1 (moe.json), applied to the layer rows`);
 
 interface Prediction {
   gpus: number;
@@ -104,7 +107,7 @@ function predict(gpus: number, routing: RoutingKind): Prediction {
   const best = Math.min(ctaMover, copyEngine);
   // The layer: gate + up (N = 2I) and down (N = H, K = I) at the same rate, the return traffic as the
   // dispatch's, overlapped the same way.
-  const layerGemm = tGemm * 3;
+  const layerGemm = tGemm * 3 * (layerRatio ?? 1);
   const layer = Math.max(layerGemm, 2 * tNv) + 2 * tStart + 2 * tileMs;
   return {
     gpus, E: CFG.local * gpus, routing, rows, remoteMB: (remote * rowBytes) / 1e6, tNv, tGemm, ctaMover, copyEngine,

@@ -12,14 +12,20 @@
 //   dispatch          comm.moeDispatch with topkIds given
 //   dispatch+route    the same routing from logits inside the dispatch kernel
 //   combine           comm.moeCombine (the experts' outputs random, in the dispatch's layout)
-//   up GEMMs (temp)   gemmSync per non-empty local expert, N = I, over the dispatch's layout: what the
-//                     grouped GEMM must beat; TEMPORARY (one launch per expert, counts read back once)
-//   down GEMMs (temp) the same for the down projection (N = H, K = I)
+//   grouped up        groupedGemm, the up-projection alone: a [rows, H] x w1 [E/W, I, H] (a Linear's
+//                     layout, as torch stores it), the groups the dispatch's expert counts (unpadded,
+//                     like torch's offsets): the compute-only limit of dispatch + up
+//   grouped up (KN)   the same with w1 [E/W, H, I]
+//   grouped gate+up   groupedGemm with w13 [E/W, 2I, H]; grouped down: [rows, I] x w2 [E/W, H, I]
+//   dispatch+up       comm.moeDispatchGemm (no activation, w1 as above), the mover the cost model picks
+//   dispatch+up push  the same with mover "push" (the other mover, for the choice)
+//   layer             comm.moeLayer (SwiGLU, w13 and w2 as above): against grouped gate+up + grouped
+//                     down (the structure cost) and torch's one-GPU layer
 //   our all-to-all    comm.allToAll of T·k rows per rank, even splits (world > 1): the unfused sequence's
 //                     communication
 // Timing: CUDA-event time of back-to-back loops (~1 ms) behind one untimed launch, after REST_MS of
 // idle GPU, variants alternating sample by sample, the median of SAMPLES (bench/support/rank-timing.ts).
-// Every plan's result was checked by test/ops/moe.test.ts; here one tracked run per plan first says
+// Every plan's result was checked by test/ops/moe*.test.ts; here one tracked run per plan first says
 // it did not fail. Writes bench/results/{NAME}.json and .md (and copies them to $OUT when set).
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -27,7 +33,9 @@ import { join } from "node:path";
 import { LocalStore } from "../lib/bootstrap.ts";
 import { Communicator } from "../lib/comm.ts";
 import { deviceCount, deviceInfo } from "../lib/device.ts";
-import { gemmSync } from "../lib/ops/gemm.ts";
+import { groupedGemmSync } from "../lib/ops/grouped-gemm.ts";
+import type { MoeDispatchGemmPlan } from "../lib/ops/moe-gemm.ts";
+import type { MoeLayerPlan } from "../lib/ops/moe-layer.ts";
 import { moeRouteSync } from "../lib/ops/moe-route.ts";
 import type { MoeCombinePlan, MoeDispatchPlan } from "../lib/ops/moe.ts";
 import { Tensor } from "../lib/tensor.ts";
@@ -74,12 +82,16 @@ interface Row {
   rowBytes: number;
   upTflop: number;
   downTflop: number;
+  /** What the cost model chose for comm.moeDispatchGemm. */
+  fused: { ctas: number; tileN: number; mover: string };
 }
 
 const rows: Row[] = [];
 
 async function communicators(world: number): Promise<Communicator[]> {
-  const heapBytes = 6 * 2 ** 30;
+  // Config B at world 2: five receive layouts of ~1.1 GB (dispatch, routed dispatch, dispatch+up, its
+  // push twin, the layer's), two combines' returned rows (0.54 GB each) and the all-to-all's output.
+  const heapBytes = 12 * 2 ** 30;
   if (DEVICES) return Communicator.local({ devices: DEVICES.slice(0, world), heapBytes });
   const stores = LocalStore.group(world, { timeoutMs: 60_000 });
   const smBudget = world > 1 ? Math.floor(deviceInfo(0).smCount / world) : undefined;
@@ -94,10 +106,13 @@ async function runCase(config: string, world: number, routing: RoutingKind): Pro
   const made: Tensor[] = [];
   const keep = <T extends Tensor>(t: T) => (made.push(t), t);
   const dispatches: MoeDispatchPlan[] = [], routed: MoeDispatchPlan[] = [], combines: MoeCombinePlan[] = [];
+  const fused: (MoeDispatchGemmPlan | MoeLayerPlan)[] = [];
+  const xs: Tensor[] = [];
   try {
     for (const c of comms) {
       const dev = c.device;
       const x = keep(Tensor.empty([s.T, s.H], "bf16", { device: dev }).fillRandom(c.rank + 1));
+      xs.push(x);
       const ids = keep(Tensor.from(makeRouting(routing, s.T, E, s.k, 17 + c.rank), [s.T, s.k], "i32", { device: dev }));
       const weights = keep(Tensor.empty([s.T, s.k], "f32", { device: dev }).fillRandom(3 + c.rank, 0.05, 1));
       const logits = keep(Tensor.empty([s.T, E], "f32", { device: dev }).fillRandom(5 + c.rank, -4, 4));
@@ -120,27 +135,53 @@ async function runCase(config: string, world: number, routing: RoutingKind): Pro
       "dispatch+route": () => routed.forEach((p) => p.enqueue()),
       combine: () => combines.forEach((p) => p.enqueue()),
     };
-    // The temporary expert GEMMs over rank r's layout (counts read back once, after the runs above).
+    // Our grouped GEMMs over rank r's group sizes (the dispatch's expert counts, read back once: the
+    // bench only), and the fused ops over the same routing and weights.
     let upFlop = 0, downFlop = 0;
     const gemms = comms.map((c, r) => {
-      const L = dispatches[r]!.layout, dev = c.device;
-      const offsets = L.expertOffsets.download() as Int32Array, counts = L.expertCounts.download() as Int32Array;
-      const w1 = keep(Tensor.empty([s.local * s.H, s.I], "bf16", { device: dev }).fillRandom(11, -0.02, 0.02));
-      const w2 = keep(Tensor.empty([s.local * s.I, s.H], "bf16", { device: dev }).fillRandom(13, -0.02, 0.02));
-      const h = keep(Tensor.empty([L.capacity, s.I], "bf16", { device: dev }));
-      const y = keep(Tensor.empty([L.capacity, s.H], "bf16", { device: dev }));
-      const views = [...counts].flatMap((n, le) => n === 0 ? [] : [{
-        x: keep(rowsOf(L.recv, offsets[le]!, n)), h: keep(rowsOf(h, offsets[le]!, n)), y: keep(rowsOf(y, offsets[le]!, n)),
-        w1: keep(rowsOf(w1, le * s.H, s.H)), w2: keep(rowsOf(w2, le * s.I, s.I)),
-      }]);
-      if (r === 0) for (const n of counts) { upFlop += 2 * n * s.H * s.I; downFlop += 2 * n * s.I * s.H; }
+      const L = dispatches[r]!.layout, dev = c.device, x = xs[r]!;
+      const counts = L.expertCounts.download() as Int32Array;
+      const offsets = new Int32Array(s.local + 1);
+      counts.forEach((n, le) => (offsets[le + 1] = offsets[le]! + n));
+      const rows = Math.max(1, offsets[s.local]!);
+      if (r === 0) { upFlop = 2 * rows * s.H * s.I; downFlop = 2 * rows * s.I * s.H; }
+      const groupOffsets = keep(Tensor.from(offsets, [s.local + 1], "i32", { device: dev }));
+      const a = keep(Tensor.empty([rows, s.H], "bf16", { device: dev }).fillRandom(21 + r));
+      const w1 = keep(Tensor.empty([s.local, s.I, s.H], "bf16", { device: dev }).fillRandom(11, -0.02, 0.02));
+      const w1kn = keep(Tensor.empty([s.local, s.H, s.I], "bf16", { device: dev }).fillRandom(12, -0.02, 0.02));
+      const w13 = keep(Tensor.empty([s.local, 2 * s.I, s.H], "bf16", { device: dev }).fillRandom(13, -0.02, 0.02));
+      const w2 = keep(Tensor.empty([s.local, s.H, s.I], "bf16", { device: dev }).fillRandom(14, -0.02, 0.02));
+      const h = keep(Tensor.empty([rows, s.I], "bf16", { device: dev }));
+      const h2 = keep(Tensor.empty([rows, 2 * s.I], "bf16", { device: dev }));
+      const y = keep(Tensor.empty([rows, s.H], "bf16", { device: dev }));
+      const out = keep(Tensor.empty([s.T, s.H], "bf16", { device: dev }));
+      const ids = dispatches[r]!.topkIds, weights = dispatches[r]!.topkWeights!;
+      const up = c.moeDispatchGemm({ x, topkIds: ids, topkWeights: weights, experts: E, w1, transW: true });
+      const upPush = c.moeDispatchGemm({ x, topkIds: ids, topkWeights: weights, experts: E, w1, transW: true, config: { mover: "push" } });
+      const layer = c.moeLayer({ x, topkIds: ids, topkWeights: weights, experts: E, w1: w13, w2, out, transW: true, activation: "swiglu" });
+      fused.push(up, upPush, layer);
+      const stream = c.stream;
       return {
-        up: () => views.forEach((v) => gemmSync(v.x, v.w1, v.h, { stream: c.stream })),
-        down: () => views.forEach((v) => gemmSync(v.h, v.w2, v.y, { stream: c.stream })),
+        up: () => groupedGemmSync({ a, b: w1, groupOffsets, out: h, transB: true, stream }),
+        upKn: () => groupedGemmSync({ a, b: w1kn, groupOffsets, out: h, stream }),
+        gateUp: () => groupedGemmSync({ a, b: w13, groupOffsets, out: h2, transB: true, stream }),
+        down: () => groupedGemmSync({ a: h, b: w2, groupOffsets, out: y, transB: true, stream }),
+        fusedUp: () => up.enqueue(),
+        fusedUpPush: () => upPush.enqueue(),
+        layer: () => layer.enqueue(),
+        plans: { up, upPush, layer },
       };
     });
-    issues["up GEMMs (temp)"] = () => gemms.forEach((g) => g.up());
-    issues["down GEMMs (temp)"] = () => gemms.forEach((g) => g.down());
+    // One tracked run of each fused plan, every rank's together (a failure throws here).
+    for (const key of ["up", "upPush", "layer"] as const) await Promise.all(gemms.map((g) => g.plans[key].run()));
+    const choice = gemms[0]!.plans.up;
+    issues["grouped up"] = () => gemms.forEach((g) => g.up());
+    issues["grouped up (KN)"] = () => gemms.forEach((g) => g.upKn());
+    issues["grouped gate+up"] = () => gemms.forEach((g) => g.gateUp());
+    issues["grouped down"] = () => gemms.forEach((g) => g.down());
+    issues["dispatch+up"] = () => gemms.forEach((g) => g.fusedUp());
+    issues["dispatch+up push"] = () => gemms.forEach((g) => g.fusedUpPush());
+    issues.layer = () => gemms.forEach((g) => g.layer());
     if (world === 1) {
       const logits = made.find((t) => t.shape[1] === E && t.dtype === "f32")!;
       const ids = keep(Tensor.empty([s.T, s.k], "i32")), w = keep(Tensor.empty([s.T, s.k], "f32"));
@@ -164,9 +205,11 @@ async function runCase(config: string, world: number, routing: RoutingKind): Pro
       config, world, gpus: DEVICES ? world : 1, routing, T: s.T, k: s.k, H: s.H, I: s.I, E,
       capacity: dispatches[0]!.layout.capacity, ctas: dispatches[0]!.ctas, ms, rowBytes: s.T * s.k * s.H * 2,
       upTflop: upFlop / 1e12, downTflop: downFlop / 1e12,
+      fused: { ctas: choice.ctas, tileN: choice.tileN, mover: choice.mover },
     });
     console.log(JSON.stringify(rows.at(-1)));
   } finally {
+    for (const p of fused.reverse()) p.dispose();
     for (const p of [...combines, ...routed, ...dispatches]) p.dispose();
     for (const t of made.reverse()) t.dispose();
     await Communicator.disposeAll(comms);
@@ -189,26 +232,40 @@ function emit(): void {
   const dir = join(import.meta.dir, "results");
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, `${NAME}.json`), JSON.stringify({ meta, rows, torch }, null, 1));
+  const tf = (flop: number, ms: number | undefined) => (ms ? ` (${(flop / ms * 1e3).toFixed(0)})` : "");
+  const ratio = (a: number | undefined, b: number | undefined) => (a && b ? (a / b).toFixed(3) : "-");
   const lines = [
-    `# MoE dispatch / combine (${meta.device}, ${meta.sms} SMs)`, "",
+    `# MoE ops (${meta.device}, ${meta.sms} SMs)`, "",
     `Per rank, bf16; ms = median of ${SAMPLES} CUDA-event loops (~1 ms each, behind one untimed launch, ${REST_MS} ms rest), slower rank. ` +
-    "W ranks share one GPU (1/W of its SMs each) unless gpus > 1. `up/down GEMMs (temp)` are one gemmSync per local expert over the " +
-    "dispatch's layout: a TEMPORARY stand-in until the grouped GEMM (phase 2) exists. GB/s = T·k·H·2 bytes of rows per rank / ms. " +
-    `Generated by bench/moe.ts on ${meta.date}.`, "",
-    "| config | W | gpus | routing | E | capacity | CTAs | route | dispatch (GB/s) | dispatch+route | combine (GB/s) | up GEMMs (temp, TFLOP/s) | down GEMMs (temp) | our all-to-all | torch topk+permute | torch _grouped_mm up | torch dispatch+up | torch layer |",
-    "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    "W ranks share one GPU (1/W of its SMs each) unless gpus > 1. GB/s = T·k·H·2 bytes of rows per rank / ms; TFLOP/s = 2·rows·H·I / ms " +
+    `(gate+up twice that). Generated by bench/moe.ts on ${meta.date}.`, "",
+    "## Kernels", "",
+    "| config | W | gpus | routing | E | capacity | route | dispatch (GB/s) | dispatch+route | combine (GB/s) | grouped up (TFLOP/s) | grouped up KN | grouped gate+up | grouped down | dispatch+up | dispatch+up push | layer | our all-to-all | fused: CTAs, tile, mover |",
+    "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
   ];
   for (const r of rows) {
-    const t = torch.find((x) => x.config === r.config && x.routing === r.routing && x.world === r.world);
     const gbs = (ms: number | undefined) => (ms ? ` (${(r.rowBytes / (ms * 1e6)).toFixed(0)})` : "");
-    const up = r.ms["up GEMMs (temp)"];
-    lines.push(`| ${r.config} | ${r.world} | ${r.gpus} | ${r.routing} | ${r.E} | ${r.capacity} | ${r.ctas} | ${cell(r.ms.route)} | ` +
+    const up = r.upTflop;
+    lines.push(`| ${r.config} | ${r.world} | ${r.gpus} | ${r.routing} | ${r.E} | ${r.capacity} | ${cell(r.ms.route)} | ` +
       `${cell(r.ms.dispatch)}${gbs(r.ms.dispatch)} | ${cell(r.ms["dispatch+route"])} | ${cell(r.ms.combine)}${gbs(r.ms.combine)} | ` +
-      `${cell(up)}${up ? ` (${(r.upTflop / up * 1e3).toFixed(0)})` : ""} | ${cell(r.ms["down GEMMs (temp)"])} | ${cell(r.ms["our all-to-all"])} | ` +
-      `${t?.topk && t?.permute ? cell(t.topk.ms + t.permute.ms) : "-"} | ${cell(t?.up_gemm?.ms)} | ${cell(t?.dispatch_up?.ms)} | ${cell(t?.layer?.ms)} |`);
+      `${cell(r.ms["grouped up"])}${tf(up, r.ms["grouped up"])} | ${cell(r.ms["grouped up (KN)"])}${tf(up, r.ms["grouped up (KN)"])} | ` +
+      `${cell(r.ms["grouped gate+up"])}${tf(2 * up, r.ms["grouped gate+up"])} | ${cell(r.ms["grouped down"])}${tf(r.downTflop, r.ms["grouped down"])} | ` +
+      `${cell(r.ms["dispatch+up"])}${tf(up, r.ms["dispatch+up"])} | ${cell(r.ms["dispatch+up push"])} | ${cell(r.ms.layer)} | ` +
+      `${cell(r.ms["our all-to-all"])} | ${r.fused ? `${r.fused.ctas}, ${r.fused.tileN}, ${r.fused.mover}` : "-"} |`);
   }
-  lines.push("", "Phase 2 (the grouped GEMM fused into dispatch and combine) adds the rows the issue's done-criteria need: " +
-    "ours dispatch+up against our grouped GEMM alone (<= 1.05x) and against torch dispatch+up; our layer against torch's (<= 0.8x).");
+  lines.push("", "## The issue's ratios (same device call)", "",
+    "| config | W | routing | grouped up: torch _grouped_mm ms / ours (bar >= 0.95, aim 1.0) | the same, [G, K, N] weights | " +
+    "dispatch+up / grouped up (bar <= 1.05) | dispatch+up / (dispatch + grouped up): fused against unfused | " +
+    "layer / (grouped gate+up + down) (bar <= 1.05) | layer / torch layer (bar <= 0.8) | torch dispatch+up ms | torch layer ms |",
+    "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
+  for (const r of rows) {
+    const t = torch.find((x) => x.config === r.config && x.routing === r.routing && x.world === r.world);
+    const pair = (r.ms["grouped gate+up"] ?? NaN) + (r.ms["grouped down"] ?? NaN);
+    lines.push(`| ${r.config} | ${r.world} | ${r.routing} | ${ratio(t?.up_gemm?.ms, r.ms["grouped up"])} | ` +
+      `${ratio(t?.up_gemm_kn?.ms, r.ms["grouped up (KN)"])} | ${ratio(r.ms["dispatch+up"], r.ms["grouped up"])} | ` +
+      `${ratio(r.ms["dispatch+up"], (r.ms.dispatch ?? NaN) + (r.ms["grouped up"] ?? NaN))} | ` +
+      `${ratio(r.ms.layer, pair)} | ${ratio(r.ms.layer, t?.layer?.ms)} | ${cell(t?.dispatch_up?.ms)} | ${cell(t?.layer?.ms)} |`);
+  }
   writeFileSync(join(dir, `${NAME}.md`), lines.join("\n") + "\n");
   if (process.env.OUT) {
     mkdirSync(process.env.OUT, { recursive: true });

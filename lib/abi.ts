@@ -370,6 +370,57 @@ export const MoeCombineChoice = new Struct("WeftMoeCombineChoice", {
   returned_offset: "u64",
 });
 
+export const GroupedGemmParams = new Struct("WeftGroupedGemmParams", {
+  size: "u32",
+  version: "u32",
+  a: "u64",
+  b: "u64",
+  offsets: "u64",
+  out: "u64",
+  m: "i64",
+  n: "i64",
+  k: "i64",
+  groups: "i32",
+  flags: "u32",
+  tile_n: "i32",
+  max_ctas: "i32",
+  stream: "u64",
+  done: "u64",
+  seq: "u64",
+  arrivals: "u64",
+});
+
+export const GroupedGemmChoice = new Struct("WeftGroupedGemmChoice", {
+  size: "u32",
+  version: "u32",
+  tile_n: "i32",
+  ctas: "i32",
+  band: "i32",
+  stages: "i32",
+});
+
+export const MoeExpertGemmParams = new Struct("WeftMoeExpertGemmParams", {
+  size: "u32",
+  version: "u32",
+  flags: "u32",
+  n: "i32",
+  k: "i32",
+  mover: "i32",
+  tile_n: "i32",
+  ctas: "i32",
+  w: "u64",
+  out: "u64",
+});
+
+export const MoeExpertGemmChoice = new Struct("WeftMoeExpertGemmChoice", {
+  size: "u32",
+  version: "u32",
+  ctas: "i32",
+  tile_n: "i32",
+  mover: "i32",
+  stages: "i32",
+});
+
 // decoder layers (nn)
 export const EmbeddingParams = new Struct("WeftEmbeddingParams", {
   size: "u32",
@@ -596,6 +647,10 @@ export const ABI_STRUCTS: readonly Struct<any>[] = [
   MoeDispatchChoice,
   MoeCombineParams,
   MoeCombineChoice,
+  GroupedGemmParams,
+  GroupedGemmChoice,
+  MoeExpertGemmParams,
+  MoeExpertGemmChoice,
   // decoder layers (nn)
   EmbeddingParams,
   RmsNormParams,

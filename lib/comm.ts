@@ -36,6 +36,8 @@ import { check, native, outPointer } from "./native.ts";
 import { chooseTpPlan, createTpPlan, type AllGatherGemmArgs, type GemmScatterArgs, type TpChoiceInfo, type TpOp, type TpPlan } from "./ops/tp.ts";
 import { createMoeCombine, createMoeDispatch, type MoeCombineArgs, type MoeCombinePlan, type MoeDispatchArgs, type MoeDispatchPlan } from "./ops/moe.ts";
 import { ringAttention, type RingAttentionArgs, type RingAttentionPlan } from "./ops/ring-attention.ts";
+import { createMoeDispatchGemm, createMoeGemmCombine, type MoeDispatchGemmArgs, type MoeDispatchGemmPlan, type MoeGemmCombineArgs, type MoeGemmCombinePlan } from "./ops/moe-gemm.ts";
+import { createMoeLayer, type MoeLayerArgs, type MoeLayerPlan } from "./ops/moe-layer.ts";
 import { Stream } from "./stream.ts";
 import { checkDType, checkShape, type Shape, type Tensor } from "./tensor.ts";
 
@@ -364,10 +366,22 @@ export class Communicator extends NativeHandle<Promise<void>> implements Symmetr
     return createMoeDispatch(this, args);
   }
 
-  /** MoE combine: the experts' output rows back to their tokens, out = their weighted sum
-   * (lib/ops/moe.ts). Collective. */
+  /** MoE combine: the experts' output rows back to their tokens, out = their weighted sum (lib/ops/moe.ts). Collective. */
   moeCombine(args: MoeCombineArgs): MoeCombinePlan {
     return createMoeCombine(this, args);
+  }
+
+  /** MoE dispatch fused with the up-projection grouped GEMM, one kernel (lib/ops/moe-gemm.ts). Collective. */
+  moeDispatchGemm(args: MoeDispatchGemmArgs): MoeDispatchGemmPlan {
+    return createMoeDispatchGemm(this, args);
+  }
+  /** The down-projection grouped GEMM sending each row home, then the weighted sum (lib/ops/moe-gemm.ts). Collective. */
+  moeGemmCombine(args: MoeGemmCombineArgs): MoeGemmCombinePlan {
+    return createMoeGemmCombine(this, args);
+  }
+  /** A whole MoE layer: moeDispatchGemm (SwiGLU), then moeGemmCombine (lib/ops/moe-layer.ts). Collective. */
+  moeLayer(args: MoeLayerArgs): MoeLayerPlan {
+    return createMoeLayer(this, args);
   }
 
   /** Resolves once every rank has reached this barrier on its stream. */

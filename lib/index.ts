@@ -49,10 +49,17 @@ export {
 } from "./transport.ts";
 export { planNodes, type NodePlan } from "./comm/node-plan.ts";
 
-// MoE expert parallelism (issue 26); comm.moeDispatch / comm.moeCombine are Communicator methods.
+// MoE expert parallelism (issue 26); comm.moeDispatch / moeCombine / moeDispatchGemm / moeGemmCombine / moeLayer
+// are Communicator methods.
 export {
   MoeCombinePlan, MoeDispatchPlan, type MoeCombineArgs, type MoeDispatchArgs, type MoeLayout,
 } from "./ops/moe.ts";
+export { MoeDispatchGemmPlan, MoeGemmCombinePlan, type MoeDispatchGemmArgs, type MoeGemmCombineArgs } from "./ops/moe-gemm.ts";
+export { MoeLayerPlan, type MoeLayerArgs } from "./ops/moe-layer.ts";
+export {
+  validateDownWeights, validateExpertConfig, validateUpWeights, type ExpertGemmConfig, type MoeActivation, type MoeMover,
+} from "./ops/moe-gemm-validate.ts";
+export { groupedGemm, groupedGemmConfigFor, groupedGemmSync, planGroupedGemm, type GroupedGemmArgs, type GroupedGemmConfig } from "./ops/grouped-gemm.ts";
 export { moeRoute, moeRouteSync, type MoeRouteArgs, type MoeRouting } from "./ops/moe-route.ts";
 export {
   validateMoeCombine, validateMoeDispatch, validateMoeRoute, MOE_BLOCK_ROWS, MOE_MAX_EXPERTS,

@@ -11,6 +11,7 @@ prefer expert 0, a third of the experts never chosen), each timed as a whole and
   topk        softmax over the router logits, torch.topk (ids, weights)
   permute     a stable argsort of the flattened ids, bincount, the gathered rows (index_select)
   up_gemm     torch._grouped_mm(rows, w1 [G, I, H] transposed, offs): the up-projection alone
+  up_gemm_kn  the same with w1 stored [G, H, I] (contiguous mat_b): ours has both layouts
   dispatch_up topk + permute + up_gemm: what comm.moeDispatch + the grouped GEMM replace
   layer       dispatch with gate+up [G, 2I, H], SwiGLU, the down projection [G, H, I],
               un-permutation (index_copy back) and the weighted sum over k
@@ -98,6 +99,7 @@ class Case:
         # Linear weights [G, N, K]; torch._grouped_mm wants mat_b [G, K, N], so they go in transposed.
         scale = 0.02
         self.w_up = (torch.randn(self.G, self.I, self.H, device=dev, generator=gen) * scale).to(torch.bfloat16)
+        self.w_up_kn = self.w_up.transpose(-2, -1).contiguous()  # [G, H, I]
         self.w_gate_up = (torch.randn(self.G, 2 * self.I, self.H, device=dev, generator=gen) * scale).to(torch.bfloat16)
         self.w_down = (torch.randn(self.G, self.H, self.I, device=dev, generator=gen) * scale).to(torch.bfloat16)
 
@@ -115,6 +117,10 @@ class Case:
     def gmm(self, rows, w, counts):
         offs = torch.cumsum(counts, 0, dtype=torch.int32)
         return torch._grouped_mm(rows, w.transpose(-2, -1), offs=offs)
+
+    def gmm_kn(self, rows, w_kn, counts):
+        offs = torch.cumsum(counts, 0, dtype=torch.int32)
+        return torch._grouped_mm(rows, w_kn, offs=offs)
 
     # ---- one rank ----
     def up_one(self):
@@ -176,6 +182,7 @@ def run_case(name, cfg, routing, samples):
             stages["topk"] = lambda: c.topk()
             stages["permute"] = lambda: c.permute(ids)
             stages["up_gemm"] = lambda: c.gmm(rows, c.w_up, counts)
+            stages["up_gemm_kn"] = lambda: c.gmm_kn(rows, c.w_up_kn, counts)
             stages["dispatch_up"] = c.up_one
             stages["layer"] = c.layer_one
         else:

@@ -2,8 +2,9 @@
 // real row of `hidden` (the experts' outputs, in the dispatch's receive layout) back to its source
 // rank's returned-row slot (token * topk + k slot), and every source, as its tokens' rows land, sums
 // them: out[t] = sum over j < topk, in order, of weights[t, j] x returned[t * topk + j] in fp32,
-// rounded to bf16 once. Phase 2 moves the pushes into the down-projection GEMM's epilogue; the
-// returned-row slots, the counters and the reduction stay as they are here.
+// rounded to bf16 once. With CombineArgs::pieces > 0 the pushes are the down-projection's epilogue
+// (gemm_combine.cu, launched before this kernel) and this kernel only reduces: every returned row
+// then arrives in `pieces` column tiles, each counted once.
 //
 // Ordering (moe.h has the workspace layout):
 //   - CTA 0 first raises ready[me] = epoch in every rank's workspace (st.release.sys): this rank's
@@ -11,9 +12,10 @@
 //     done (stream order). An owner pushes into rank q's slots only after it saw ready[q] >= epoch.
 //   - A warp pushes up to rows_per_signal rows, then, after __syncwarp, adds the rows per (source,
 //     16-token block) to that source's arrived[block] with red.release.sys (peer.cuh, warp_arrive).
-//   - arrived[b] grows by exactly tokens_in_block x topk per launch (each (token, k slot) of the
-//     dispatch's layout gets one row back), so launch e waits for >= e x that; a CTA acquires it,
-//     then reads the block's returned rows with ld.global.cg.
+//   - arrived[b] grows by exactly tokens_in_block x topk x max(1, pieces) per launch (each (token,
+//     k slot) of the dispatch's layout gets one row back, in `pieces` parts when the GEMM sends it),
+//     so launch e waits for >= e x that; a CTA acquires it, then reads the block's returned rows
+//     with ld.global.cg.
 //   - The layout must be that of a dispatch that succeeded: dispatch_status (local) says so. When it
 //     does not (a failure every rank saw alike), no rank pushes, every rank credits its own counters
 //     in full and reports WEFT_MOE_FAIL_NO_LAYOUT, so the counters stay consistent.
@@ -118,7 +120,7 @@ __device__ inline void reduce_rows(const CombineArgs& a, const Shared& s, uint64
   for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x) {
     const int64_t nt = block_tokens(a, b);
     if (threadIdx.x == 0) {
-      const uint64_t target = epoch * uint64_t(nt) * a.topk;
+      const uint64_t target = epoch * uint64_t(nt) * a.topk * uint64_t(max(1, a.pieces));
       const Waited w = wait_at_least(at<uint64_t>(me, a.layout.arrived) + b, target, at<uint64_t>(me, a.layout.abort),
                                      epoch, a.peer.timeout_ns);
       if (w != Waited::kOk) wait_failed(s.fail, w, WEFT_MOE_STAGE_RETURN, 0xffff);
@@ -157,7 +159,7 @@ __device__ inline void credit_all(const CombineArgs& a, const Shared& s) {
   uint64_t* arrived = at<uint64_t>(s.peers[a.peer.rank], a.layout.arrived);
   const int64_t blocks = (a.tokens + kTokenBlock - 1) / kTokenBlock;
   for (int64_t b = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; b < blocks; b += int64_t(gridDim.x) * blockDim.x)
-    mem::red_relaxed_add(arrived + b, uint64_t(block_tokens(a, b)) * a.topk);
+    mem::red_relaxed_add(arrived + b, uint64_t(block_tokens(a, b)) * a.topk * uint64_t(max(1, a.pieces)));
 }
 
 __global__ void __launch_bounds__(kThreads, 1) combine_kernel(const __grid_constant__ CombineArgs a) {
@@ -170,9 +172,15 @@ __global__ void __launch_bounds__(kThreads, 1) combine_kernel(const __grid_const
   if (threadIdx.x == 0) *s.epoch = *at<const uint64_t>(me, a.layout.epoch) + 1;
   __syncthreads();
   const uint64_t epoch = *s.epoch;
-  if (blockIdx.x == 0) {
+  if (blockIdx.x == 0 && a.pieces == 0) {  // with pieces, the GEMM kernel raised them at its start
     for (int q = threadIdx.x; q < a.peer.world; q += blockDim.x)
       sys::signal_store(at<uint64_t>(s.peers[q], a.layout.ready) + a.peer.rank, epoch);
+  }
+  if (a.pieces > 0 && blockIdx.x == 0 && threadIdx.x == 0) {
+    // The GEMM kernel before this one (untracked) left its failure here: it becomes this launch's.
+    uint64_t* box = at<uint64_t>(me, a.layout.gemm_failure);
+    if (atomicExch(reinterpret_cast<uint32_t*>(box + 2) + 1, 0u) != 0u)
+      cta::fail(completion_of(a.peer), int32_t(box[1] & 0xffffffffu), uint32_t(box[1] >> 32));
   }
   const uint64_t status = *a.dispatch_status;  // written by the dispatch kernel, earlier on the stream
   const bool layout_ok = (status >> 8) != 0 && (status & 0xff) == 0;
@@ -183,7 +191,7 @@ __global__ void __launch_bounds__(kThreads, 1) combine_kernel(const __grid_const
       if (blockIdx.x == 0 && a.peer.report != nullptr) a.peer.report[0] = epoch;
     }
   } else {
-    push_rows(a, s, epoch, a.expert_offsets[a.local_experts]);
+    if (a.pieces == 0) push_rows(a, s, epoch, a.expert_offsets[a.local_experts]);
     __syncthreads();
     if (s.fail->code == 0) reduce_rows(a, s, epoch);
     __syncthreads();

@@ -24,7 +24,8 @@
 // that order, so at step d every owner receives from source o - d, and owner o's blocks fill in
 // source order: its own rows (local stores) first. A grouped GEMM tile (expert, 128-row block)
 // waits for arrivals[block] >= 128 x epoch, the block's real rows having landed and its padding
-// credited (phase 2: the GEMM's producer polls that word; cuda/gemm/hooks.cuh shows how a grouped GEMM plugs in).
+// credited (dispatch_gemm.cu: the fused up-projection's producer polls that word before the tile's
+// loads; grouped.cuh is the grouped GEMM on the engine's hooks).
 //
 // Epochs: each plan keeps its launch count in its own workspace (`epoch` word); every CTA reads it
 // at its start, CTA 0 stores epoch + 1 after the grid barrier (every CTA has read it by then), so a
@@ -43,6 +44,7 @@
 // on its stream (the GEMMs that read recv of e - 1, the combine that read row_source) is done.
 #pragma once
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -148,8 +150,11 @@ inline DispatchLayout dispatch_layout(int world, int experts, int64_t capacity, 
 //   returned  bf16[max_tokens * topk][hidden]   row token * topk + k
 //   epoch     u64                          this plan's launches so far (local)
 //   finished  u64                          CTAs that finished: G per launch (local)
+//   gemm_failure  u64[3]                   a GEMM + combine's GEMM kernel reports here (untracked: its
+//                                          completion words, [1] the reason, [2] the failed flag); the
+//                                          reduction moves it into the launch's completion (local)
 struct CombineLayout {
-  uint64_t abort, ready, arrived, returned, epoch, finished, total;
+  uint64_t abort, ready, arrived, returned, epoch, finished, gemm_failure, total;
 };
 
 inline CombineLayout combine_layout(int world, int64_t max_tokens, int topk, int hidden) {
@@ -162,6 +167,7 @@ inline CombineLayout combine_layout(int world, int64_t max_tokens, int topk, int
   l.returned = take(uint64_t(max_tokens) * topk * hidden * 2);
   l.epoch = take(8);
   l.finished = take(8);
+  l.gemm_failure = take(24);
   l.total = r.at;
   return l;
 }
@@ -195,6 +201,7 @@ struct DispatchArgs {
   int32_t normalize;
   int32_t experts, topk, hidden, local_experts;
   int32_t rows_per_signal;
+  int32_t pull_local;  // 1: rows routed to this rank are not copied (the fused GEMM reads them from x)
   int64_t tokens, max_tokens, capacity;
 };
 
@@ -210,6 +217,9 @@ struct CombineArgs {
   uint16_t* out;                // [tokens, hidden]
   int32_t topk, hidden, local_experts;
   int32_t rows_per_signal;
+  // 0: this kernel pushes the rows back itself. Else the down-projection's epilogue has (or will
+  // have) delivered each returned row in `pieces` column tiles: this kernel only reduces.
+  int32_t pieces;
   int64_t tokens, max_tokens;
 };
 
@@ -223,6 +233,88 @@ struct RouteArgs {
   float* weights;
   CompletionWords completion;
 };
+
+// The groups of a grouped GEMM (cuda/moe/grouped.cuh has the contract): plain device pointers and
+// counts the host fills once per plan.
+struct Groups {
+  const int32_t* starts;   // [count] first row of each group
+  const int32_t* limits;   // [count] one past its last row, or its row count (limits_are_counts)
+  const int32_t* local;    // nullptr, or [count] rows at each group's start that are the owner's own
+  const uint64_t* status;  // nullptr, or a MoE layout's status word: a failed layout has no tiles
+  int32_t count;
+  int32_t rows;            // rows of A and of the output
+  int32_t tiles_n;         // output tile columns
+  int32_t tile_cols;       // output columns per tile (the tile width, half of it when paired)
+  int32_t band;            // tile rows per band of the tile order
+  int32_t limits_are_counts;
+};
+
+// One grouped GEMM launch (grouped_gemm.cu): out [rows, n] bf16 = a [rows, k] x b[group], b as a
+// 3-D map (ffi/src/moe/maps.hpp), 128 x tile_n tiles on `ctas` persistent CTAs.
+struct GroupedLaunch {
+  CUtensorMap a, b, c;  // a box {64, a_box_rows}; c box {64, 64} over [rows, n]
+  void* c_ptr;
+  int64_t ldc;
+  int32_t rows, n, k;
+  int32_t a_box_rows;   // rows < 128: all of them (no box crosses A's end), else 128
+  Groups groups;
+  int32_t tile_n;       // 128 or 256
+  bool b_n_major;       // b is [G, K, N]
+  int32_t ctas;         // 0: only load the kernel (preload)
+  CompletionWords completion;
+  cudaStream_t stream;
+};
+cudaError_t launch_grouped(const GroupedLaunch& l);
+// Pipeline stages of a grouped kernel of this tile width (the same as the plain GEMM's).
+int grouped_stages(int tile_n);
+
+// Dispatch + up-projection (dispatch_gemm.cu): the dispatch's arguments, then the GEMM's over
+// this rank's receive layout: out [rows = capacity, n] = recv rows x w[expert] (paired gate | up
+// halves and SwiGLU with `swiglu`; b_up the up half's map).
+struct DispatchGemmLaunch {
+  CUtensorMap recv_tile, recv_rows, x_rows;  // boxes {64, 128}, {64, 1}, {64, 1}
+  CUtensorMap b, b_up, c;                    // weights (grouped maps, maps.hpp); out, box {64, 64}
+  void* c_ptr;
+  int64_t ldc;
+  int32_t rows, n, k;
+  Groups groups;
+  DispatchArgs dispatch;
+  void* ws;              // this rank's workspace, as this process addresses it
+  int32_t tile_n;
+  bool b_n_major, swiglu;
+  int32_t ctas;
+  CompletionWords completion;
+  cudaStream_t stream;
+};
+cudaError_t launch_dispatch_gemm(const DispatchGemmLaunch& l);
+
+// Where the down-projection's epilogue sends its rows (routed_rows.cuh): the combine plan's
+// workspace on every rank and its regions (CombineLayout).
+struct RoutedRows {
+  CompletionWords failure; // where the epilogue reports (CombineLayout::gemm_failure)
+  const int4* row_source;  // the dispatch's layout, this rank
+  char* const* peers;      // device table [world]: every rank's arena base
+  uint64_t ws_offset;      // the combine plan's workspace, from the arena base
+  uint64_t returned, arrived, ready, abort, epoch;
+  uint64_t timeout_ns;
+  int32_t world, rank, topk, hidden;
+};
+
+// Down-projection + combine, the GEMM part (gemm_combine.cu): rows [capacity, k] of the hidden
+// layout x w[expert] [k, n = hidden], each output row stored into its source's returned slot. The
+// reduction then runs as launch_combine with CombineArgs::pieces = the GEMM's tiles_n.
+struct GemmCombineLaunch {
+  CUtensorMap a, b;  // a: hidden rows [capacity, k], box {64, 128}
+  int32_t rows, n, k;
+  Groups groups;
+  RoutedRows routed;
+  int32_t tile_n;
+  bool b_n_major;
+  int32_t ctas;
+  CompletionWords completion;
+  cudaStream_t stream;
+};
+cudaError_t launch_gemm_combine(const GemmCombineLaunch& l);
 
 // Dynamic shared memory of the dispatch kernel for E experts and W ranks.
 size_t dispatch_smem_bytes(int experts, int world);

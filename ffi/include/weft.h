@@ -805,7 +805,7 @@ WEFT_API int weft_moe_dispatch_report(WeftMoeDispatchPlan* plan, const uint64_t*
 typedef struct WeftMoeCombineParams {
   uint32_t size;    /* sizeof(WeftMoeCombineParams) */
   uint32_t version; /* 1 */
-  uint64_t dispatch; /* the WeftMoeDispatchPlan* whose layout this combines */
+  uint64_t dispatch; /* the WeftMoeDispatchPlan* (or WeftMoeDispatchGemmPlan*) whose layout this combines */
   uint64_t hidden;   /* [capacity, hidden] bf16 on this rank */
   uint64_t weights;  /* [tokens, topk] f32 */
   uint64_t out;      /* [tokens, hidden] bf16 */
@@ -833,6 +833,117 @@ WEFT_API int weft_moe_combine_create(WeftComm* comm, const WeftMoeCombineParams*
 WEFT_API int weft_moe_combine_launch(WeftMoeCombinePlan* plan, const WeftTpLaunch* launch);
 WEFT_API int weft_moe_combine_destroy(WeftMoeCombinePlan* plan);
 WEFT_API int weft_moe_combine_report(WeftMoeCombinePlan* plan, const uint64_t** out_words);
+
+/* Grouped GEMM (one GPU): for every group g, out[offsets[g] .. offsets[g + 1]) = a[the same rows] ·
+ * b[g], bf16 in, fp32 accumulate, bf16 out: torch._grouped_mm with row offsets. The offsets are read
+ * on the device when the kernel runs (no host sync): groups may be empty, any size, in any pattern;
+ * rows in no group (before offsets[0], from offsets[groups] on) are not written. Offsets that
+ * decrease or leave [0, m] fail the launch with WEFT_GROUPED_FAIL_OFFSETS (the stage field says
+ * where) and are clamped meanwhile, so nothing outside `out` is ever written.
+ *   a    [m, k] bf16, row stride k          b  [groups, k, n] (or [groups, n, k] with WEFT_GEMM_B_NK)
+ *   out  [m, n] bf16, row stride n           k and n multiples of 8 (16-byte rows, as TMA needs)
+ * One persistent kernel of the GEMM engine (cuda/moe/grouped.cuh): 128 x tile_n tiles per (group,
+ * tile), group by group. */
+typedef struct WeftGroupedGemmParams {
+  uint32_t size;    /* sizeof(WeftGroupedGemmParams) */
+  uint32_t version; /* 1 */
+  uint64_t a;
+  uint64_t b;
+  uint64_t offsets; /* int32 [groups + 1] on the device */
+  uint64_t out;
+  int64_t m, n, k;
+  int32_t groups;   /* 1 .. 4096 */
+  uint32_t flags;   /* WEFT_GEMM_B_NK */
+  int32_t tile_n;   /* 0 = chosen, 128 or 256 */
+  int32_t max_ctas; /* 0 = every SM */
+  uint64_t stream;  /* cudaStream_t on the operands' device; 0 = legacy default stream */
+  uint64_t done;    /* completion (WeftTpLaunch's words), optional: 0 = none */
+  uint64_t seq;
+  uint64_t arrivals;
+} WeftGroupedGemmParams;
+#define WEFT_GROUPED_GEMM_PARAMS_INIT {sizeof(WeftGroupedGemmParams), 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+
+typedef struct WeftGroupedGemmChoice {
+  uint32_t size;    /* sizeof(WeftGroupedGemmChoice) */
+  uint32_t version; /* 1 */
+  int32_t tile_n;
+  int32_t ctas;
+  int32_t band;     /* tile rows per band of the tile order */
+  int32_t stages;
+} WeftGroupedGemmChoice;
+#define WEFT_GROUPED_GEMM_CHOICE_INIT {sizeof(WeftGroupedGemmChoice), 1, 0, 0, 0, 0}
+#define WEFT_GROUPED_FAIL_OFFSETS 3 /* a grouped GEMM's failure code (low 32 bits of the reason word) */
+
+WEFT_API int weft_grouped_gemm(const WeftGroupedGemmParams* params);
+WEFT_API int weft_grouped_gemm_choose(const WeftGroupedGemmParams* params, WeftGroupedGemmChoice* out);
+
+/* The expert GEMM of a fused MoE op: a grouped GEMM over a dispatch's receive layout, one group per
+ * local expert (rows expert_offsets[le] .. + expert_counts[le]; padding rows are never stored).
+ *   dispatch + GEMM (weft_moe_dispatch_gemm_*): one persistent kernel per launch does the dispatch
+ *     (routing, counts, layout, the rows routed to other ranks pushed into their receive buffers),
+ *     then the up-projection: out [capacity, n] (the hidden rows, in the receive layout) =
+ *     rows x w[le], tiles waiting (bounded) on the per-block arrival counters, the owner's own
+ *     blocks first. w [E/W, K = hidden, n] (or [E/W, n, K] with WEFT_MOE_W_NK); with WEFT_MOE_SWIGLU
+ *     w is gate | up [E/W, K, 2n] (or [E/W, 2n, K]) and out = silu(gate) x up, in fp32 before the
+ *     one rounding. Mover PULL: the owner's own rows are read from its x by the GEMM's producer
+ *     (1-row TMA boxes by row index, no copy); PUSH: every row is copied into the receive buffer
+ *     first. Either way the rows from other ranks are pushed by their senders.
+ *   GEMM + combine (weft_moe_gemm_combine_*): the down-projection rows x w[le] (w [E/W, K, n], or
+ *     [E/W, n, K] with WEFT_MOE_W_NK, n = the dispatch's hidden size, K = the combine's `hidden`
+ *     width), whose epilogue stores each row straight into its source rank's returned-row slot,
+ *     then on every rank out [tokens, hidden] = the weighted sum over its k slots in top-k order,
+ *     in fp32 (a second, stream-ordered kernel). */
+#define WEFT_MOE_W_NK 1u   /* WeftMoeExpertGemmParams.flags: weights are [E/W, N, K] */
+#define WEFT_MOE_SWIGLU 2u /* dispatch + GEMM: gate | up weights, out = silu(gate) x up */
+enum WeftMoeMover { WEFT_MOE_MOVER_AUTO = 0, WEFT_MOE_MOVER_PUSH = 1, WEFT_MOE_MOVER_PULL = 2 };
+
+typedef struct WeftMoeExpertGemmParams {
+  uint32_t size;    /* sizeof(WeftMoeExpertGemmParams) */
+  uint32_t version; /* 1 */
+  uint32_t flags;   /* WEFT_MOE_W_NK, WEFT_MOE_SWIGLU */
+  int32_t n;        /* output columns, a multiple of 8: I (dispatch + GEMM) or the hidden size (GEMM + combine) */
+  int32_t k;        /* input columns: 0 or the hidden size (dispatch + GEMM); I, a multiple of 8 (GEMM + combine) */
+  int32_t mover;    /* dispatch + GEMM: WeftMoeMover */
+  int32_t tile_n;   /* 0 = chosen, 128 or 256 columns of the math tile */
+  int32_t ctas;     /* 0 = every SM of the rank's budget */
+  uint64_t w;       /* weights, bf16, contiguous, 16-byte aligned */
+  uint64_t out;     /* dispatch + GEMM: [capacity, n] bf16; GEMM + combine: 0 (the combine's out) */
+} WeftMoeExpertGemmParams;
+#define WEFT_MOE_EXPERT_GEMM_PARAMS_INIT {sizeof(WeftMoeExpertGemmParams), 1, 0, 0, 0, 0, 0, 0, 0, 0}
+
+typedef struct WeftMoeExpertGemmChoice {
+  uint32_t size;    /* sizeof(WeftMoeExpertGemmChoice) */
+  uint32_t version; /* 1 */
+  int32_t ctas;
+  int32_t tile_n;
+  int32_t mover;    /* WeftMoeMover (dispatch + GEMM), else 0 */
+  int32_t stages;
+} WeftMoeExpertGemmChoice;
+#define WEFT_MOE_EXPERT_GEMM_CHOICE_INIT {sizeof(WeftMoeExpertGemmChoice), 1, 0, 0, 0, 0}
+
+/* A dispatch + GEMM plan takes the dispatch's params (its workspace is the dispatch's: choose gives
+ * its size) and is a layout for a combine or a GEMM + combine (their `dispatch` field). */
+typedef struct WeftMoeDispatchGemmPlan WeftMoeDispatchGemmPlan;
+WEFT_API int weft_moe_dispatch_gemm_choose(WeftComm* comm, const WeftMoeDispatchParams* dispatch,
+                                           const WeftMoeExpertGemmParams* gemm, WeftMoeDispatchChoice* out_dispatch,
+                                           WeftMoeExpertGemmChoice* out_gemm);
+WEFT_API int weft_moe_dispatch_gemm_create(WeftComm* comm, const WeftMoeDispatchParams* dispatch,
+                                           const WeftMoeExpertGemmParams* gemm, WeftMoeDispatchGemmPlan** out_plan);
+WEFT_API int weft_moe_dispatch_gemm_launch(WeftMoeDispatchGemmPlan* plan, const WeftTpLaunch* launch);
+WEFT_API int weft_moe_dispatch_gemm_destroy(WeftMoeDispatchGemmPlan* plan);
+WEFT_API int weft_moe_dispatch_gemm_report(WeftMoeDispatchGemmPlan* plan, const uint64_t** out_words);
+
+/* A GEMM + combine plan takes the combine's params (`hidden` is the GEMM's input [capacity, k]) and
+ * the GEMM's; its workspace is the combine's (choose gives its size). */
+typedef struct WeftMoeGemmCombinePlan WeftMoeGemmCombinePlan;
+WEFT_API int weft_moe_gemm_combine_choose(WeftComm* comm, const WeftMoeCombineParams* combine,
+                                          const WeftMoeExpertGemmParams* gemm, WeftMoeCombineChoice* out_combine,
+                                          WeftMoeExpertGemmChoice* out_gemm);
+WEFT_API int weft_moe_gemm_combine_create(WeftComm* comm, const WeftMoeCombineParams* combine,
+                                          const WeftMoeExpertGemmParams* gemm, WeftMoeGemmCombinePlan** out_plan);
+WEFT_API int weft_moe_gemm_combine_launch(WeftMoeGemmCombinePlan* plan, const WeftTpLaunch* launch);
+WEFT_API int weft_moe_gemm_combine_destroy(WeftMoeGemmCombinePlan* plan);
+WEFT_API int weft_moe_gemm_combine_report(WeftMoeGemmCombinePlan* plan, const uint64_t** out_words);
 
 /* A failed MoE launch's reason word: code in bits 0..31 (WeftMoeFailure), stage (WeftMoeStage) in
  * 32..39, field (WeftMoeField) in 40..47, peer rank in 48..63. Report words (…_report): [0] the

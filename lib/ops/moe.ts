@@ -1,6 +1,7 @@
 // moe.ts — MoE expert parallelism on the GPU: routing, dispatch (every routed row into its expert's
 // owner's receive layout) and combine (rows back, weighted sum), each one kernel, no host sync, so
-// plans run back to back and can be captured in a CUDA graph (lib/graph.ts).
+// plans run back to back and can be captured in a CUDA graph (lib/graph.ts). The same ops fused with
+// the experts' grouped GEMMs, and the whole layer, are in moe-gemm.ts and moe-layer.ts.
 //
 //   const { ids, weights } = await moeRoute({ logits, topk: 8 });           // one GPU (moe-route.ts)
 //   const d = comm.moeDispatch({ x, topkIds: ids, topkWeights: weights, experts: 64 });
@@ -102,7 +103,7 @@ const STAGES: Record<number, string> = {
 };
 
 /** Turns a failed MoE launch's reason word (weft.h WeftMoeFailure) into the error to reject with. */
-function describer(comm: Communicator, op: string, report: () => BigUint64Array, shape: MoeDispatchShape): FailureDescriber {
+export function describer(comm: Communicator, op: string, report: () => BigUint64Array, shape: MoeDispatchShape): FailureDescriber {
   return (reason) => {
     const { code, stage, field, peer } = decodeReason(reason);
     const who = `rank ${comm.rank}`;
@@ -134,7 +135,7 @@ function describer(comm: Communicator, op: string, report: () => BigUint64Array,
   };
 }
 
-function reportView(address: number): () => BigUint64Array {
+export function reportView(address: number): () => BigUint64Array {
   const words = new BigUint64Array(viewNative(address, 32));
   return () => words;
 }
@@ -143,8 +144,8 @@ const leaks = new FinalizationRegistry<string>((what) => {
   console.warn(`weft: ${what} was garbage-collected without dispose(): its workspace stays in the symmetric heap.`);
 });
 
-/** What the dispatch and combine plans share: the native handle, the workspace, the launch struct. */
-abstract class MoePlan extends LaunchPlan implements Disposable {
+/** What every MoE plan shares: the native handle, the workspace, the launch struct. */
+export abstract class MoePlan extends LaunchPlan implements Disposable {
   readonly comm: Communicator;
   protected readonly completion: Completion;
   protected readonly describe: FailureDescriber;
@@ -238,6 +239,25 @@ abstract class MoePlan extends LaunchPlan implements Disposable {
   }
 }
 
+export type DispatchChoice = ReturnType<typeof MoeDispatchChoice.read>;
+
+/** The receive layout as views of a dispatch plan's workspace (its offsets from the choice). */
+export function layoutViews(comm: Communicator, shape: MoeDispatchShape, choice: DispatchChoice, workspace: SymmetricTensor): MoeLayout {
+  const capacity = Number(choice.capacity), El = choice.local_experts;
+  const view = (offset: bigint | number, dims: number[], dtype: "bf16" | "i32" | "u8") =>
+    Tensor.wrap(workspace.ptr + Number(offset), dims, dtype, comm.device);
+  return Object.freeze({
+    world: comm.size, rank: comm.rank, experts: shape.experts, localExperts: El, topk: shape.topk, hidden: shape.hidden,
+    tokens: shape.tokens, maxTokens: Number(choice.max_tokens), capacity,
+    recv: view(choice.recv_offset, [capacity, shape.hidden], "bf16"),
+    rowSource: view(choice.row_source_offset, [capacity, 4], "i32"),
+    expertOffsets: view(choice.expert_offsets_offset, [El + 1], "i32"),
+    expertCounts: view(choice.expert_counts_offset, [El], "i32"),
+    sourceCounts: view(choice.source_counts_offset, [comm.size, El], "i32"),
+    arrivals: view(choice.arrivals_offset, [(capacity / 128) * 8], "u8"),
+  });
+}
+
 /** One rank's prepared dispatch (comm.moeDispatch). */
 export class MoeDispatchPlan extends MoePlan {
   readonly shape: MoeDispatchShape;
@@ -248,7 +268,7 @@ export class MoeDispatchPlan extends MoePlan {
   readonly topkWeights: Tensor | undefined;
 
   /** @internal comm.moeDispatch() makes plans. */
-  constructor(comm: Communicator, shape: MoeDispatchShape, choice: ReturnType<typeof MoeDispatchChoice.read>, handle: number,
+  constructor(comm: Communicator, shape: MoeDispatchShape, choice: DispatchChoice, handle: number,
     workspace: SymmetricTensor, inputs: readonly Tensor[], owned: readonly Tensor[], ids: Tensor, weights: Tensor | undefined,
     report: number) {
     super(comm, "Communicator.moeDispatch", handle, (h) => native().weft_moe_dispatch_destroy(h), workspace, inputs, owned,
@@ -257,19 +277,7 @@ export class MoeDispatchPlan extends MoePlan {
     this.ctas = choice.ctas;
     this.topkIds = ids;
     this.topkWeights = weights;
-    const capacity = Number(choice.capacity), El = choice.local_experts;
-    const view = (offset: bigint | number, dims: number[], dtype: "bf16" | "i32" | "u8") =>
-      Tensor.wrap(workspace.ptr + Number(offset), dims, dtype, comm.device);
-    this.layout = Object.freeze({
-      world: comm.size, rank: comm.rank, experts: shape.experts, localExperts: El, topk: shape.topk, hidden: shape.hidden,
-      tokens: shape.tokens, maxTokens: Number(choice.max_tokens), capacity,
-      recv: view(choice.recv_offset, [capacity, shape.hidden], "bf16"),
-      rowSource: view(choice.row_source_offset, [capacity, 4], "i32"),
-      expertOffsets: view(choice.expert_offsets_offset, [El + 1], "i32"),
-      expertCounts: view(choice.expert_counts_offset, [El], "i32"),
-      sourceCounts: view(choice.source_counts_offset, [comm.size, El], "i32"),
-      arrivals: view(choice.arrivals_offset, [(capacity / 128) * 8], "u8"),
-    });
+    this.layout = layoutViews(comm, shape, choice, workspace);
   }
 
   /** @internal The native plan, for moeCombine. */
@@ -319,8 +327,25 @@ export function requireTensor(t: unknown, op: string, name: string): Tensor {
   return t;
 }
 
-function outWord(cell: BigUint64Array): number {
+export function outWord(cell: BigUint64Array): number {
   return outPointer(cell);
+}
+
+/** A dispatch's WeftMoeDispatchParams (workspace still 0) and the routing tensors it reads or
+ * writes: the given ones, or new ones pushed onto `owned`. */
+export function dispatchParams(comm: Communicator, shape: MoeDispatchShape, args: MoeDispatchArgs, owned: Tensor[]) {
+  const rows = Math.max(1, shape.tokens);
+  const ids = args.topkIds ?? (owned.push(Tensor.empty([rows, shape.topk], "i32", { device: comm.device })), owned.at(-1)!);
+  const weights = args.topkWeights ??
+    (shape.route ? (owned.push(Tensor.empty([rows, shape.topk], "f32", { device: comm.device })), owned.at(-1)!) : undefined);
+  const params = MoeDispatchParams.write(MoeDispatchParams.alloc(), {
+    flags: (shape.route ? FLAG_ROUTE : 0) | (shape.normalize ? FLAG_NORMALIZE : 0), experts: shape.experts, topk: shape.topk,
+    hidden: shape.hidden, tokens: shape.tokens, max_tokens: shape.maxTokens, capacity: shape.capacity, x: args.x.ptr,
+    ids: ids.ptr, weights: weights?.ptr ?? 0, logits: args.logits?.ptr ?? 0,
+    logits_dtype: DTYPES[shape.logitsDtype].code, ctas: shape.ctas, stream: comm.stream.handle,
+  });
+  const inputs = [args.x, ids, ...(weights ? [weights] : []), ...(args.logits ? [args.logits] : [])];
+  return { params, ids, weights, inputs };
 }
 
 /** comm.moeDispatch: validates, allocates the workspace (symmetric) and the routing outputs, creates the plan. */
@@ -335,16 +360,7 @@ export function createMoeDispatch(comm: Communicator, args: MoeDispatchArgs): Mo
   let workspace: SymmetricTensor | undefined;
   let handle = 0;
   try {
-    const rows = Math.max(1, shape.tokens);
-    const ids = args.topkIds ?? (owned.push(Tensor.empty([rows, shape.topk], "i32", { device: comm.device })), owned.at(-1)!);
-    const weights = args.topkWeights ??
-      (shape.route ? (owned.push(Tensor.empty([rows, shape.topk], "f32", { device: comm.device })), owned.at(-1)!) : undefined);
-    const params = MoeDispatchParams.write(MoeDispatchParams.alloc(), {
-      flags: (shape.route ? FLAG_ROUTE : 0) | (shape.normalize ? FLAG_NORMALIZE : 0), experts: shape.experts, topk: shape.topk,
-      hidden: shape.hidden, tokens: shape.tokens, max_tokens: shape.maxTokens, capacity: shape.capacity, x: args.x.ptr,
-      ids: ids.ptr, weights: weights?.ptr ?? 0, logits: args.logits?.ptr ?? 0,
-      logits_dtype: DTYPES[shape.logitsDtype].code, ctas: shape.ctas, stream: comm.stream.handle,
-    });
+    const { params, ids, weights, inputs } = dispatchParams(comm, shape, args, owned);
     const choiceBuf = MoeDispatchChoice.alloc();
     check(native().weft_moe_dispatch_choose(internals.handle, params, choiceBuf), op);
     const choice = MoeDispatchChoice.read(choiceBuf);
@@ -355,7 +371,6 @@ export function createMoeDispatch(comm: Communicator, args: MoeDispatchArgs): Mo
     handle = outWord(out);
     const report = new BigUint64Array(1);
     check(native().weft_moe_dispatch_report(handle, report), op);
-    const inputs = [args.x, ids, ...(weights ? [weights] : []), ...(args.logits ? [args.logits] : [])];
     return new MoeDispatchPlan(comm, shape, choice, handle, workspace, inputs, owned, ids, weights, outWord(report));
   } catch (e) {
     if (handle) native().weft_moe_dispatch_destroy(handle);

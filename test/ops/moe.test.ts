@@ -1,6 +1,7 @@
 // The MoE ops: validation and the test support's own references on the CPU; routing on one GPU;
-// dispatch + combine, the graph capture, the layer and the failure paths with 1 to 4 ranks sharing
-// one GPU (each a 1/W share of its SMs); every check in both process models on two GPUs.
+// dispatch + combine, the graph capture and the failure paths with 1 to 4 ranks sharing one GPU
+// (each a 1/W share of its SMs); every check (and the layer's, moe-layer.test.ts) in both process
+// models on two GPUs.
 //
 // Ladder for a failure on the GPU host (each step needs the ones before it):
 //   bun test test/ops/moe.test.ts -t "moeRoute"            routing kernel alone
@@ -11,17 +12,16 @@
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
 
-import { LocalStore } from "../../lib/bootstrap.ts";
 import { Communicator } from "../../lib/comm.ts";
-import { deviceInfo } from "../../lib/device.ts";
 import { ArgumentError } from "../../lib/errors.ts";
 import { moeRoute } from "../../lib/ops/moe-route.ts";
 import { validateMoeCombine, validateMoeDispatch, validateMoeRoute, type MoeDispatchShape } from "../../lib/ops/moe-validate.ts";
 import { Tensor } from "../../lib/tensor.ts";
 import { describeGpu } from "../support/gpu.ts";
 import {
-  checkDispatchCombine, checkFailures, checkGraphReplay, checkLayer, checkMismatchAndTimeout, MOE_CHECKS, type MoeContext,
+  checkDispatchCombine, checkFailures, checkGraphReplay, checkMismatchAndTimeout, MOE_CHECKS, onOneGpu,
 } from "../support/moe-checks.ts";
+import { LAYER_CHECKS } from "../support/moe-layer-checks.ts";
 import { makeRouting, referenceLayout, referenceRoute, rng } from "../support/moe-reference.ts";
 import { runCheckWorkers } from "../support/report-channel.ts";
 
@@ -161,24 +161,6 @@ describeGpu("MoE routing on one GPU (moeRoute against the serial reference)", 1,
   }
 });
 
-/** `world` ranks of one communicator on GPU 0 in this process, each a 1/W share of the SMs. */
-async function ranksOnOneGpu(world: number, heapBytes: number): Promise<Communicator[]> {
-  const stores = LocalStore.group(world, { timeoutMs: 60_000 });
-  const smBudget = world > 1 ? Math.floor(deviceInfo(0).smCount / world) : undefined;
-  return Promise.all(stores.map((store, rank) => Communicator.create(store,
-    { rank, worldSize: world, localRank: rank, localWorldSize: world, nodeId: "gpu0" }, 0,
-    { heapBytes, timeoutMs: GPU_TIMEOUT_MS, smBudget })));
-}
-
-async function onOneGpu(world: number, heapBytes: number, body: (ctx: MoeContext) => Promise<string>): Promise<void> {
-  const comms = await ranksOnOneGpu(world, heapBytes);
-  try {
-    console.log(`  [one GPU, world ${world}] ${await body({ comms, world })}`);
-  } finally {
-    await Communicator.disposeAll(comms);
-  }
-}
-
 describeGpu("MoE dispatch + combine, 1 to 4 ranks on one GPU (every rank's kernel resident at once)", 1, () => {
   // Per world: E a multiple of W; uniform and skewed routing; T differing per rank, 0 included.
   const E = (W: number, base: number) => (W === 3 ? (base === 8 ? 12 : 48) : base);
@@ -213,12 +195,6 @@ describeGpu("MoE dispatch + combine, 1 to 4 ranks on one GPU (every rank's kerne
     test(`world ${world}: CUDA graph, captured once, replayed with new routing, each checked`, () =>
       onOneGpu(world, 1 << 30, (ctx) => checkGraphReplay(ctx, { experts: 16, topk: 2, hidden: 1024, tokens: () => 128, routing: "uniform", tag: 50 + world }, 5)), LONG);
   }
-  for (const world of [1, 2]) {
-    test(`world ${world}: the layer (SwiGLU) against the fp32 reference, TEMPORARY unfused GEMMs`, () =>
-      onOneGpu(world, 1 << 30, (ctx) => checkLayer(ctx, { experts: 8, topk: 2, hidden: 1024, inter: 512, tokens: () => 128, routing: "uniform", tag: 60 + world })), LONG);
-  }
-  test("world 2: the layer at E 64 k 8 H 7168 I 2048 T 128", () => onOneGpu(2, 2 << 30, (ctx) =>
-    checkLayer(ctx, { experts: 64, topk: 8, hidden: 7168, inter: 2048, tokens: () => 128, routing: "skewed", tag: 63 })), LONG);
   test("world 2: failures every rank sees alike (capacity, a failed layout, a bad id), then good runs", () =>
     onOneGpu(2, 1 << 30, (ctx) => checkFailures(ctx)), LONG);
   test("world 3: mismatched plans fail with a PeerError, a missing rank times out", () =>
@@ -226,7 +202,7 @@ describeGpu("MoE dispatch + combine, 1 to 4 ranks on one GPU (every rank's kerne
 });
 
 describeGpu("MoE, one process driving both GPUs (Communicator.local)", 2, () => {
-  for (const check of MOE_CHECKS) {
+  for (const check of [...MOE_CHECKS, ...LAYER_CHECKS]) {
     test(check.name, async () => {
       const comms = await Communicator.local({ devices: [0, 1], heapBytes: 3 << 30, timeoutMs: GPU_TIMEOUT_MS });
       try {
@@ -244,7 +220,7 @@ describeGpu("MoE, one process per GPU (2 bun processes, CUDA IPC)", 2, () => {
     const { failed, exits, reported } = await runCheckWorkers(worker, 2);
     expect(failed).toEqual([]);
     expect(exits).toEqual([0, 0]);
-    const expected = process.env.CHECK_FILTER ? reported[0] : MOE_CHECKS.length;
+    const expected = process.env.CHECK_FILTER ? reported[0] : MOE_CHECKS.length + LAYER_CHECKS.length;
     expect(reported).toEqual([expected!, expected!]);
   }, LONG);
 });

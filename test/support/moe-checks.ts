@@ -10,14 +10,15 @@
 //   - every received row against the source's x row, exactly (both gathered on the GPU);
 //   - out against Σ_k w · hidden_owner[row] in fp32 (the GPU reference), ≤ 1e-2, no NaN left;
 // with recv and out poisoned with NaN before each run.
-import type { Communicator } from "../../lib/comm.ts";
+import { LocalStore } from "../../lib/bootstrap.ts";
+import { Communicator } from "../../lib/comm.ts";
+import { deviceInfo } from "../../lib/device.ts";
 import { CudaGraph } from "../../lib/graph.ts";
-import { gemmSync } from "../../lib/ops/gemm.ts";
 import type { MoeCombinePlan, MoeDispatchPlan } from "../../lib/ops/moe.ts";
 import { Tensor } from "../../lib/tensor.ts";
 import { deviceErrorAsync, readErrors } from "./gemm.ts";
 import {
-  gatherRows, makeRouting, makeWeights, referenceCombine, referenceLayout, rowsGemm, rowsOf, swiglu, type Layout, type RoutingKind,
+  gatherRows, makeRouting, makeWeights, referenceCombine, referenceLayout, rowsOf, type Layout, type RoutingKind,
 } from "./moe-reference.ts";
 import type { NamedCheck } from "./report-channel.ts";
 
@@ -37,6 +38,24 @@ export interface MoeProblem {
   capacity?: number;
 }
 
+/** `world` ranks of one communicator on GPU 0 in this process, each a 1/W share of the SMs. */
+async function ranksOnOneGpu(world: number, heapBytes: number): Promise<Communicator[]> {
+  const stores = LocalStore.group(world, { timeoutMs: 60_000 });
+  const smBudget = world > 1 ? Math.floor(deviceInfo(0).smCount / world) : undefined;
+  return Promise.all(stores.map((store, rank) => Communicator.create(store,
+    { rank, worldSize: world, localRank: rank, localWorldSize: world, nodeId: "gpu0" }, 0,
+    { heapBytes, timeoutMs: Number(process.env.WEFT_COMM_TIMEOUT_MS ?? 10_000), smBudget })));
+}
+
+export async function onOneGpu(world: number, heapBytes: number, body: (ctx: MoeContext) => Promise<string>): Promise<void> {
+  const comms = await ranksOnOneGpu(world, heapBytes);
+  try {
+    console.log(`  [one GPU, world ${world}] ${await body({ comms, world })}`);
+  } finally {
+    await Communicator.disposeAll(comms);
+  }
+}
+
 const TOL = 1e-2;
 const BF16_NAN = Number.NaN;
 
@@ -48,7 +67,7 @@ function each<T>(ctx: MoeContext, f: (c: Communicator, i: number) => Promise<T> 
   return Promise.all(ctx.comms.map((c, i) => f(c, i)));
 }
 
-function maxTokens(ctx: MoeContext, p: MoeProblem): number {
+export function maxTokens(ctx: MoeContext, p: MoeProblem): number {
   let m = 0;
   for (let q = 0; q < ctx.world; q++) m = Math.max(m, p.tokens(q));
   return m;
@@ -72,7 +91,7 @@ interface Rank {
 }
 
 /** Routing of every rank for run `iteration` (0: the problem's own seed). */
-function routings(ctx: MoeContext, p: MoeProblem, iteration: number) {
+export function routings(ctx: MoeContext, p: MoeProblem, iteration: number) {
   const ids: Int32Array[] = [], weights: Float32Array[] = [];
   for (let q = 0; q < ctx.world; q++) {
     const s = seed(p.tag, q, 3) + 1009 * iteration;
@@ -82,7 +101,7 @@ function routings(ctx: MoeContext, p: MoeProblem, iteration: number) {
   return { ids, weights };
 }
 
-function upload(t: Tensor, data: Int32Array | Float32Array): void {
+export function upload(t: Tensor, data: Int32Array | Float32Array): void {
   if (data.length === 0) return;
   using view = rowsOf(t, 0, data.length / (t.numel / t.shape[0]!));
   view.upload(data as never);
@@ -255,98 +274,6 @@ export async function checkGraphReplay(ctx: MoeContext, p: MoeProblem, replays: 
   return `${label(ctx, p)}: captured once, ${replays} replays with new routing, each checked, then a tracked launch`;
 }
 
-export interface LayerProblem extends MoeProblem {
-  inter: number;
-}
-
-/** The whole layer: dispatch, up-projection (gate + up) with SwiGLU, down-projection, combine. The
- * expert GEMMs are TEMPORARY: one gemm() per non-empty local expert from the host, after reading the
- * offsets back (a host sync). Phase 2 replaces them with the grouped GEMM fused into dispatch and
- * combine. Reference: per expert, the gathered rows through fp32 loops (rows_gemm), SwiGLU in fp32,
- * the weighted sum in fp32. */
-export async function checkLayer(ctx: MoeContext, p: LayerProblem): Promise<string> {
-  const routing = routings(ctx, p, 0);
-  const { hidden: H, inter: I, experts: E, topk: k } = p;
-  const El = E / ctx.world, N1 = 2 * I;
-  const owned: Tensor[] = [];
-  const w1 = new Map<Communicator, Tensor>(), w2 = new Map<Communicator, Tensor>();
-  // The down-projection's output is the combine's input: its rows in the receive layout.
-  const ranks = prepare(ctx, p, routing, (c, capacity) => Tensor.empty([capacity, H], "bf16", { device: c.device }));
-  let worst = 0;
-  try {
-    for (const rk of ranks) {
-      const dev = rk.c.device;
-      w1.set(rk.c, (owned.push(Tensor.empty([El * H, N1], "bf16", { device: dev }).fillRandom(seed(p.tag, rk.c.rank, 5), -0.05, 0.05)), owned.at(-1)!));
-      w2.set(rk.c, (owned.push(Tensor.empty([El * I, H], "bf16", { device: dev }).fillRandom(seed(p.tag, rk.c.rank, 6), -0.05, 0.05)), owned.at(-1)!));
-    }
-    await Promise.all(ranks.map((rk) => rk.d.run()));
-    for (const rk of ranks) {
-      const L = rk.d.layout, s = rk.c.stream, C = L.capacity;
-      const offsets = L.expertOffsets.download() as Int32Array, counts = L.expertCounts.download() as Int32Array;  // the host sync
-      using h = Tensor.empty([C, N1], "bf16", { device: rk.c.device });
-      using a = Tensor.empty([C, I], "bf16", { device: rk.c.device });
-      const y = rk.hidden;
-      for (let le = 0; le < El; le++) {
-        if (counts[le] === 0) continue;
-        using xr = rowsOf(L.recv, offsets[le]!, counts[le]!), hr = rowsOf(h, offsets[le]!, counts[le]!);
-        using wv = rowsOf(w1.get(rk.c)!, le * H, H);
-        gemmSync(xr, wv, hr, { stream: s });
-      }
-      swiglu(h, offsets[El]!, I, a, s);
-      for (let le = 0; le < El; le++) {
-        if (counts[le] === 0) continue;
-        using ar = rowsOf(a, offsets[le]!, counts[le]!), yr = rowsOf(y, offsets[le]!, counts[le]!);
-        using wv = rowsOf(w2.get(rk.c)!, le * I, I);
-        gemmSync(ar, wv, yr, { stream: s });
-      }
-      s.synchronize();
-    }
-    await Promise.all(ranks.map((rk) => rk.comb.run()));
-    for (const rk of ranks) {
-      if (rk.T === 0) continue;
-      const dev = rk.c.device, T = rk.T, ids = routing.ids[rk.c.rank]!;
-      using w1All = Tensor.empty([E * H, N1], "bf16", { device: dev });
-      using w2All = Tensor.empty([E * I, H], "bf16", { device: dev });
-      for (let q = 0; q < ctx.world; q++) {
-        using a1 = rowsOf(w1All, q * El * H, El * H), a2 = rowsOf(w2All, q * El * I, El * I);
-        a1.fillRandom(seed(p.tag, q, 5), -0.05, 0.05);
-        a2.fillRandom(seed(p.tag, q, 6), -0.05, 0.05);
-      }
-      using hRef = Tensor.empty([T * k, N1], "f32", { device: dev });
-      using aRef = Tensor.empty([T * k, I], "f32", { device: dev });
-      using yRef = Tensor.empty([T * k, H], "f32", { device: dev });
-      for (const stage of [0, 1]) {
-        if (stage === 1) swiglu(hRef, T * k, I, aRef);
-        for (let e = 0; e < E; e++) {
-          const slots: number[] = [];
-          for (let i = 0; i < ids.length; i++) if (ids[i] === e) slots.push(i);
-          if (slots.length === 0) continue;
-          using cIdx = Tensor.from(Int32Array.from(slots), [slots.length], "i32", { device: dev });
-          if (stage === 0) {
-            using aIdx = Tensor.from(Int32Array.from(slots, (i) => Math.floor(i / k)), [slots.length], "i32", { device: dev });
-            rowsGemm(rk.x, aIdx, { ptr: w1All.ptr + e * H * N1 * 2, ld: N1, nk: false }, hRef, cIdx, slots.length, N1, H);
-          } else {
-            rowsGemm(aRef, cIdx, { ptr: w2All.ptr + e * I * H * 2, ld: H, nk: false }, yRef, cIdx, slots.length, H, I);
-          }
-        }
-      }
-      using ident = Tensor.from(Int32Array.from({ length: T * k }, (_, i) => i), [T * k], "i32", { device: dev });
-      using wt = Tensor.from(routing.weights[rk.c.rank]!, [T * k], "f32", { device: dev });
-      using refOut = Tensor.empty([T, H], "f32", { device: dev });
-      referenceCombine(yRef, ident, wt, T, k, refOut);
-      using o = rowsOf(rk.out, 0, T);
-      deviceErrorAsync(o, refOut, rk.scratch, 0);
-      const [err] = readErrors(rk.scratch, 1);
-      if (err!.nonFinite !== 0 || !(err!.rel <= TOL)) throw new Error(`layer ${label(ctx, p)} I ${I}: rel ${err!.rel}, ${err!.nonFinite} non-finite`);
-      worst = Math.max(worst, err!.rel);
-    }
-  } finally {
-    for (const rk of ranks) rk.dispose();
-    for (const t of owned.reverse()) t.dispose();
-  }
-  return `layer ${label(ctx, p)} I ${I} (TEMPORARY host-synced gemm() per expert): out rel ${worst.toExponential(2)}`;
-}
-
 /** Expects `promise` to reject with an error whose name and message match. */
 async function rejects(promise: Promise<unknown>, name: string, message: RegExp, what: string): Promise<string> {
   try {
@@ -455,7 +382,6 @@ export const MOE_CHECKS: NamedCheck<MoeContext>[] = [
   { name: "dispatch + combine, a rank with no tokens, identical routing", run: (ctx) => checkDispatchCombine(ctx, { experts: 8, topk: 1, hidden: H_SMALL, tokens: (q) => (q === 1 ? 0 : 1), routing: "identical", tag: 3 }) },
   { name: "100 back-to-back runs, routing changed every run", run: (ctx) => checkDispatchCombine(ctx, { experts: 16, topk: 4, hidden: H_SMALL, tokens: (q) => 96 + 32 * q, routing: "skewed", tag: 4 }, 100) },
   { name: "CUDA graph: capture once, replay with new routing", run: (ctx) => checkGraphReplay(ctx, { experts: 16, topk: 2, hidden: H_SMALL, tokens: () => 128, routing: "uniform", tag: 5 }, 5) },
-  { name: "layer, E 8 k 2 H 1024 I 512 T 128 (temporary unfused GEMMs)", run: (ctx) => checkLayer(ctx, { experts: 8, topk: 2, hidden: 1024, inter: 512, tokens: () => 128, routing: "uniform", tag: 6 }) },
   { name: "failures every rank sees alike, then good runs", run: (ctx) => checkFailures(ctx) },
   { name: "mismatched plans and a missing rank", run: (ctx) => checkMismatchAndTimeout(ctx) },
 ];

@@ -24,6 +24,10 @@ NOT_BOUND = {
     # Decoder layers (examples/serve drives them from TS; no torch op wraps them).
     "WeftEmbeddingParams", "WeftRmsNormParams", "WeftRopeParams", "WeftSwigluParams",
     "WeftKvAppendParams", "WeftCacheAttentionParams", "WeftSampleParams",
+    # Attention and ring attention: the torch custom op comes with the two-GPU ring measurement.
+    "WeftAttentionParams", "WeftAttentionChoice", "WeftRingAttentionParams", "WeftRingAttentionChoice",
+    # The grouped GEMM and the MoE expert GEMMs (issue 26 phase 2): bound with the torch custom ops.
+    "WeftGroupedGemmParams", "WeftGroupedGemmChoice", "WeftMoeExpertGemmParams", "WeftMoeExpertGemmChoice",
 }
 
 

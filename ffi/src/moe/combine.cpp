@@ -14,38 +14,62 @@ using namespace weft;
 
 struct WeftMoeCombinePlan : weft::moe::PlanBase {
   moe::CombineArgs args{};
+  WeftMoeCombinePlan() : PlanBase(weft::moe::PlanKind::kCombine) {}
 };
 
 namespace {
-
 constexpr char kOp[] = "weft_moe_combine";
+}  // namespace
 
-const moe::DispatchArgs& validate(const WeftComm& c, const WeftMoeCombineParams* p) {
-  WEFT_REQUIRE(p, "%s: params must not be NULL", kOp);
+namespace weft::moe {
+
+const DispatchArgs& validate_combine(const WeftComm& c, const WeftMoeCombineParams* p, const char* op) {
+  WEFT_REQUIRE(p, "%s: params must not be NULL", op);
   WEFT_REQUIRE(p->size == sizeof(WeftMoeCombineParams) && p->version == 1,
-               "%s: params->size/version must be sizeof(WeftMoeCombineParams) (%zu) and 1 (got %u, %u)", kOp,
+               "%s: params->size/version must be sizeof(WeftMoeCombineParams) (%zu) and 1 (got %u, %u)", op,
                sizeof(WeftMoeCombineParams), p->size, p->version);
   const WeftComm* owner = nullptr;
-  const moe::DispatchArgs& d = moe::dispatch_args(reinterpret_cast<const WeftMoeDispatchPlan*>(p->dispatch), &owner);
-  WEFT_REQUIRE(owner == &c, "%s: dispatch belongs to another communicator", kOp);
-  WEFT_REQUIRE(p->ctas >= 0, "%s: ctas must be >= 0 (got %d)", kOp, p->ctas);
+  const DispatchArgs& d = dispatch_args(reinterpret_cast<const void*>(p->dispatch), &owner);
+  WEFT_REQUIRE(owner == &c, "%s: dispatch belongs to another communicator", op);
+  WEFT_REQUIRE(p->ctas >= 0, "%s: ctas must be >= 0 (got %d)", op, p->ctas);
   return d;
 }
 
-WeftMoeCombineChoice choose(const WeftComm& c, const WeftMoeCombineParams& p) {
-  const moe::DispatchArgs& d = validate(c, &p);
-  const moe::CombineLayout l = moe::combine_layout(int(c.world), d.max_tokens, d.topk, d.hidden);
+WeftMoeCombineChoice choose_combine(const WeftComm& c, const WeftMoeCombineParams& p, const char* op) {
+  const DispatchArgs& d = validate_combine(c, &p, op);
+  const CombineLayout l = combine_layout(int(c.world), d.max_tokens, d.topk, d.hidden);
   WeftMoeCombineChoice out{};
   out.size = sizeof out;
   out.version = 1;
   // As many CTAs as the dispatch takes for the same rows (the pushes are the same traffic back).
-  out.ctas = moe::choose_ctas(c, p.ctas, (d.max_tokens * d.topk + 7) / 8, kOp);
+  out.ctas = choose_ctas(c, p.ctas, (d.max_tokens * d.topk + 7) / 8, op);
   out.workspace_bytes = l.total;
   out.returned_offset = l.returned;
   return out;
 }
 
-}  // namespace
+CombineArgs combine_args(const WeftComm& c, const WeftMoeCombineParams& p, const DispatchArgs& d, const Report& report) {
+  CombineArgs a{};
+  a.peer = peer_args(c, p.workspace, report);
+  a.layout = combine_layout(int(c.world), d.max_tokens, d.topk, d.hidden);
+  const char* dws = c.arena + d.peer.ws_offset;  // the dispatch plan's workspace on this rank
+  a.dispatch_status = reinterpret_cast<const uint64_t*>(dws + d.layout.status);
+  a.expert_offsets = reinterpret_cast<const int32_t*>(dws + d.layout.expert_offsets);
+  a.row_source = reinterpret_cast<const int4*>(dws + d.layout.row_source);
+  a.hidden_rows = reinterpret_cast<const uint16_t*>(p.hidden);
+  a.weights = reinterpret_cast<const float*>(p.weights);
+  a.out = reinterpret_cast<uint16_t*>(p.out);
+  a.topk = d.topk;
+  a.hidden = d.hidden;
+  a.local_experts = d.local_experts;
+  a.rows_per_signal = d.rows_per_signal;
+  a.pieces = 0;
+  a.tokens = d.tokens;
+  a.max_tokens = d.max_tokens;
+  return a;
+}
+
+}  // namespace weft::moe
 
 extern "C" {
 
@@ -54,7 +78,7 @@ WEFT_API int weft_moe_combine_choose(WeftComm* comm, const WeftMoeCombineParams*
     WeftComm& c = comm::require(comm, false);
     WEFT_REQUIRE(out && out->size == sizeof(WeftMoeCombineChoice) && out->version == 1,
                  "%s: out must be a WeftMoeCombineChoice with size %zu and version 1", kOp, sizeof(WeftMoeCombineChoice));
-    *out = choose(c, *params);
+    *out = moe::choose_combine(c, *params, kOp);
   });
 }
 
@@ -62,16 +86,10 @@ WEFT_API int weft_moe_combine_create(WeftComm* comm, const WeftMoeCombineParams*
   return guard([&] {
     WeftComm& c = moe::require_comm(comm);
     WEFT_REQUIRE(out_plan, "%s: out_plan must not be NULL", kOp);
-    const WeftMoeCombineChoice ch = choose(c, *params);
+    const WeftMoeCombineChoice ch = moe::choose_combine(c, *params, kOp);
     const WeftMoeCombineParams& p = *params;
-    const moe::DispatchArgs& d = validate(c, params);
-    if (d.tokens > 0) {
-      comm::require_on_device(c, p.weights, "weights", kOp);
-      comm::require_on_device(c, p.out, "out", kOp);
-      WEFT_REQUIRE((p.out & 15) == 0 && (p.weights & 3) == 0, "%s: out must be 16-byte and weights 4-byte aligned", kOp);
-    }
-    comm::require_on_device(c, p.hidden, "hidden", kOp);
-    WEFT_REQUIRE((p.hidden & 15) == 0, "%s: hidden must be 16-byte aligned", kOp);
+    const moe::DispatchArgs& d = moe::validate_combine(c, params, kOp);
+    moe::require_combine_tensors(c, p, d, kOp);
     moe::check_workspace(c, p.workspace, p.workspace_bytes, ch.workspace_bytes, kOp);
     DeviceGuard g(c.device);
     auto plan = std::make_unique<WeftMoeCombinePlan>();
@@ -80,23 +98,8 @@ WEFT_API int weft_moe_combine_create(WeftComm* comm, const WeftMoeCombineParams*
     plan->ctas = ch.ctas;
     try {
       plan->report.allocate();
-      moe::CombineArgs& a = plan->args;
-      a.peer = moe::peer_args(c, p.workspace, plan->report);
-      a.layout = moe::combine_layout(int(c.world), d.max_tokens, d.topk, d.hidden);
-      const char* dws = c.arena + d.peer.ws_offset;  // the dispatch plan's workspace on this rank
-      a.dispatch_status = reinterpret_cast<const uint64_t*>(dws + d.layout.status);
-      a.expert_offsets = reinterpret_cast<const int32_t*>(dws + d.layout.expert_offsets);
-      a.row_source = reinterpret_cast<const int4*>(dws + d.layout.row_source);
-      a.hidden_rows = reinterpret_cast<const uint16_t*>(p.hidden);
-      a.weights = reinterpret_cast<const float*>(p.weights);
-      a.out = reinterpret_cast<uint16_t*>(p.out);
-      a.topk = d.topk;
-      a.hidden = d.hidden;
-      a.local_experts = d.local_experts;
-      a.rows_per_signal = d.rows_per_signal;
-      a.tokens = d.tokens;
-      a.max_tokens = d.max_tokens;
-      WEFT_CUDA(cudaMemsetAsync(reinterpret_cast<void*>(p.workspace), 0, a.layout.total, plan->stream));
+      plan->args = moe::combine_args(c, p, d, plan->report);
+      WEFT_CUDA(cudaMemsetAsync(reinterpret_cast<void*>(p.workspace), 0, plan->args.layout.total, plan->stream));
       WEFT_CUDA(moe::preload_kernels(d.experts, d.peer.world));  // a no-op after the dispatch plan's
     } catch (...) {
       plan->report.release();

@@ -7,6 +7,7 @@
 
 #include "comm/call_checks.hpp"
 #include "device_guard.hpp"
+#include "gemm/gemm.h"
 #include "status.hpp"
 
 namespace weft::moe {
@@ -88,6 +89,57 @@ int choose_ctas(const WeftComm& c, int32_t requested, int64_t work, const char* 
     return requested;
   }
   return int(std::clamp<int64_t>(work, 1, max_ctas));
+}
+
+void require_combine_tensors(const WeftComm& c, const WeftMoeCombineParams& p, const DispatchArgs& d, const char* op) {
+  if (d.tokens > 0) {
+    comm::require_on_device(c, p.weights, "weights", op);
+    comm::require_on_device(c, p.out, "out", op);
+    WEFT_REQUIRE((p.out & 15) == 0 && (p.weights & 3) == 0, "%s: out must be 16-byte and weights 4-byte aligned", op);
+  }
+  comm::require_on_device(c, p.hidden, "hidden", op);
+  WEFT_REQUIRE((p.hidden & 15) == 0, "%s: hidden must be 16-byte aligned", op);
+}
+
+Groups layout_groups(const DispatchArgs& d, const char* ws, int tile_n, int tile_cols, int64_t n_out, int ctas) {
+  Groups g{};
+  g.starts = reinterpret_cast<const int32_t*>(ws + d.layout.expert_offsets);
+  g.limits = reinterpret_cast<const int32_t*>(ws + d.layout.expert_counts);
+  g.limits_are_counts = 1;
+  // Own rows first only when there are other sources to wait for: at world 1 a second pass would
+  // split each expert's last tile row from the rest and read its weights from HBM twice.
+  g.local = d.peer.world > 1 ? reinterpret_cast<const int32_t*>(ws + d.layout.source_counts) + int64_t(d.peer.rank) * d.local_experts
+                             : nullptr;
+  g.status = reinterpret_cast<const uint64_t*>(ws + d.layout.status);
+  g.count = d.local_experts;
+  g.rows = int32_t(d.capacity);
+  g.tile_cols = tile_cols;
+  g.tiles_n = int32_t((n_out + tile_cols - 1) / tile_cols);
+  g.band = gemm::default_band(tile_n, ctas);
+  return g;
+}
+
+void require_expert_gemm(const WeftMoeExpertGemmParams* g, uint32_t flags_allowed, const char* op) {
+  WEFT_REQUIRE(g, "%s: gemm params must not be NULL", op);
+  WEFT_REQUIRE(g->size == sizeof(WeftMoeExpertGemmParams) && g->version == 1,
+               "%s: gemm->size/version must be sizeof(WeftMoeExpertGemmParams) (%zu) and 1 (got %u, %u)", op,
+               sizeof(WeftMoeExpertGemmParams), g->size, g->version);
+  WEFT_REQUIRE((g->flags & ~flags_allowed) == 0, "%s: gemm->flags has bits this op does not take (0x%x)", op, g->flags);
+  WEFT_REQUIRE(g->tile_n == 0 || g->tile_n == 128 || g->tile_n == 256, "%s: gemm->tile_n must be 0 (chosen), 128 or 256 (got %d)",
+               op, g->tile_n);
+  WEFT_REQUIRE(g->ctas >= 0, "%s: gemm->ctas must be >= 0 (got %d)", op, g->ctas);
+  WEFT_REQUIRE(g->n >= 8 && g->n % 8 == 0, "%s: gemm->n must be a positive multiple of 8 (16-byte rows; got %d)", op, g->n);
+  WEFT_REQUIRE(g->w != 0 && (g->w & 15) == 0, "%s: gemm->w must be a 16-byte aligned device address", op);
+}
+
+void write_gemm_choice(WeftMoeExpertGemmChoice* out, int ctas, int tile_n, int mover, const char* op) {
+  if (!out) return;
+  WEFT_REQUIRE(out->size == sizeof(WeftMoeExpertGemmChoice) && out->version == 1,
+               "%s: out_gemm must be a WeftMoeExpertGemmChoice with size %zu and version 1", op, sizeof(WeftMoeExpertGemmChoice));
+  out->ctas = ctas;
+  out->tile_n = tile_n;
+  out->mover = mover;
+  out->stages = grouped_stages(tile_n);
 }
 
 }  // namespace weft::moe

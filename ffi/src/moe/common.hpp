@@ -18,12 +18,22 @@ struct Report {
   void release();
 };
 
-// What every MoE plan holds beside its kernel's arguments.
+// What every MoE plan holds beside its kernel's arguments. `kind` tells the plans that carry a
+// receive layout (a combine's `dispatch` may be either) from the others.
+enum class PlanKind : uint32_t { kDispatch = 0x6d6f6531, kDispatchGemm = 0x6d6f6532, kCombine = 0x6d6f6533, kGemmCombine = 0x6d6f6534 };
 struct PlanBase {
+  PlanKind kind;
   WeftComm* comm = nullptr;
   cudaStream_t stream = nullptr;
   int ctas = 0;
   Report report;
+  explicit PlanBase(PlanKind k) : kind(k) {}
+};
+
+// A plan whose launches lay out a receive buffer: the dispatch, and the dispatch + GEMM.
+struct LayoutPlan : PlanBase {
+  DispatchArgs args{};
+  using PlanBase::PlanBase;
 };
 
 // The plan's stream, checked to be on the communicator's device.
@@ -54,9 +64,32 @@ WeftComm& require_comm(WeftComm* comm);
 // The CTAs a kernel of `work` parallel units gets: `requested` (validated) or min(max_ctas, work).
 int choose_ctas(const WeftComm& c, int32_t requested, int64_t work, const char* op);
 
-// A dispatch plan's kernel arguments (its layout and workspace) and communicator, for the combine
-// that reads its layout (dispatch.cpp).
-const DispatchArgs& dispatch_args(const WeftMoeDispatchPlan* plan, const WeftComm** comm);
+// The kernel arguments (layout, workspace) and communicator of a layout plan (a WeftMoeDispatchPlan
+// or a WeftMoeDispatchGemmPlan), for the combine that reads its layout.
+const DispatchArgs& dispatch_args(const void* plan, const WeftComm** comm);
+
+// Rows [0, tokens) of every expert's layout arrays for a grouped GEMM over the receive layout of
+// `d` (this rank's workspace at `ws`): a group per local expert, its rows counted from its offset;
+// own rows first (the owner's) when there are peers; no tiles when the layout failed.
+Groups layout_groups(const DispatchArgs& d, const char* ws, int tile_n, int tile_cols, int64_t n_out, int ctas);
+
+// dispatch.cpp: the dispatch's validation, choice and kernel arguments, which the dispatch + GEMM
+// (dispatch_gemm.cpp) shares.
+WeftMoeDispatchChoice choose_dispatch(const WeftComm& c, const WeftMoeDispatchParams& p, const char* op);
+void require_dispatch_tensors(const WeftComm& c, const WeftMoeDispatchParams& p, const char* op);
+DispatchArgs build_dispatch_args(const WeftComm& c, const WeftMoeDispatchParams& p, const WeftMoeDispatchChoice& ch,
+                                 const Report& report);
+
+// combine.cpp: the combine's validation, choice and kernel arguments, which the GEMM + combine
+// (gemm_combine.cpp) shares.
+const DispatchArgs& validate_combine(const WeftComm& c, const WeftMoeCombineParams* p, const char* op);
+WeftMoeCombineChoice choose_combine(const WeftComm& c, const WeftMoeCombineParams& p, const char* op);
+void require_combine_tensors(const WeftComm& c, const WeftMoeCombineParams& p, const DispatchArgs& d, const char* op);
+CombineArgs combine_args(const WeftComm& c, const WeftMoeCombineParams& p, const DispatchArgs& d, const Report& report);
+
+// Checks a WeftMoeExpertGemmParams struct's header and flags (the op's own rules come after).
+void require_expert_gemm(const WeftMoeExpertGemmParams* g, uint32_t flags_allowed, const char* op);
+void write_gemm_choice(WeftMoeExpertGemmChoice* out, int ctas, int tile_n, int mover, const char* op);
 
 }  // namespace weft::moe
 

@@ -12,8 +12,8 @@
 
 using namespace weft;
 
-struct WeftMoeDispatchPlan : weft::moe::PlanBase {
-  moe::DispatchArgs args{};
+struct WeftMoeDispatchPlan : weft::moe::LayoutPlan {
+  WeftMoeDispatchPlan() : LayoutPlan(weft::moe::PlanKind::kDispatch) {}
 };
 
 namespace {
@@ -25,64 +25,73 @@ struct Shape {
   int local_experts;
 };
 
-Shape validate(const WeftComm& c, const WeftMoeDispatchParams* p) {
-  WEFT_REQUIRE(p, "%s: params must not be NULL", kOp);
+Shape validate(const WeftComm& c, const WeftMoeDispatchParams* p, const char* op) {
+  WEFT_REQUIRE(p, "%s: params must not be NULL", op);
   WEFT_REQUIRE(p->size == sizeof(WeftMoeDispatchParams) && p->version == 1,
-               "%s: params->size/version must be sizeof(WeftMoeDispatchParams) (%zu) and 1 (got %u, %u)", kOp,
+               "%s: params->size/version must be sizeof(WeftMoeDispatchParams) (%zu) and 1 (got %u, %u)", op,
                sizeof(WeftMoeDispatchParams), p->size, p->version);
-  WEFT_REQUIRE((p->flags & ~(WEFT_MOE_ROUTE | WEFT_MOE_NORMALIZE)) == 0, "%s: flags has unknown bits (0x%x)", kOp, p->flags);
+  WEFT_REQUIRE((p->flags & ~(WEFT_MOE_ROUTE | WEFT_MOE_NORMALIZE)) == 0, "%s: flags has unknown bits (0x%x)", op, p->flags);
   const int W = int(c.world);
-  WEFT_REQUIRE(p->experts >= 1 && p->experts <= moe::kMaxExperts, "%s: experts must be in [1, %d] (got %d)", kOp,
+  WEFT_REQUIRE(p->experts >= 1 && p->experts <= moe::kMaxExperts, "%s: experts must be in [1, %d] (got %d)", op,
                moe::kMaxExperts, p->experts);
-  WEFT_REQUIRE(p->experts % W == 0, "%s: experts (%d) must be a multiple of the world size (%d)", kOp, p->experts, W);
-  WEFT_REQUIRE(p->topk >= 1 && p->topk <= p->experts, "%s: topk must be in [1, experts = %d] (got %d)", kOp, p->experts, p->topk);
+  WEFT_REQUIRE(p->experts % W == 0, "%s: experts (%d) must be a multiple of the world size (%d)", op, p->experts, W);
+  WEFT_REQUIRE(p->topk >= 1 && p->topk <= p->experts, "%s: topk must be in [1, experts = %d] (got %d)", op, p->experts, p->topk);
   WEFT_REQUIRE(p->hidden >= 8 && p->hidden % 8 == 0 && p->hidden <= (1 << 20),
-               "%s: hidden must be a multiple of 8 in [8, 2^20] (16-byte rows; got %d)", kOp, p->hidden);
-  WEFT_REQUIRE(p->tokens >= 0, "%s: tokens must be >= 0 (got %lld)", kOp, (long long)p->tokens);
+               "%s: hidden must be a multiple of 8 in [8, 2^20] (16-byte rows; got %d)", op, p->hidden);
+  WEFT_REQUIRE(p->tokens >= 0, "%s: tokens must be >= 0 (got %lld)", op, (long long)p->tokens);
   const int64_t max_tokens = p->max_tokens == 0 ? p->tokens : p->max_tokens;
-  WEFT_REQUIRE(p->tokens <= max_tokens, "%s: tokens (%lld) must be <= max_tokens (%lld)", kOp, (long long)p->tokens,
+  WEFT_REQUIRE(p->tokens <= max_tokens, "%s: tokens (%lld) must be <= max_tokens (%lld)", op, (long long)p->tokens,
                (long long)max_tokens);
   const int local = p->experts / W;
   // Every row index and count is an int32 on the device.
   const int64_t worst = int64_t(W) * max_tokens * p->topk;
   WEFT_REQUIRE(worst + int64_t(local) * moe::kBlockRows < (int64_t(1) << 31),
-               "%s: world x max_tokens x topk (%lld) must stay below 2^31 rows", kOp, (long long)worst);
+               "%s: world x max_tokens x topk (%lld) must stay below 2^31 rows", op, (long long)worst);
   int64_t capacity = p->capacity;
   if (capacity == 0) {
     capacity = int64_t(moe::align_up(uint64_t(worst + int64_t(local) * (moe::kBlockRows - 1)), moe::kBlockRows));
     if (capacity < moe::kBlockRows) capacity = moe::kBlockRows;
   }
   WEFT_REQUIRE(capacity >= moe::kBlockRows && capacity % moe::kBlockRows == 0 && capacity < (int64_t(1) << 31),
-               "%s: capacity must be a positive multiple of %d rows below 2^31 (got %lld)", kOp, moe::kBlockRows,
+               "%s: capacity must be a positive multiple of %d rows below 2^31 (got %lld)", op, moe::kBlockRows,
                (long long)capacity);
-  WEFT_REQUIRE(p->ctas >= 0, "%s: ctas must be >= 0 (got %d)", kOp, p->ctas);
+  WEFT_REQUIRE(p->ctas >= 0, "%s: ctas must be >= 0 (got %d)", op, p->ctas);
   if (p->flags & WEFT_MOE_ROUTE)
-    WEFT_REQUIRE(p->logits_dtype == WEFT_F32 || p->logits_dtype == WEFT_BF16, "%s: logits_dtype must be WEFT_F32 or WEFT_BF16", kOp);
+    WEFT_REQUIRE(p->logits_dtype == WEFT_F32 || p->logits_dtype == WEFT_BF16, "%s: logits_dtype must be WEFT_F32 or WEFT_BF16", op);
   return Shape{max_tokens, capacity, local};
 }
 
-void validate_tensors(const WeftComm& c, const WeftMoeDispatchParams& p) {
+void require_choice_out(WeftMoeDispatchChoice* out) {
+  WEFT_REQUIRE(out && out->size == sizeof(WeftMoeDispatchChoice) && out->version == 1,
+               "%s: out must be a WeftMoeDispatchChoice with size %zu and version 1", kOp, sizeof(WeftMoeDispatchChoice));
+}
+
+}  // namespace
+
+namespace weft::moe {
+
+void require_dispatch_tensors(const WeftComm& c, const WeftMoeDispatchParams& p, const char* op) {
   if (p.tokens == 0) return;
-  comm::require_on_device(c, p.x, "x", kOp);
-  WEFT_REQUIRE((p.x & 15) == 0, "%s: x (%#llx) must be 16-byte aligned", kOp, (unsigned long long)p.x);
-  comm::require_on_device(c, p.ids, "ids", kOp);
-  WEFT_REQUIRE((p.ids & 3) == 0, "%s: ids must be 4-byte aligned", kOp);
+  comm::require_on_device(c, p.x, "x", op);
+  WEFT_REQUIRE((p.x & 15) == 0, "%s: x (%#llx) must be 16-byte aligned", op, (unsigned long long)p.x);
+  comm::require_on_device(c, p.ids, "ids", op);
+  WEFT_REQUIRE((p.ids & 3) == 0, "%s: ids must be 4-byte aligned", op);
   if (p.flags & WEFT_MOE_ROUTE) {
-    comm::require_on_device(c, p.logits, "logits", kOp);
-    comm::require_on_device(c, p.weights, "weights", kOp);
-    WEFT_REQUIRE((p.weights & 3) == 0 && (p.logits & 3) == 0, "%s: logits and weights must be 4-byte aligned", kOp);
+    comm::require_on_device(c, p.logits, "logits", op);
+    comm::require_on_device(c, p.weights, "weights", op);
+    WEFT_REQUIRE((p.weights & 3) == 0 && (p.logits & 3) == 0, "%s: logits and weights must be 4-byte aligned", op);
   }
 }
 
-WeftMoeDispatchChoice choose(const WeftComm& c, const WeftMoeDispatchParams& p) {
-  const Shape s = validate(c, &p);
-  const moe::DispatchLayout l = moe::dispatch_layout(int(c.world), p.experts, s.capacity, p.hidden);
+WeftMoeDispatchChoice choose_dispatch(const WeftComm& c, const WeftMoeDispatchParams& p, const char* op) {
+  const Shape s = validate(c, &p, op);
+  const moe::DispatchLayout l = dispatch_layout(int(c.world), p.experts, s.capacity, p.hidden);
   WeftMoeDispatchChoice out{};
   out.size = sizeof out;
   out.version = 1;
   // Bandwidth wants many CTAs as soon as there are rows to move: ~8 rows per CTA (a decode step of
   // 128 tokens x 8 experts moves 14.7 MB at H = 7168: 128 CTAs, ~0.1 MB each).
-  out.ctas = moe::choose_ctas(c, p.ctas, (p.tokens * p.topk + 7) / 8, kOp);
+  out.ctas = choose_ctas(c, p.ctas, (p.tokens * p.topk + 7) / 8, op);
   out.local_experts = s.local_experts;
   out.capacity = s.capacity;
   out.max_tokens = s.max_tokens;
@@ -96,12 +105,31 @@ WeftMoeDispatchChoice choose(const WeftComm& c, const WeftMoeDispatchParams& p) 
   return out;
 }
 
-void require_choice_out(WeftMoeDispatchChoice* out) {
-  WEFT_REQUIRE(out && out->size == sizeof(WeftMoeDispatchChoice) && out->version == 1,
-               "%s: out must be a WeftMoeDispatchChoice with size %zu and version 1", kOp, sizeof(WeftMoeDispatchChoice));
+DispatchArgs build_dispatch_args(const WeftComm& c, const WeftMoeDispatchParams& p, const WeftMoeDispatchChoice& ch,
+                                 const Report& report) {
+  DispatchArgs a{};
+  a.peer = peer_args(c, p.workspace, report);
+  a.layout = dispatch_layout(int(c.world), p.experts, ch.capacity, p.hidden);
+  a.x = reinterpret_cast<const uint16_t*>(p.x);
+  a.ids = reinterpret_cast<int32_t*>(p.ids);
+  a.weights = reinterpret_cast<float*>(p.weights);
+  a.logits = reinterpret_cast<const void*>(p.logits);
+  a.logits_dtype = p.logits_dtype;
+  a.route = (p.flags & WEFT_MOE_ROUTE) ? 1 : 0;
+  a.normalize = (p.flags & WEFT_MOE_NORMALIZE) ? 1 : 0;
+  a.experts = p.experts;
+  a.topk = p.topk;
+  a.hidden = p.hidden;
+  a.local_experts = ch.local_experts;
+  a.rows_per_signal = rows_per_signal(p.hidden);
+  a.pull_local = 0;
+  a.tokens = p.tokens;
+  a.max_tokens = ch.max_tokens;
+  a.capacity = ch.capacity;
+  return a;
 }
 
-}  // namespace
+}  // namespace weft::moe
 
 extern "C" {
 
@@ -109,7 +137,7 @@ WEFT_API int weft_moe_dispatch_choose(WeftComm* comm, const WeftMoeDispatchParam
   return guard([&] {
     WeftComm& c = comm::require(comm, false);
     require_choice_out(out);
-    *out = choose(c, *params);
+    *out = moe::choose_dispatch(c, *params, kOp);
   });
 }
 
@@ -117,9 +145,9 @@ WEFT_API int weft_moe_dispatch_create(WeftComm* comm, const WeftMoeDispatchParam
   return guard([&] {
     WeftComm& c = moe::require_comm(comm);
     WEFT_REQUIRE(out_plan, "%s: out_plan must not be NULL", kOp);
-    const WeftMoeDispatchChoice ch = choose(c, *params);
+    const WeftMoeDispatchChoice ch = moe::choose_dispatch(c, *params, kOp);
     const WeftMoeDispatchParams& p = *params;
-    validate_tensors(c, p);
+    moe::require_dispatch_tensors(c, p, kOp);
     moe::check_workspace(c, p.workspace, p.workspace_bytes, ch.workspace_bytes, kOp);
     DeviceGuard g(c.device);
     auto plan = std::make_unique<WeftMoeDispatchPlan>();
@@ -129,23 +157,7 @@ WEFT_API int weft_moe_dispatch_create(WeftComm* comm, const WeftMoeDispatchParam
     try {
       plan->report.allocate();
       moe::DispatchArgs& a = plan->args;
-      a.peer = moe::peer_args(c, p.workspace, plan->report);
-      a.layout = moe::dispatch_layout(int(c.world), p.experts, ch.capacity, p.hidden);
-      a.x = reinterpret_cast<const uint16_t*>(p.x);
-      a.ids = reinterpret_cast<int32_t*>(p.ids);
-      a.weights = reinterpret_cast<float*>(p.weights);
-      a.logits = reinterpret_cast<const void*>(p.logits);
-      a.logits_dtype = p.logits_dtype;
-      a.route = (p.flags & WEFT_MOE_ROUTE) ? 1 : 0;
-      a.normalize = (p.flags & WEFT_MOE_NORMALIZE) ? 1 : 0;
-      a.experts = p.experts;
-      a.topk = p.topk;
-      a.hidden = p.hidden;
-      a.local_experts = ch.local_experts;
-      a.rows_per_signal = moe::rows_per_signal(p.hidden);
-      a.tokens = p.tokens;
-      a.max_tokens = ch.max_tokens;
-      a.capacity = ch.capacity;
+      a = moe::build_dispatch_args(c, p, ch, plan->report);
       // Counters and epochs start at 0 (stream-ordered; the caller orders it before any peer's first
       // launch with a barrier on the same stream).
       WEFT_CUDA(cudaMemsetAsync(reinterpret_cast<void*>(p.workspace), 0, a.layout.total, plan->stream));
@@ -187,11 +199,13 @@ WEFT_API int weft_moe_dispatch_destroy(WeftMoeDispatchPlan* plan) {
 
 namespace weft::moe {
 
-// For combine.cpp: the dispatch plan's arguments (layout, workspace) and stream.
-const DispatchArgs& dispatch_args(const WeftMoeDispatchPlan* plan, const WeftComm** comm) {
-  WEFT_REQUIRE(plan, "weft_moe_combine: dispatch must be a WeftMoeDispatchPlan");
-  *comm = plan->comm;
-  return plan->args;
+const DispatchArgs& dispatch_args(const void* plan, const WeftComm** comm) {
+  const auto* base = static_cast<const PlanBase*>(plan);
+  WEFT_REQUIRE(base && (base->kind == PlanKind::kDispatch || base->kind == PlanKind::kDispatchGemm),
+               "dispatch must be a WeftMoeDispatchPlan or a WeftMoeDispatchGemmPlan");
+  const auto* layout = static_cast<const LayoutPlan*>(base);
+  *comm = layout->comm;
+  return layout->args;
 }
 
 }  // namespace weft::moe
