@@ -14,7 +14,7 @@ export interface ExpertGemmConfig {
   ctas?: number;
   /** Columns of the 128-row math tile (default chosen from the shape). */
   tileN?: 128 | 256;
-  /** moeDispatchGemm: how the owner's own rows reach its GEMM (default "pull"; weft.h WeftMoeMover). */
+  /** moeDispatchGemm: how the owner's own rows reach its GEMM (default "push": bench/DECISIONS.md, "MoE rows are pushed into place, not gathered by the GEMM's producer"; weft.h WeftMoeMover). */
   mover?: MoeMover;
 }
 

@@ -53,10 +53,10 @@ Choice choose(const WeftComm& c, const WeftMoeDispatchParams& d, const WeftMoeEx
   out.grouped = moe::choose_grouped_tiles(tile_rows, cols, g->tile_n, ctas);
   out.grouped.ctas = ctas;  // CTAs without tiles still do their share of the dispatch
   out.grouped.band = gemm::default_band(out.grouped.tile_n, ctas);
-  // PULL by default, predicted: it copies none of the owner's own rows (at world 1, none at all)
-  // for 128 one-row TMA boxes per k-block on own tiles instead of one; bench/ladder/02_gather_a.cu
-  // measures that cost against the gather's copy.
-  out.mover = g->mover ? g->mover : WEFT_MOE_MOVER_PULL;
+  // PUSH by default (bench/DECISIONS.md, "MoE rows are pushed into place, not gathered by the
+  // GEMM's producer"): 128 one-row TMA boxes per k-block made the GEMM 5x slower than copying the
+  // rows first and loading one box.
+  out.mover = g->mover ? g->mover : WEFT_MOE_MOVER_PUSH;
   return out;
 }
 
