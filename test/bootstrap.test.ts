@@ -1,6 +1,6 @@
 // The bootstrap store between real processes (one bun process per rank), the in-process store,
 // and reading the launcher's environment. CPU only: runs in CI.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "./support/test-api.ts";
 import { hostname } from "node:os";
 import { join } from "node:path";
 
@@ -8,7 +8,7 @@ import { LocalStore, rankEnvFromProcess, Store } from "../lib/bootstrap.ts";
 import { ArgumentError, PeerError, TimeoutError } from "../lib/errors.ts";
 import { nextReport, spawnWorker, type Worker } from "./support/report-channel.ts";
 
-const worker = join(import.meta.dir, "support", "store-worker.ts");
+const worker = join(import.meta.dirname, "support", "store-worker.ts");
 
 type Rank = Worker;
 

@@ -1,4 +1,4 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "./support/test-api.ts";
 
 import { bf16ToF32, f16BitsToF32, f16ToF32, f32ToBf16, f32ToF16, f32ToF16Bits, scalarBits } from "../lib/dtype.ts";
 

@@ -1,13 +1,13 @@
 // The proxy and the libfabric transport between real processes (one bun process per rank) over
 // tcp;ofi_rxm on loopback, with the bootstrap store for the address exchange. CPU only: runs in CI.
 // The ranks' code is test/transport/rank-worker.ts; each scenario there documents what it checks.
-import { expect, test } from "bun:test";
+import { expect, test } from "../support/test-api.ts";
 import { join } from "node:path";
 
 import { describeFabric } from "../support/fabric.ts";
 import { nextReport, spawnWorker, type Worker } from "../support/report-channel.ts";
 
-const worker = join(import.meta.dir, "rank-worker.ts");
+const worker = join(import.meta.dirname, "rank-worker.ts");
 
 // Loopback only, and the same provider on every rank.
 const fabricEnv = { WEFT_FABRIC_PROVIDER: "tcp;ofi_rxm", FI_TCP_IFACE: "lo", FI_SOCKETS_IFACE: "lo" };

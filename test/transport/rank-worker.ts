@@ -159,9 +159,9 @@ async function randomWrites() {
       if (covered > verified) signalsSeen++;
       while (verified < covered) {
         const p = recvPlan[verified]!;
-        const got = Bun.hash.wyhash(dst.view.subarray(p.dstOffset, p.dstOffset + p.bytes));
-        const want = Bun.hash.wyhash(expected.subarray(p.srcOffset, p.srcOffset + p.bytes));
-        if (got !== want) {
+        const got = Buffer.from(dst.view.buffer, dst.view.byteOffset + p.dstOffset, p.bytes);
+        const want = Buffer.from(expected.buffer, expected.byteOffset + p.srcOffset, p.bytes);
+        if (!got.equals(want)) {
           earlySignals++;
           throw new Error(`rank ${rank}: round ${round} put ${verified} (${p.bytes} B at ${p.dstOffset}) has wrong bytes after its signal (${covered}) was seen`);
         }
