@@ -1,0 +1,233 @@
+// bench/runtimes.ts — Bun and Deno side by side: the FFI call cost, the store's socket round trips
+// (node:net against the runtime's own TCP API), and the awaited 8 KiB allReduce (GPU). Host-side
+// latency, measured with mitata; the 64 MiB echo is timed by hand (a few seconds per sample).
+//
+//   bun bench/runtimes.ts                     this runtime, then the other one (node_modules/.bin
+//   deno run -A bench/runtimes.ts             or PATH), then one table of both
+//   bun bench/runtimes.ts --only=ffi,sockets  sections: ffi, sockets, allreduce (GPU: skipped,
+//                                             saying why, without one)
+//   bun bench/runtimes.ts --this-only         this runtime alone (what the other runtime's run is)
+//
+// Every result is also one JSON line {"runtime", "name", "p50", "min", "max", "unit"} for
+// bench/DECISIONS.md. The echo server of the sockets section is this file in a child process of
+// the same runtime (--echo-server=IMPL), so a round trip crosses two processes as a store request
+// between ranks does.
+import { Communicator } from "../lib/comm.ts";
+import { LocalStore } from "../lib/bootstrap.ts";
+import { connect, listen, type Connection } from "../lib/bootstrap/socket.ts";
+import { deviceCount, deviceInfo } from "../lib/device.ts";
+import { addressOf, native, runtimeLabel } from "../lib/native.ts";
+import { runtime } from "../lib/runtime/index.ts";
+import { readAll, scriptArgv, start } from "../test/support/processes.ts";
+import { bunSockets, denoSockets, type SocketApi } from "./support/native-sockets.ts";
+
+type Result = { runtime: string; name: string; p50: number; min: number; max: number; unit: string };
+
+const args = process.argv.slice(2);
+const flag = (name: string) => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
+const sections = new Set((flag("only") ?? "ffi,sockets,allreduce").split(","));
+
+const SOCKETS: Record<string, SocketApi> = {
+  "node:net": { listen, connect },
+  ...(runtime.name === "bun" ? { "Bun.listen": bunSockets } : { "Deno.listen": denoSockets }),
+};
+
+// ---- the echo protocol: [u32 length][payload], answered with the same frame --------------------
+
+/** Reassembles length-prefixed frames from chunks without copying a large frame more than once. */
+class Frames {
+  #chunks: Uint8Array[] = [];
+  #have = 0;
+  #need = -1;
+  constructor(readonly onFrame: (payload: Uint8Array) => void) {}
+
+  push(chunk: Uint8Array): void {
+    this.#chunks.push(chunk);
+    this.#have += chunk.length;
+    for (;;) {
+      if (this.#need < 0) {
+        if (this.#have < 4) return;
+        const head = this.#take(4);
+        this.#need = new DataView(head.buffer, head.byteOffset, 4).getUint32(0, true);
+      }
+      if (this.#have < this.#need) return;
+      const payload = this.#take(this.#need);
+      this.#need = -1;
+      this.onFrame(payload);
+    }
+  }
+
+  #take(n: number): Uint8Array {
+    const out = new Uint8Array(n);
+    let at = 0;
+    while (at < n) {
+      const c = this.#chunks[0]!;
+      const k = Math.min(n - at, c.length);
+      out.set(c.subarray(0, k), at);
+      at += k;
+      if (k === c.length) this.#chunks.shift();
+      else this.#chunks[0] = c.subarray(k);
+    }
+    this.#have -= n;
+    return out;
+  }
+}
+
+function frame(payload: Uint8Array): Uint8Array[] {
+  const head = new Uint8Array(4);
+  new DataView(head.buffer).setUint32(0, payload.length, true);
+  return [head, payload];
+}
+
+async function echoServer(impl: string): Promise<void> {
+  const api = SOCKETS[impl];
+  if (!api) throw new Error(`no socket implementation '${impl}' under ${runtime.name}`);
+  const l = await api.listen("127.0.0.1", 0, (c) => {
+    const frames = new Frames((p) => c.write(frame(p)));
+    return { data: (chunk) => frames.push(chunk), close: () => {} };
+  });
+  process.stdout.write(JSON.stringify({ port: l.port }) + "\n");
+}
+
+/** A client whose request() resolves with the echoed payload. */
+async function echoClient(api: SocketApi, port: number): Promise<{ request(p: Uint8Array): Promise<Uint8Array>; conn: Connection }> {
+  const waiting: ((p: Uint8Array) => void)[] = [];
+  const frames = new Frames((p) => waiting.shift()!(p));
+  const conn = await api.connect("127.0.0.1", port, () => ({ data: (chunk) => frames.push(chunk), close: () => {} }));
+  return {
+    conn,
+    request: (p) => new Promise<Uint8Array>((resolve) => {
+      waiting.push(resolve);
+      conn.write(frame(p));
+    }),
+  };
+}
+
+// ---- sections -----------------------------------------------------------------------------------
+
+const results: Result[] = [];
+const record = (name: string, p50: number, min: number, max: number, unit: string) => {
+  const r = { runtime: runtimeLabel(), name, p50, min, max, unit };
+  results.push(r);
+  console.log(JSON.stringify(r));
+};
+
+async function mitataRun(): Promise<void> {
+  const { run } = await import("mitata");
+  const { benchmarks } = await run();
+  for (const b of benchmarks) {
+    for (const r of b.runs) {
+      if (!r.stats) continue;
+      record(r.name, r.stats.p50 / 1000, r.stats.min / 1000, r.stats.max / 1000, "us");
+    }
+  }
+}
+
+async function ffi(): Promise<void> {
+  const { bench, do_not_optimize } = await import("mitata");
+  const lib = native();
+  const out = new Int32Array(1);
+  const live = new BigInt64Array(1);
+  const at = addressOf(live); // valid while `live` is referenced: the bench below holds it
+  // A typed-array argument (an out-parameter, a packed struct) ...
+  bench("ffi weft_abi_version(Int32Array)", () => do_not_optimize(lib.weft_abi_version(out)));
+  // ... and an address as a plain number, as lib/ passes handles and memory. Another symbol: one
+  // that sees both kinds runs both variants through one call site, which the JIT makes slower.
+  bench("ffi weft_dlpack_live(address)", () => do_not_optimize(lib.weft_dlpack_live(at)));
+  // A call that does work (cudaGetDeviceCount; without a driver it fails, and says so).
+  bench("ffi weft_device_count(Int32Array)", () => do_not_optimize(lib.weft_device_count(out)));
+  await mitataRun();
+  if (live[0]! < 0n) throw new Error(`weft_dlpack_live wrote ${live[0]} through the address`);
+}
+
+async function sockets(): Promise<void> {
+  const { bench } = await import("mitata");
+  const servers: ReturnType<typeof start>[] = [];
+  const clients: { impl: string; c: Awaited<ReturnType<typeof echoClient>> }[] = [];
+  for (const [impl, api] of Object.entries(SOCKETS)) {
+    const server = start([...scriptArgv(import.meta.filename), `--echo-server=${impl}`], process.env);
+    servers.push(server);
+    const first = await new Promise<string>((resolve) => server.stdout.once("data", (d) => resolve(String(d))));
+    const { port } = JSON.parse(first.split("\n")[0]!) as { port: number };
+    clients.push({ impl, c: await echoClient(api, port) });
+  }
+  const small = new Uint8Array(32).fill(7);
+  for (const { impl, c } of clients) bench(`store round trip 32 B, ${impl}`, async () => void (await c.request(small)));
+  await mitataRun();
+
+  // 64 MiB out and back (a store set then a get of a 64 MiB value): 5 timed samples after a warm-up.
+  const big = new Uint8Array(64 << 20).map((_, i) => i & 0xff);
+  for (const { impl, c } of clients) {
+    const samples: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      const t0 = performance.now();
+      const back = await c.request(big);
+      const dt = performance.now() - t0;
+      if (back.length !== big.length || back[12345] !== big[12345]) throw new Error(`${impl}: the 64 MiB echo came back wrong`);
+      if (i > 0) samples.push(dt);
+    }
+    samples.sort((a, b) => a - b);
+    record(`store echo 64 MiB, ${impl}`, samples[2]!, samples[0]!, samples.at(-1)!, "ms");
+  }
+  for (const { c } of clients) c.conn.destroy();
+  for (const s of servers) s.kill("SIGTERM");
+  await Promise.all(servers.map((s) => s.exited));
+}
+
+async function allReduce(): Promise<void> {
+  if (deviceCount() < 1) {
+    console.log("allreduce: skipped (needs a GPU; this machine has none)");
+    return;
+  }
+  const { bench } = await import("mitata");
+  // World 2 on GPU 0, each rank planning for half of the SMs so both kernels are resident at once.
+  const world = 2;
+  const stores = LocalStore.group(world, { timeoutMs: 60_000 });
+  const smBudget = Math.floor(deviceInfo(0).smCount / world);
+  const comms = await Promise.all(stores.map((store, rank) => Communicator.create(store,
+    { rank, worldSize: world, localRank: rank, localWorldSize: world, nodeId: "gpu0" }, 0, { heapBytes: 64 << 20, smBudget })));
+  const xs = comms.map((c) => c.empty([4096], "bf16").fillRandom(c.rank + 1));
+  const ys = comms.map((c) => c.empty([4096], "bf16"));
+  const plans = comms.map((c, i) => c.prepare.allReduce(xs[i]!, ys[i]!));
+  bench("awaited allReduce 8 KiB bf16, world 2 on one GPU", async () => void (await Promise.all(plans.map((p) => p.run()))));
+  bench("runSync allReduce 8 KiB bf16, world 2 on one GPU", () => {
+    const seqs = plans.map((p) => p.launch());
+    plans.forEach((p, i) => p.wait(seqs[i]!));
+  });
+  await mitataRun();
+  [...xs, ...ys].forEach((t) => t.dispose());
+  await Communicator.disposeAll(comms);
+}
+
+// ---- main ---------------------------------------------------------------------------------------
+
+const echo = flag("echo-server");
+if (echo) {
+  await echoServer(echo);
+} else {
+  console.log(`# ${runtimeLabel()}`);
+  if (sections.has("ffi")) await ffi();
+  if (sections.has("sockets")) await sockets();
+  if (sections.has("allreduce")) await allReduce();
+  if (!args.includes("--this-only")) {
+    const other = runtime.name === "bun" ? "deno" : "bun";
+    let theirs: Result[] = [];
+    try {
+      const child = start([...scriptArgv(import.meta.filename, { runtime: other }), ...args, "--this-only"], process.env);
+      const text = await readAll(child.stdout);
+      await child.exited;
+      theirs = text.split("\n").filter((l) => l.startsWith('{"runtime"')).map((l) => JSON.parse(l) as Result);
+    } catch (e) {
+      console.log(`(${other} not run: ${(e as Error).message})`);
+    }
+    const names = [...new Set([...results, ...theirs].map((r) => r.name.replace(/, (Bun|Deno)\.listen$/, ", native")))];
+    const cell = (rs: Result[], n: string) => {
+      const r = rs.find((x) => x.name.replace(/, (Bun|Deno)\.listen$/, ", native") === n);
+      return r ? `${r.p50.toFixed(r.unit === "ms" ? 1 : 3)} ${r.unit}`.padStart(14) : "-".padStart(14);
+    };
+    const [bun, deno] = runtime.name === "bun" ? [results, theirs] : [theirs, results];
+    console.log(`\n${"p50".padEnd(56)}${"bun".padStart(14)}${"deno".padStart(14)}`);
+    for (const n of names) console.log(`${n.padEnd(56)}${cell(bun, n)}${cell(deno, n)}`);
+  }
+  process.exit(0);
+}
