@@ -1,12 +1,14 @@
 // bench/runtimes.ts — Bun and Deno side by side: the FFI call cost, the store's socket round trips
 // (node:net against the runtime's own TCP API), and the awaited 8 KiB allReduce (GPU). Host-side
-// latency, measured with mitata; the 64 MiB echo is timed by hand (a few seconds per sample).
+// latency, measured with mitata, except the socket round trips (timed by hand, interleaved: see
+// sockets()).
 //
 //   bun bench/runtimes.ts                     this runtime, then the other one (node_modules/.bin
 //   deno run -A bench/runtimes.ts             or PATH), then one table of both
 //   bun bench/runtimes.ts --only=ffi,sockets  sections: ffi, sockets, allreduce (GPU: skipped,
 //                                             saying why, without one)
 //   bun bench/runtimes.ts --this-only         this runtime alone (what the other runtime's run is)
+//   bun bench/runtimes.ts --rounds=30         socket rounds of 100 requests per implementation
 //
 // Every result is also one JSON line {"runtime", "name", "p50", "min", "max", "unit"} for
 // bench/DECISIONS.md. The echo server of the sockets section is this file in a child process of
@@ -140,8 +142,16 @@ async function ffi(): Promise<void> {
   if (live[0]! < 0n) throw new Error(`weft_dlpack_live wrote ${live[0]} through the address`);
 }
 
+/** p50, min and max of `samples`. */
+function stats(samples: number[]): [number, number, number] {
+  const s = [...samples].sort((a, b) => a - b);
+  return [s[Math.floor(s.length / 2)]!, s[0]!, s.at(-1)!];
+}
+
+// Timed by hand and interleaved (a block of requests per implementation in turn, round after
+// round), not with mitata one implementation after the other: on a shared machine whose load drifts
+// over a minute, only interleaving gives both the same conditions.
 async function sockets(): Promise<void> {
-  const { bench } = await import("mitata");
   const servers: ReturnType<typeof start>[] = [];
   const clients: { impl: string; c: Awaited<ReturnType<typeof echoClient>> }[] = [];
   for (const [impl, api] of Object.entries(SOCKETS)) {
@@ -151,24 +161,34 @@ async function sockets(): Promise<void> {
     const { port } = JSON.parse(first.split("\n")[0]!) as { port: number };
     clients.push({ impl, c: await echoClient(api, port) });
   }
+  const ROUNDS = Number(flag("rounds") ?? 30);
+  const BLOCK = 100;
   const small = new Uint8Array(32).fill(7);
-  for (const { impl, c } of clients) bench(`store round trip 32 B, ${impl}`, async () => void (await c.request(small)));
-  await mitataRun();
+  const smallTimes = clients.map(() => [] as number[]);
+  for (let round = -1; round < ROUNDS; round++) { // round -1 warms up
+    for (const [k, { c }] of clients.entries()) {
+      for (let i = 0; i < BLOCK; i++) {
+        const t0 = performance.now();
+        await c.request(small);
+        if (round >= 0) smallTimes[k]!.push((performance.now() - t0) * 1000);
+      }
+    }
+  }
+  clients.forEach(({ impl }, k) => record(`store round trip 32 B, ${impl}`, ...stats(smallTimes[k]!), "us"));
 
-  // 64 MiB out and back (a store set then a get of a 64 MiB value): 5 timed samples after a warm-up.
+  // 64 MiB out and back (a store set then a get of a 64 MiB value), samples interleaved likewise.
   const big = new Uint8Array(64 << 20).map((_, i) => i & 0xff);
-  for (const { impl, c } of clients) {
-    const samples: number[] = [];
-    for (let i = 0; i < 6; i++) {
+  const bigTimes = clients.map(() => [] as number[]);
+  for (let i = -1; i < 5; i++) {
+    for (const [k, { impl, c }] of clients.entries()) {
       const t0 = performance.now();
       const back = await c.request(big);
       const dt = performance.now() - t0;
       if (back.length !== big.length || back[12345] !== big[12345]) throw new Error(`${impl}: the 64 MiB echo came back wrong`);
-      if (i > 0) samples.push(dt);
+      if (i >= 0) bigTimes[k]!.push(dt);
     }
-    samples.sort((a, b) => a - b);
-    record(`store echo 64 MiB, ${impl}`, samples[2]!, samples[0]!, samples.at(-1)!, "ms");
   }
+  clients.forEach(({ impl }, k) => record(`store echo 64 MiB, ${impl}`, ...stats(bigTimes[k]!), "ms"));
   for (const { c } of clients) c.conn.destroy();
   for (const s of servers) s.kill("SIGTERM");
   await Promise.all(servers.map((s) => s.exited));

@@ -6,7 +6,9 @@ import { join } from "node:path";
 
 import { LocalStore, rankEnvFromProcess, Store } from "../lib/bootstrap.ts";
 import { ArgumentError, PeerError, TimeoutError } from "../lib/errors.ts";
+import { runtime } from "../lib/runtime/index.ts";
 import { nextReport, spawnWorker, type Worker } from "./support/report-channel.ts";
+import { describeStore } from "./support/store-gate.ts";
 
 const worker = join(import.meta.dirname, "support", "store-worker.ts");
 
@@ -33,7 +35,7 @@ async function runRanks(worldSize: number, scenario: string, launched = worldSiz
   return { results, exits };
 }
 
-describe("Store between processes", () => {
+describeStore("Store between processes", [runtime.name], () => {
   test("set/get/wait/barrier/allGather across 4 processes, large values included", async () => {
     const { results, exits } = await runRanks(4, "basic");
     expect(exits).toEqual([0, 0, 0, 0]);

@@ -1,12 +1,20 @@
 // index.ts — picks the runtime adapter once, at load: Deno's when the Deno namespace is there,
-// otherwise Bun's. Both adapter modules load in both runtimes, but only the chosen one's factory
-// runs, so neither runtime ever resolves the other's built-ins (bun:ffi does not exist in Deno).
+// Bun's when Bun's is. Both adapter modules load in both runtimes, but only the chosen one's
+// factory runs, so neither runtime ever resolves the other's built-ins (bun:ffi does not exist in
+// Deno). Anything else (Node has no FFI) is refused with a message that says so.
 import { createBunRuntime } from "./bun.ts";
 import { createDenoRuntime } from "./deno.ts";
 import type { Runtime } from "./runtime.ts";
 
 export type { NativeLibrary, NativeType, PointerArg, Runtime, SymbolSpec, SymbolTable } from "./runtime.ts";
 
-const isDeno = typeof (globalThis as { Deno?: { version?: { deno?: string } } }).Deno?.version?.deno === "string";
+const g = globalThis as { Deno?: { version?: { deno?: string } }; Bun?: { version?: string } };
 
-export const runtime: Runtime = isDeno ? createDenoRuntime() : createBunRuntime();
+function pick(): Runtime {
+  if (typeof g.Deno?.version?.deno === "string") return createDenoRuntime();
+  if (typeof g.Bun?.version === "string") return createBunRuntime();
+  throw new Error(`weft runs under Bun or Deno, whose FFI it uses; this runtime (${typeof process === "object" ? `node ${process.versions?.node}` : "unknown"}) ` +
+    "has neither. Run it with `bun` or `deno run --allow-ffi --allow-env --allow-net --allow-read --allow-sys=hostname`.");
+}
+
+export const runtime: Runtime = pick();

@@ -131,6 +131,8 @@ const MATCHERS: Record<string, Matcher> = {
     pass: typeof r === "string" && (e instanceof RegExp ? e.test(r) : r.includes(String(e))),
     message: `Expected to match: ${show(e)}\nReceived: ${show(r)}`,
   }),
+  toStartWith: (r, e) => ({ pass: typeof r === "string" && r.startsWith(String(e)), message: `Expected to start with: ${show(e)}\nReceived: ${show(r)}` }),
+  toEndWith: (r, e) => ({ pass: typeof r === "string" && r.endsWith(String(e)), message: `Expected to end with: ${show(e)}\nReceived: ${show(r)}` }),
   toThrow: (r, e) => {
     const t = throwsOf(r);
     return { pass: t.threw && thrownMatches(t.thrown, e), message: `Expected to throw: ${e === undefined ? "anything" : show(e)}\n${t.threw ? `Thrown: ${show(t.thrown)}` : "Nothing was thrown"}` };

@@ -4,6 +4,8 @@
 //
 //   RANK, WORLD_SIZE, MASTER_PORT (0 on rank 0), SCENARIO, SEED, TIMEOUT_MS, WRITES
 // The parent sets WEFT_FABRIC_PROVIDER=tcp;ofi_rxm and FI_TCP_IFACE=lo (loopback).
+import { readdirSync } from "node:fs";
+
 import { HostBuffer, Proxy, Region, Transport, transportCounters, type Command } from "../../lib/transport.ts";
 import { connectWorkerStore, describeError, report } from "../support/report-channel.ts";
 
@@ -43,7 +45,7 @@ const store = await connectWorkerStore(rank, worldSize, timeoutMs);
 
 const threadsNow = () => {
   try {
-    return require("node:fs").readdirSync("/proc/self/task").length as number;
+    return readdirSync("/proc/self/task").length;
   } catch {
     return -1;
   }
