@@ -16,12 +16,12 @@
 // between ranks does.
 import { Communicator } from "../lib/comm.ts";
 import { LocalStore } from "../lib/bootstrap.ts";
-import { connect, listen, type Connection } from "../lib/bootstrap/socket.ts";
 import { deviceCount, deviceInfo } from "../lib/device.ts";
 import { addressOf, native, runtimeLabel } from "../lib/native.ts";
 import { runtime } from "../lib/runtime/index.ts";
+import type { Connection, ConnectionHandlers, Listener } from "../lib/runtime/sockets.ts";
 import { readAll, scriptArgv, start } from "../test/support/processes.ts";
-import { bunSockets, denoSockets, type SocketApi } from "./support/native-sockets.ts";
+import * as nodeSockets from "./support/node-sockets.ts";
 
 type Result = { runtime: string; name: string; p50: number; min: number; max: number; unit: string };
 
@@ -29,9 +29,15 @@ const args = process.argv.slice(2);
 const flag = (name: string) => args.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3);
 const sections = new Set((flag("only") ?? "ffi,sockets,allreduce").split(","));
 
+interface SocketApi {
+  listen(hostname: string, port: number, accept: (c: Connection) => ConnectionHandlers): Listener | Promise<Listener>;
+  connect(hostname: string, port: number, open: (c: Connection) => ConnectionHandlers): Promise<Connection>;
+}
+
+/** node:net, and the runtime's own sockets (what the store uses, lib/runtime/sockets.ts). */
 const SOCKETS: Record<string, SocketApi> = {
-  "node:net": { listen, connect },
-  ...(runtime.name === "bun" ? { "Bun.listen": bunSockets } : { "Deno.listen": denoSockets }),
+  "node:net": nodeSockets,
+  [runtime.name === "bun" ? "Bun.listen" : "Deno.listen"]: runtime.sockets,
 };
 
 // ---- the echo protocol: [u32 length][payload], answered with the same frame --------------------

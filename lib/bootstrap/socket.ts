@@ -1,116 +1,14 @@
-// socket.ts — the store's only contact with TCP: node:net, which Bun and Deno both implement, so
-// the store runs unchanged in either (bench/DECISIONS.md "The store's sockets are node:net in both
-// runtimes"). The interface is what the store needs and no more: listen, connect, write (never
-// partial: node:net queues what the kernel does not take yet), end, destroy, and data / close
-// callbacks.
-//
-// listen() is asynchronous: node:net binds in the background under Deno (Bun's and Deno's own
-// listen calls bind at once, node:net's does not promise it), so the port is known, and EADDRINUSE
-// is reported, only once the Promise settles.
-import { createConnection, createServer, type Server, type Socket } from "node:net";
+// socket.ts — the store's only contact with TCP: the runtime adapter's sockets (lib/runtime/
+// sockets.ts: Bun.listen / Bun.connect under Bun, Deno.listen / Deno.connect under Deno), under
+// the names the store uses. The interface is what the store needs and no more: listen, connect,
+// write (never partial), end, destroy, and data / close callbacks.
+import { runtime } from "../runtime/index.ts";
 
-export interface Connection {
-  /** Queues the parts in order; they go out as the socket takes them, in as few writes as it can. */
-  write(parts: Uint8Array[]): void;
-  /** Closes once what is queued has gone out. */
-  end(): void;
-  /** Closes now, dropping what is queued. */
-  destroy(): void;
-}
+export { SocketError, type Connection, type ConnectionHandlers, type Listener } from "../runtime/sockets.ts";
 
-export interface ConnectionHandlers {
-  data(chunk: Uint8Array): void;
-  /** Called once, however the connection ended. */
-  close(): void;
-}
-
-export interface Listener {
-  readonly port: number;
-  /** Stops accepting; open connections stay. */
-  stop(): void;
-}
-
-/** A listen or connect that failed; `code` is the system's (EADDRINUSE, ECONNREFUSED, ENOTFOUND). */
-export class SocketError extends Error {
-  readonly code: string;
-  constructor(message: string, code: string) {
-    super(message);
-    this.code = code;
-  }
-}
-
-function socketError(e: unknown): SocketError {
-  const err = e as Error & { code?: unknown };
-  return new SocketError(err?.message ?? String(e), typeof err?.code === "string" ? err.code : "EUNKNOWN");
-}
-
-class NodeConnection implements Connection {
-  readonly #socket: Socket;
-  #done = false;
-
-  constructor(socket: Socket) {
-    this.#socket = socket;
-  }
-
-  write(parts: Uint8Array[]): void {
-    if (this.#done) return;
-    // Corked, a header and its body leave in one writev: one segment for a small request.
-    this.#socket.cork();
-    for (const p of parts) if (p.length > 0) this.#socket.write(p);
-    this.#socket.uncork();
-  }
-
-  end(): void {
-    if (this.#done) return;
-    this.#done = true;
-    this.#socket.end();
-  }
-
-  destroy(): void {
-    this.#done = true;
-    this.#socket.destroy();
-  }
-}
-
-/** Wires a socket to its handlers: data as Uint8Array chunks, close exactly once (an error is
- * followed by close in node:net, so close alone reports both). */
-function attach(socket: Socket, open: (c: Connection) => ConnectionHandlers): Connection {
-  socket.setNoDelay(true);
-  const conn = new NodeConnection(socket);
-  const handlers = open(conn);
-  socket.on("data", (chunk: Uint8Array) => handlers.data(chunk));
-  socket.on("error", () => {});
-  socket.once("close", () => handlers.close());
-  return conn;
-}
-
-/** Listens on hostname:port (0 = any free port). Rejects with SocketError (EADDRINUSE,
- * EADDRNOTAVAIL). */
-export function listen(hostname: string, port: number, accept: (c: Connection) => ConnectionHandlers): Promise<Listener> {
-  const server: Server = createServer({ noDelay: true }, (socket) => attach(socket, accept));
-  return new Promise((resolve, reject) => {
-    server.once("error", (e) => reject(socketError(e)));
-    server.listen({ host: hostname, port, exclusive: true }, () => {
-      server.removeAllListeners("error");
-      server.on("error", () => {});
-      resolve({
-        port: (server.address() as { port: number }).port,
-        stop: () => void server.close(),
-      });
-    });
-  });
-}
+/** Listens on hostname:port (0 = any free port). Throws SocketError (EADDRINUSE, EADDRNOTAVAIL). */
+export const listen = runtime.sockets.listen;
 
 /** Connects to hostname:port; `open` gets the connection before any data can arrive. Rejects with
  * SocketError (ECONNREFUSED, ENOTFOUND, ...). */
-export function connect(hostname: string, port: number, open: (c: Connection) => ConnectionHandlers): Promise<Connection> {
-  return new Promise((resolve, reject) => {
-    const socket = createConnection({ host: hostname, port, noDelay: true });
-    const failed = (e: Error) => reject(socketError(e));
-    socket.once("error", failed);
-    socket.once("connect", () => {
-      socket.off("error", failed);
-      resolve(attach(socket, open));
-    });
-  });
-}
+export const connect = runtime.sockets.connect;

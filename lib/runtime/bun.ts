@@ -10,6 +10,7 @@
 import type { FFIFunction, Pointer } from "bun:ffi";
 import { createRequire } from "node:module";
 
+import { bunSockets } from "./bun-sockets.ts";
 import type { BoundSymbols, NativeLibrary, Runtime, SymbolTable } from "./runtime.ts";
 
 export function createBunRuntime(): Runtime {
@@ -17,6 +18,7 @@ export function createBunRuntime(): Runtime {
   return {
     name: "bun",
     version: Bun.version,
+    sockets: bunSockets,
     open<T extends SymbolTable>(path: string, table: T): NativeLibrary<T> {
       const lib = dlopen(path, table as unknown as Record<string, FFIFunction>);
       return { symbols: lib.symbols as unknown as BoundSymbols<T>, offThread: undefined, close: () => lib.close() };

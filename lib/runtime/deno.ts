@@ -13,6 +13,7 @@
 // worker thread and returns a Promise, so a blocking native wait leaves the event loop free. Their
 // typed-array arguments are turned into addresses (their buffers never move once Deno has taken
 // an address) and held until the call returns.
+import { denoSockets } from "./deno-sockets.ts";
 import { pointerArgs, type NativeLibrary, type NativeType, type Runtime, type SymbolSpec, type SymbolTable } from "./runtime.ts";
 
 // The part of Deno's API used here (tsconfig loads Bun's types, not Deno's).
@@ -162,6 +163,7 @@ export function createDenoRuntime(): Runtime {
     name: "deno",
     version: Deno.version.deno,
     open,
+    sockets: denoSockets(Deno as unknown as Parameters<typeof denoSockets>[0]),
     addressOf: (view) => Number(Deno.UnsafePointer.value(Deno.UnsafePointer.of(view))),
     viewNative: (address, bytes) => Deno.UnsafePointerView.getArrayBuffer(at(address), bytes),
     readCString: (address) => Deno.UnsafePointerView.getCString(at(address)),

@@ -14,7 +14,7 @@ function pick(): Runtime {
   if (typeof g.Deno?.version?.deno === "string") return createDenoRuntime();
   if (typeof g.Bun?.version === "string") return createBunRuntime();
   throw new Error(`weft runs under Bun or Deno, whose FFI it uses; this runtime (${typeof process === "object" ? `node ${process.versions?.node}` : "unknown"}) ` +
-    "has neither. Run it with `bun` or `deno run --allow-ffi --allow-env --allow-net --allow-read --allow-sys=hostname`.");
+    "has neither. Run it with `bun` or `deno run --allow-ffi --allow-env --allow-net --allow-read --allow-write --allow-sys=hostname,uid`.");
 }
 
 export const runtime: Runtime = pick();

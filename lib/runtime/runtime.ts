@@ -2,6 +2,7 @@
 // adapters beside this file (bun.ts, deno.ts) implement it; index.ts picks one at load. Nothing
 // here touches a runtime: the symbol table in lib/native.ts is written in these type names, and its
 // TypeScript signatures are derived from them.
+import type { Sockets } from "./sockets.ts";
 
 /** C types of arguments and results. "ptr" is any address (void*, T*, a handle); "cstring" is a
  * result only: a NUL-terminated string owned by native code, returned as a JS string. */
@@ -59,6 +60,8 @@ export interface Runtime {
   readCString(address: number): string;
   /** A full garbage collection now (tests of the leak warnings). Deno needs --v8-flags=--expose-gc. */
   collectGarbage(): void;
+  /** TCP for the rendezvous store, over the runtime's own sockets. */
+  readonly sockets: Sockets;
 }
 
 /** Indices of a symbol's "ptr" arguments, for adapters that convert them. */

@@ -17,11 +17,12 @@ export type RuntimeName = Runtime["name"];
 const root = join(import.meta.dirname, "..", "..");
 
 /** What weft needs under Deno (README "From Deno", deno.json): FFI for libweft.so, the
- * environment (RANK, WEFT_*), the network (the rendezvous store), reading (finding the library)
- * and the host name (grouping ranks by host). */
-export const DENO_PERMISSIONS = ["--allow-ffi", "--allow-env", "--allow-net", "--allow-read", "--allow-sys=hostname"];
-/** What test workers add: starting tools and writing scratch files. */
-const DENO_TEST_PERMISSIONS = [...DENO_PERMISSIONS, "--allow-run", "--allow-write"];
+ * environment (RANK, WEFT_*), the network (the rendezvous store), reading and writing (finding the
+ * library; the store's token file under the temporary directory), the host name (grouping ranks
+ * by host) and the user id (the token file's directory is the user's). */
+export const DENO_PERMISSIONS = ["--allow-ffi", "--allow-env", "--allow-net", "--allow-read", "--allow-write", "--allow-sys=hostname,uid"];
+/** What test workers add: starting tools. */
+const DENO_TEST_PERMISSIONS = [...DENO_PERMISSIONS, "--allow-run"];
 
 function onPath(name: string): string | undefined {
   for (const dir of (process.env.PATH ?? "").split(delimiter)) {

@@ -1,8 +1,8 @@
 // store-gate.ts — gating for tests that run the TCP rendezvous store in a runtime, like gpu.ts for
 // GPUs: where the store cannot run in that runtime here, the tests skip and say why. It probes
 // what is true, once per runtime and process: a one-rank store started in a child process of that
-// runtime. (In a tree whose store still calls Bun.listen, it cannot run under Deno; the store's
-// node:net socket layer, lib/bootstrap/socket.ts, is what makes it run in both.)
+// runtime. (A store that calls Bun.listen itself cannot run under Deno; one that takes its sockets
+// from the runtime adapter, lib/bootstrap/socket.ts, runs in both.)
 import { describe } from "./test-api.ts";
 
 import { evalArgv, runSync, runtimeBinary, type RuntimeName } from "./processes.ts";

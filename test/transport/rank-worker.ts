@@ -438,7 +438,7 @@ async function fifo() {
 
   // Four threads push concurrently: every ticket must be taken exactly once.
   const PER = 3000;
-  const workers = Array.from({ length: 4 }, () => new Worker(new URL("./push-worker.ts", import.meta.url).href));
+  const workers = Array.from({ length: 4 }, () => new Worker(new URL("./push-worker.ts", import.meta.url).href, { type: "module" }));
   const results = await Promise.all(workers.map((w, index) => new Promise<{ pushed: number }>((resolve, reject) => {
     w.onmessage = (e) => resolve(e.data);
     w.onerror = (e) => reject(new Error(e.message));
