@@ -9,6 +9,9 @@
 #         pytest -> pip install ./ffi/python, then REQUIRE_GPU=1 pytest ffi/python/tests;
 #         mlp -> examples/torch_tp_mlp.py with 2 ranks on GPU 0; mlp2 -> the same under torchrun (2 GPUs);
 #         NAME.cu -> bench/NAME.cu built with nvcc (linked against build/libweft.so) and run;
+#         test1 -> bun test without REQUIRE_GPU (a one-GPU host: the two-GPU suites skip);
+#         deno-info, deno-demo, deno-test -> info, demo and test1 under Deno (deno on PATH:
+#           bench/pack-deno.sh's .gpu-deno/enter.sh);
 #         anything else -> bun bench/<name>.ts (repro/rank-spread: bench/repro/rank-spread.ts)
 # A step may carry its own bound in seconds, `test:150`; STEP_TIMEOUT (default 300) bounds the rest. GPU-side waits are bounded by WEFT_COMM_TIMEOUT_MS
 # (3 s here), so a broken peer fails fast.
@@ -28,6 +31,10 @@ trap 'kill $SMI 2>/dev/null' EXIT
 step_clocks() {  # name, start epoch, end epoch
   python3 bench/support/smi_clocks.py "$LOGS/smi.csv" "$@" >> "$LOGS/clocks.txt"
 }
+# weft's permissions under Deno (README "From Deno"); the tests add starting workers and all of sys,
+# as test/run-suites.mjs does.
+DENO_RUN="--allow-ffi --allow-env --allow-net --allow-read --allow-write --allow-sys=hostname,uid"
+DENO_TEST="--no-check --allow-ffi --allow-env --allow-net --allow-read --allow-write --allow-sys --allow-run --preload test/support/preload.ts"
 rc=0
 # Packed after every step, so a call cut short by the device's limit still returns what ran.
 pack() {
@@ -50,6 +57,12 @@ for spec in "$@"; do
     demo) timeout "$T" bun examples/demo.ts > "$LOGS/demo.txt" 2>&1; step_rc "$step" $?; tail -6 "$LOGS/demo.txt" ;;
     test) REQUIRE_GPU=1 timeout "$T" bun test --timeout 300000 > "$LOGS/test.txt" 2>&1; step_rc "$step" $?
           grep -E "^\(fail\)|^ *[0-9]+ (pass|fail|skip)$|^Ran " "$LOGS/test.txt" ;;
+    test1) timeout "$T" bun test --timeout 300000 > "$LOGS/test1.txt" 2>&1; step_rc "$step" $?
+           grep -E "^\(fail\)|^ *[0-9]+ (pass|fail|skip)$|^Ran " "$LOGS/test1.txt" ;;
+    deno-info) timeout "$T" deno run $DENO_RUN lib/cli.ts info > "$LOGS/deno-info.txt" 2>&1; step_rc "$step" $?; cat "$LOGS/deno-info.txt" ;;
+    deno-demo) timeout "$T" deno run $DENO_RUN examples/demo.ts > "$LOGS/deno-demo.txt" 2>&1; step_rc "$step" $?; tail -6 "$LOGS/deno-demo.txt" ;;
+    deno-test) NO_COLOR=1 timeout "$T" deno test $DENO_TEST test/ > "$LOGS/deno-test.txt" 2>&1; step_rc "$step" $?
+               grep -E "\.\.\. FAILED|^(ok|FAILED) \|" "$LOGS/deno-test.txt" ;;
     torch) TORCHRUN=$(command -v torchrun || echo "python3 -m torch.distributed.run")
            timeout "$T" $TORCHRUN --nproc-per-node=2 bench/peers/torch_tp.py --out "$LOGS/torch_tp.json" > "$LOGS/torch.txt" 2>&1
            step_rc "$step" $?; export TORCH_TP_JSON="$LOGS/torch_tp.json"; tail -3 "$LOGS/torch.txt" ;;
