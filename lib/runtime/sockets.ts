@@ -1,7 +1,7 @@
 // sockets.ts — the TCP a runtime adapter gives the rendezvous store (lib/bootstrap/socket.ts
 // re-exports it): listen, connect, write (never partial: the adapter queues what the kernel does
 // not take yet), end, destroy, and data / close callbacks. Each adapter implements it over its
-// runtime's own sockets (bun-sockets.ts, deno-sockets.ts): they answer a small request 20-30%
+// runtime's own sockets (bun-sockets.ts, deno-sockets.ts): they answer a small request 10-30%
 // sooner than node:net in the same runtime, and under Bun move 64 MiB twice as fast
 // (bench/DECISIONS.md "The store's sockets are each runtime's own"). The bytes on the wire are the
 // same in both, so a Bun rank and a Deno rank share one store.
