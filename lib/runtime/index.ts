@@ -6,7 +6,7 @@ import { createBunRuntime } from "./bun.ts";
 import { createDenoRuntime } from "./deno.ts";
 import type { Runtime } from "./runtime.ts";
 
-export type { NativeLibrary, NativeType, PointerArg, Runtime, SymbolSpec, SymbolTable } from "./runtime.ts";
+export { T, type NativeLibrary, type NativeType, type PointerArg, type Runtime, type SymbolSpec, type SymbolTable } from "./runtime.ts";
 
 const g = globalThis as { Deno?: { version?: { deno?: string } }; Bun?: { version?: string } };
 

@@ -1,12 +1,17 @@
-// runtime.ts — what weft needs from a JavaScript runtime's FFI, in one runtime-neutral shape. The
-// adapters beside this file (bun.ts, deno.ts) implement it; index.ts picks one at load. Nothing
-// here touches a runtime: the symbol table in lib/native.ts is written in these type names, and its
-// TypeScript signatures are derived from them.
+// runtime.ts — what weft needs from a JavaScript runtime (its FFI, and TCP for the rendezvous store:
+// sockets.ts), in one runtime-neutral shape. The adapters beside this file (bun.ts, deno.ts)
+// implement it; index.ts picks one at load. Nothing here touches a runtime: the symbol table in
+// lib/native.ts is written in these type names, and its TypeScript signatures are derived from them.
 import type { Sockets } from "./sockets.ts";
 
 /** C types of arguments and results. "ptr" is any address (void*, T*, a handle); "cstring" is a
  * result only: a NUL-terminated string owned by native code, returned as a JS string. */
 export type NativeType = "i32" | "u32" | "i64" | "u64" | "f32" | "f64" | "ptr" | "cstring";
+
+/** The type names as constants, for tables: `{ args: [T.ptr, T.u64], returns: T.i32 }`. */
+export const T = {
+  i32: "i32", u32: "u32", i64: "i64", u64: "u64", f32: "f32", f64: "f64", ptr: "ptr", cstring: "cstring",
+} as const satisfies { [K in NativeType]: K };
 
 export interface SymbolSpec {
   readonly args: readonly NativeType[];

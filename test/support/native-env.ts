@@ -4,11 +4,11 @@
 // through bun:ffi (ours, NCCL) that reads its switches with getenv() never sees the change
 // (oven-sh/bun issue 42891). Deno's does call setenv. Child processes get the JS map in both.
 // setNativeEnv writes both, through libc, in either runtime.
-import { runtime } from "../../lib/runtime/index.ts";
+import { runtime, T } from "../../lib/runtime/index.ts";
 
 const LIBC = {
-  setenv: { args: ["ptr", "ptr", "i32"], returns: "i32" },
-  unsetenv: { args: ["ptr"], returns: "i32" },
+  setenv: { args: [T.ptr, T.ptr, T.i32], returns: T.i32 },
+  unsetenv: { args: [T.ptr], returns: T.i32 },
 } as const;
 
 let libc: ReturnType<typeof runtime.open<typeof LIBC>> | undefined;
