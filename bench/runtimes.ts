@@ -9,6 +9,7 @@
 //                                             saying why, without one)
 //   bun bench/runtimes.ts --this-only         this runtime alone (what the other runtime's run is)
 //   bun bench/runtimes.ts --rounds=30         socket rounds of 100 requests per implementation
+//   bun bench/runtimes.ts --world=2           ranks on GPU 0 for the allReduce
 //
 // Every result is also one JSON line {"runtime", "name", "p50", "min", "max", "unit"} for
 // bench/DECISIONS.md. The echo server of the sockets section is this file in a child process of
@@ -206,8 +207,9 @@ async function allReduce(): Promise<void> {
     return;
   }
   const { bench } = await import("mitata");
-  // World 2 on GPU 0, each rank planning for half of the SMs so both kernels are resident at once.
-  const world = 2;
+  // World 2 (--world=N) on GPU 0, each rank planning for its share of the SMs so that every rank's
+  // kernel is resident at once.
+  const world = Number(flag("world") ?? 2);
   const stores = LocalStore.group(world, { timeoutMs: 60_000 });
   const smBudget = Math.floor(deviceInfo(0).smCount / world);
   const comms = await Promise.all(stores.map((store, rank) => Communicator.create(store,
@@ -215,8 +217,8 @@ async function allReduce(): Promise<void> {
   const xs = comms.map((c) => c.empty([4096], "bf16").fillRandom(c.rank + 1));
   const ys = comms.map((c) => c.empty([4096], "bf16"));
   const plans = comms.map((c, i) => c.prepare.allReduce(xs[i]!, ys[i]!));
-  bench("awaited allReduce 8 KiB bf16, world 2 on one GPU", async () => void (await Promise.all(plans.map((p) => p.run()))));
-  bench("runSync allReduce 8 KiB bf16, world 2 on one GPU", () => {
+  bench(`awaited allReduce 8 KiB bf16, world ${world} on one GPU`, async () => void (await Promise.all(plans.map((p) => p.run()))));
+  bench(`runSync allReduce 8 KiB bf16, world ${world} on one GPU`, () => {
     const seqs = plans.map((p) => p.launch());
     plans.forEach((p, i) => p.wait(seqs[i]!));
   });
