@@ -10,7 +10,7 @@
 set -euo pipefail
 root=$(git rev-parse --show-toplevel)
 cd "$root"
-bin=$(find -L node_modules/@deno node_modules/deno -type f -name deno -size +50M 2>/dev/null | head -n 1)
+bin=$(find -L node_modules/@deno node_modules/deno -type f -name deno -size +50M 2>/dev/null | head -n 1 || true)
 if [ -z "$bin" ]; then echo "pack-deno: no deno binary under node_modules; run npm install first" >&2; exit 1; fi
 mkdir -p .gpu-deno
 if [ ! -s .gpu-deno/deno.xz ] || [ "$bin" -nt .gpu-deno/deno.xz ]; then
@@ -27,7 +27,8 @@ if [ ! -x /tmp/weft-deno/deno ]; then
   xz -dc "$here/deno.xz" > /tmp/weft-deno/deno.part && chmod +x /tmp/weft-deno/deno.part && mv /tmp/weft-deno/deno.part /tmp/weft-deno/deno
 fi
 if [ ! -x "$root/.gpu/enter.sh" ]; then echo ".gpu-deno: .gpu/enter.sh is missing here: carry .gpu (gpu-pack) too" >&2; exit 1; fi
-export PATH=/tmp/weft-deno:$PATH
+# No network there: no update check; Deno's cache in /tmp.
+export PATH=/tmp/weft-deno:$PATH DENO_DIR=/tmp/weft-deno/cache DENO_NO_UPDATE_CHECK=1
 exec bash "$root/.gpu/enter.sh" "$@"
 INNER
 chmod +x .gpu-deno/enter.sh
