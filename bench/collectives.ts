@@ -238,7 +238,7 @@ function fmtBytes(b: number): string {
 // ---- results ------------------------------------------------------------------------------------------------
 const gpu = deviceInfo(0);
 const meta = { gpu: gpu.name, gpus: W, dtype: DTYPE, nccl: ncclVersion(), date: new Date().toISOString(), repeats: REPEATS };
-const dir = join(import.meta.dir, "results");
+const dir = join(import.meta.dirname, "results");
 mkdirSync(dir, { recursive: true });
 writeFileSync(join(dir, "collectives.json"), JSON.stringify({ meta, rows, sweep, latency }, null, 2) + "\n");
 const md = [

@@ -179,7 +179,7 @@ const md = [
   "",
 ].join("\n");
 const json = JSON.stringify({ device: dev.name, sms: dev.smCount, cublas: cublas.detail, iterations, date: new Date().toISOString(), rows }, null, 2);
-const dir = join(import.meta.dir, "results");
+const dir = join(import.meta.dirname, "results");
 mkdirSync(dir, { recursive: true });
 writeFileSync(join(dir, "gemm.json"), json);
 writeFileSync(join(dir, "gemm.md"), md);

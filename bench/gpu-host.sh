@@ -17,6 +17,9 @@
 #         soak -> bench/soak.ts (1000 checked back-to-back runs of each fused TP op, world 2 on GPU 0);
 #         sass/PATTERN -> per kernel of build/libweft.so whose name matches PATTERN: HGMMA, LDL/STL counts;
 #         ab/gemm, ab/tp-split -> that bench in the base tree and this one, interleaved (bench/ab-trees.sh);
+#         test1 -> bun test without REQUIRE_GPU (a one-GPU host: the two-GPU suites skip);
+#         deno-info, deno-demo, deno-test -> info, demo and test1 under Deno (deno on PATH:
+#           bench/pack-deno.sh's .gpu-deno/enter.sh);
 #         anything else -> bun bench/<name>.ts (repro/rank-spread: bench/repro/rank-spread.ts)
 # A library built elsewhere travels as .carry/libweft.so.xz (the whole build/ folder is too large to
 # carry beside .gpu/); it is unpacked to build/libweft.so when that is missing. Ladder programs
@@ -42,6 +45,10 @@ step_clocks() {  # name, start epoch, end epoch
 if [ ! -f build/libweft.so ] && [ -f .carry/libweft.so.xz ]; then
   mkdir -p build && xz -dc .carry/libweft.so.xz > build/libweft.so
 fi
+# weft's permissions under Deno (README "From Deno"); the tests add starting workers and all of sys,
+# as test/run-suites.mjs does.
+DENO_RUN="--allow-ffi --allow-env --allow-net --allow-read --allow-write --allow-sys=hostname,uid"
+DENO_TEST="--no-check --allow-ffi --allow-env --allow-net --allow-read --allow-write --allow-sys --allow-run --preload test/support/preload.ts"
 rc=0
 # Packed after every step, so a call cut short by the device's limit still returns what ran.
 pack() {
@@ -64,6 +71,12 @@ for spec in "$@"; do
     demo) timeout "$T" bun examples/demo.ts > "$LOGS/demo.txt" 2>&1; step_rc "$step" $?; tail -6 "$LOGS/demo.txt" ;;
     test) REQUIRE_GPU=1 timeout "$T" bun test --timeout 300000 > "$LOGS/test.txt" 2>&1; step_rc "$step" $?
           grep -E "^\(fail\)|^ *[0-9]+ (pass|fail|skip)$|^Ran " "$LOGS/test.txt" ;;
+    test1) timeout "$T" bun test --timeout 300000 > "$LOGS/test1.txt" 2>&1; step_rc "$step" $?
+           grep -E "^\(fail\)|^ *[0-9]+ (pass|fail|skip)$|^Ran " "$LOGS/test1.txt" ;;
+    deno-info) timeout "$T" deno run $DENO_RUN lib/cli.ts info > "$LOGS/deno-info.txt" 2>&1; step_rc "$step" $?; cat "$LOGS/deno-info.txt" ;;
+    deno-demo) timeout "$T" deno run $DENO_RUN examples/demo.ts > "$LOGS/deno-demo.txt" 2>&1; step_rc "$step" $?; tail -6 "$LOGS/deno-demo.txt" ;;
+    deno-test) NO_COLOR=1 timeout "$T" deno test $DENO_TEST test/ > "$LOGS/deno-test.txt" 2>&1; step_rc "$step" $?
+               grep -E "\.\.\. FAILED|^(ok|FAILED) \|" "$LOGS/deno-test.txt" ;;
     torch) TORCHRUN=$(command -v torchrun || echo "python3 -m torch.distributed.run")
            timeout "$T" $TORCHRUN --nproc-per-node=2 bench/peers/torch_tp.py --out "$LOGS/torch_tp.json" > "$LOGS/torch.txt" 2>&1
            step_rc "$step" $?; export TORCH_TP_JSON="$LOGS/torch_tp.json"; tail -3 "$LOGS/torch.txt" ;;

@@ -13,7 +13,7 @@ export async function latencyPair(W = 2, env: Record<string, string> = {}): Prom
   const l = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
   const port = l.port;
   l.stop(true);
-  const worker = join(import.meta.dir, "support", "latency-worker.ts");
+  const worker = join(import.meta.dirname, "support", "latency-worker.ts");
   const procs = Array.from({ length: W }, (_, rank) => Bun.spawn([process.execPath, worker], {
     env: {
       ...process.env, ...env, RANK: String(rank), WORLD_SIZE: String(W), LOCAL_RANK: String(rank), LOCAL_WORLD_SIZE: String(W),

@@ -27,7 +27,7 @@ import { join } from "node:path";
 
 import { makeRouting, type RoutingKind } from "../test/support/moe-reference.ts";
 
-const RESULTS = join(import.meta.dir, "results");
+const RESULTS = join(import.meta.dirname, "results");
 const load = (name: string): any => {
   const p = join(RESULTS, name);
   return existsSync(p) ? JSON.parse(readFileSync(p, "utf8")) : undefined;

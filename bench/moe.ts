@@ -229,7 +229,7 @@ function cell(v: number | undefined, digits = 3): string {
 function emit(): void {
   const torch = torchRows();
   const meta = { device: deviceInfo(0).name, sms: deviceInfo(0).smCount, date: new Date().toISOString(), samples: SAMPLES, restMs: REST_MS, torch: process.env.TORCH_MOE_JSON ?? null };
-  const dir = join(import.meta.dir, "results");
+  const dir = join(import.meta.dirname, "results");
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, `${NAME}.json`), JSON.stringify({ meta, rows, torch }, null, 1));
   const tf = (flop: number, ms: number | undefined) => (ms ? ` (${(flop / ms * 1e3).toFixed(0)})` : "");

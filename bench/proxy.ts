@@ -16,7 +16,7 @@ import { Tensor } from "../lib/tensor.ts";
 import { HostBuffer, Proxy, Transport } from "../lib/transport.ts";
 import { jsonLines } from "../test/support/report-channel.ts";
 
-const root = join(import.meta.dir, "..");
+const root = join(import.meta.dirname, "..");
 const repeats = process.env.REPEATS ?? "5";
 const available = fabricProviders().providers.map((p) => p.name);
 const providers = (process.env.PROVIDERS?.split(",") ?? ["tcp;ofi_rxm", "shm"]).filter((p) => available.includes(p));
@@ -34,7 +34,7 @@ async function runPair(provider: string, limitMs = 240_000): Promise<any> {
 
 async function runPairUnbounded(provider: string): Promise<any> {
   const env = { ...process.env, WEFT_FABRIC_PROVIDER: provider, FI_TCP_IFACE: "lo", REPEATS: repeats, WORLD_SIZE: "2", TIMEOUT_MS: "20000" };
-  const script = join(import.meta.dir, "proxy-rank.ts");
+  const script = join(import.meta.dirname, "proxy-rank.ts");
   const r0 = Bun.spawn([process.execPath, script], { env: { ...env, RANK: "0", MASTER_PORT: "0" }, stdout: "pipe", stderr: "inherit" });
   const lines = jsonLines(r0.stdout as ReadableStream<Uint8Array>);
   const { port } = (await lines.next()).value;

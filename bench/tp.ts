@@ -362,7 +362,7 @@ function emit(final: boolean): void {
   const text = md.join("\n");
   const json = JSON.stringify({ device: dev.name, sms: dev.smCount, world: W, nccl: ncclVersion(), cublas: cublas.detail, torch: torch.torch ?? null,
     samples: SAMPLES, rounds: ROUNDS, date: new Date().toISOString(), rows }, null, 1);
-  const dir = join(import.meta.dir, "results");
+  const dir = join(import.meta.dirname, "results");
   mkdirSync(dir, { recursive: true });
   writeFileSync(join(dir, `${NAME}.json`), json);
   writeFileSync(join(dir, `${NAME}.md`), text);

@@ -1,7 +1,7 @@
 // info.ts — what this machine offers weft: library, runtime, GPUs, links and transports. Used by
 // `weft info` and the demo.
 import { deviceCount, topology, type PeerLink, type Topology } from "./device.ts";
-import { check, native, nativePath, outPointer, readCString, ABI_VERSION } from "./native.ts";
+import { check, native, nativePath, outPointer, readCString, runtimeLabel, ABI_VERSION } from "./native.ts";
 
 export interface FabricProviders {
   libfabric: string | null;
@@ -13,6 +13,8 @@ export interface RuntimeInfo {
   version: string;
   abi: number;
   library: string;
+  /** The JavaScript runtime, as "bun 1.4.5" or "deno 2.9.6". */
+  runtime: string;
   cudaRuntime: string;
   cudaDriver: string | null;
   topology: Topology;
@@ -38,6 +40,7 @@ export function runtimeInfo(): RuntimeInfo {
     version: readCString(outPointer(s)),
     abi: ABI_VERSION,
     library: nativePath() ?? "?",
+    runtime: runtimeLabel(),
     cudaRuntime: cudaVersion(rt[0]!),
     cudaDriver: drv[0] ? cudaVersion(drv[0]) : null,
     topology: deviceCount() > 0 ? topology() : { devices: [], peer: [] },
@@ -58,7 +61,7 @@ const GiB = 1024 ** 3;
 
 export function formatInfo(info: RuntimeInfo): string {
   const lines: string[] = [];
-  lines.push(`weft ${info.version} (ABI ${info.abi}) from ${info.library}`);
+  lines.push(`weft ${info.version} (ABI ${info.abi}) from ${info.library}, under ${info.runtime}`);
   lines.push(`CUDA runtime ${info.cudaRuntime}, driver ${info.cudaDriver ?? "not found"}`);
   const { devices, peer } = info.topology;
   if (devices.length === 0) {

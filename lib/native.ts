@@ -1,21 +1,23 @@
-// native.ts — the only file that imports bun:ffi. It finds and loads libweft.so, declares every
-// symbol of ffi/include/weft.h in one table, turns status codes into WeftErrors, and keeps the
-// Bun-specific pointer helpers in one place (a Deno adapter would replace this file alone).
+// native.ts — finds and loads libweft.so, declares every symbol of ffi/include/weft.h in one table
+// (in lib/runtime's type names, from which the TypeScript signatures are derived), turns status
+// codes into WeftErrors, and hands out the pointer helpers. It touches no runtime itself: the
+// adapter that lib/runtime/index.ts picked (Bun or Deno) does the loading and the memory views.
 //
 // WEFT_TRACE_FFI=1 wraps every symbol: each call is logged to stderr and p50/p99 per symbol are
 // printed at exit. When unset, the raw symbols are used and tracing costs nothing.
-import { CString, dlopen, FFIType as T, ptr as bunPtr, toArrayBuffer, type Pointer } from "bun:ffi";
 import { existsSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 
 import { errorFromStatus, LibraryError } from "./errors.ts";
+import { runtime, T, type NativeLibrary, type SymbolTable } from "./runtime/index.ts";
 
 /** weft.h WEFT_ABI_VERSION this package was written against. */
 export const ABI_VERSION = 4;
 
-// Pointers are passed as T.ptr: a JS number (device/host address) or a TypedArray, which Bun
-// passes by address for the duration of the call. 64-bit sizes are T.u64 (number or bigint).
+// Pointers are T.ptr: a JS number (device/host address), a TypedArray (passed by the address of its
+// bytes for the duration of the call) or null. 64-bit sizes are T.u64 (number or bigint). offThread:
+// the call can block in native code, so runtimes that can (Deno) also offer it on a worker thread.
 export const symbols = {
   // library
   weft_abi_version: { args: [T.ptr /* int32_t* out */], returns: T.i32 },
@@ -27,7 +29,7 @@ export const symbols = {
   weft_device_props: { args: [T.i32 /* device */, T.ptr /* WeftDeviceProps* */], returns: T.i32 },
   weft_peer_matrix: { args: [T.i32 /* n */, T.ptr /* int32_t[n*n] */], returns: T.i32 },
   weft_peer_enable: { args: [T.i32 /* device */, T.i32 /* peer */], returns: T.i32 },
-  weft_device_synchronize: { args: [T.i32], returns: T.i32 },
+  weft_device_synchronize: { args: [T.i32], returns: T.i32, offThread: true },
   // memory
   weft_malloc: { args: [T.i32 /* device */, T.u64 /* bytes */, T.ptr /* void** */], returns: T.i32 },
   weft_free: { args: [T.ptr], returns: T.i32 },
@@ -40,12 +42,12 @@ export const symbols = {
   // streams and events
   weft_stream_create: { args: [T.i32 /* device */, T.ptr /* void** */], returns: T.i32 },
   weft_stream_destroy: { args: [T.ptr], returns: T.i32 },
-  weft_stream_synchronize: { args: [T.ptr], returns: T.i32 },
+  weft_stream_synchronize: { args: [T.ptr], returns: T.i32, offThread: true },
   weft_stream_query: { args: [T.ptr /* stream */, T.ptr /* int32_t* done */], returns: T.i32 },
   weft_event_create: { args: [T.i32 /* device */, T.ptr /* void** */], returns: T.i32 },
   weft_event_destroy: { args: [T.ptr], returns: T.i32 },
   weft_event_record: { args: [T.ptr /* event */, T.ptr /* stream */], returns: T.i32 },
-  weft_event_synchronize: { args: [T.ptr], returns: T.i32 },
+  weft_event_synchronize: { args: [T.ptr], returns: T.i32, offThread: true },
   weft_event_elapsed: { args: [T.ptr /* start */, T.ptr /* end */, T.ptr /* float* ms */], returns: T.i32 },
   weft_stream_order: { args: [T.i32 /* device */, T.ptr /* producer stream */, T.ptr /* consumer stream */], returns: T.i32 },
   // transports
@@ -94,7 +96,7 @@ export const symbols = {
   weft_proxy_start: { args: [T.ptr /* transport */, T.ptr /* const WeftProxyParams* */, T.ptr /* WeftProxy** */], returns: T.i32 },
   weft_proxy_stop: { args: [T.ptr /* WeftProxy* */], returns: T.i32 },
   weft_proxy_push: { args: [T.ptr /* proxy */, T.ptr /* const WeftProxyCommand* */, T.u32 /* count */, T.u32 /* timeout_ms */, T.ptr /* uint64_t* first_ticket */], returns: T.i32 },
-  weft_proxy_wait: { args: [T.ptr /* proxy */, T.u64 /* ticket */, T.u32 /* timeout_ms */], returns: T.i32 },
+  weft_proxy_wait: { args: [T.ptr /* proxy */, T.u64 /* ticket */, T.u32 /* timeout_ms */], returns: T.i32, offThread: true },
   weft_proxy_fifo: { args: [T.ptr /* proxy */, T.ptr /* WeftProxyFifo* */], returns: T.i32 },
   weft_proxy_error: { args: [T.ptr /* proxy */, T.ptr /* int32_t* code */, T.ptr /* const char** message */], returns: T.i32 },
   weft_proxy_stats: { args: [T.ptr /* proxy */, T.ptr /* WeftProxyStats* */], returns: T.i32 },
@@ -174,14 +176,12 @@ export const symbols = {
   weft_nccl_destroy: { args: [T.ptr], returns: T.i32 },
   weft_nccl_collective: { args: [T.ptr /* nccl */, T.ptr /* const WeftNcclParams* */], returns: T.i32 },
 
-} as const;
+} as const satisfies SymbolTable;
 
-type RawSymbols = ReturnType<typeof dlopen<typeof symbols>>["symbols"];
-// Addresses travel through lib/ as plain numbers; Bun takes a number wherever it takes a Pointer.
-type Loose<F> = F extends (...args: infer P) => infer R
-  ? (...args: { [K in keyof P]: Pointer extends P[K] ? P[K] | number : P[K] }) => R
-  : never;
-type Symbols = { [K in keyof RawSymbols]: Loose<RawSymbols[K]> };
+type Library = NativeLibrary<typeof symbols>;
+type Symbols = Library["symbols"];
+/** The offThread symbols as worker-thread calls returning Promises. */
+export type OffThreadSymbols = NonNullable<Library["offThread"]>;
 
 /** The build outputs that are searched after WEFT_LIBRARY, in order. */
 export function libraryCandidates(): string[] {
@@ -192,7 +192,7 @@ export function libraryCandidates(): string[] {
 const BUILD_HINT = "Build it with `npm run build` (or `cmake -S ffi -B build -G Ninja && cmake --build build`), " +
   "or point WEFT_LIBRARY at an existing libweft.so.";
 
-function open(): Symbols {
+function open(): Library {
   const forced = process.env.WEFT_LIBRARY;
   let path: string | undefined;
   if (forced) {
@@ -208,9 +208,9 @@ function open(): Symbols {
         { code: "E_LIBRARY_MISSING", op: "load" });
     }
   }
-  let lib: ReturnType<typeof dlopen<typeof symbols>>;
+  let lib: Library;
   try {
-    lib = dlopen(path, symbols);
+    lib = runtime.open(path, symbols);
   } catch (cause) {
     throw new LibraryError(`'${path}' could not be loaded as libweft.so (${(cause as Error).message}). ` +
       `It may be damaged, built for another machine, or not a shared library. ${BUILD_HINT}`,
@@ -225,16 +225,28 @@ function open(): Symbols {
       { code: "E_ABI_MISMATCH", op: "load" });
   }
   loadedPath = path;
-  const raw = lib.symbols as unknown as Symbols;
-  return process.env.WEFT_TRACE_FFI === "1" ? traced(raw) : raw;
+  return process.env.WEFT_TRACE_FFI === "1" ? { ...lib, symbols: traced(lib.symbols) } : lib;
 }
 
-let loaded: Symbols | undefined;
+let loaded: Library | undefined;
 let loadedPath: string | undefined;
 
 /** The loaded symbol table; loads libweft.so on first use and throws LibraryError if it cannot. */
 export function native(): Symbols {
-  return (loaded ??= open());
+  return (loaded ??= open()).symbols;
+}
+
+/** The offThread symbols as calls that run on a worker thread and return a Promise, or undefined
+ * where the runtime has none (Bun): callers then poll, so that the event loop stays free. A failed
+ * worker-thread call leaves its weft_last_error() message on that thread: repeat the call on this
+ * one (it returns at once once the work has ended) to get the message. */
+export function offThread(): OffThreadSymbols | undefined {
+  return (loaded ??= open()).offThread;
+}
+
+/** The runtime this process runs in, as "bun 1.4.5" or "deno 2.9.6". */
+export function runtimeLabel(): string {
+  return `${runtime.name} ${runtime.version}`;
 }
 
 /** Where the library was loaded from, or undefined before the first load. */
@@ -247,23 +259,23 @@ export function check(status: number, op: string): void {
   if (status !== 0) throw errorFromStatus(status, op, String(native().weft_last_error() ?? ""));
 }
 
-// ---- pointer helpers: the only Bun-specific memory calls in lib/ ----------------------------------
+// ---- pointer helpers (the runtime adapter's, under lib/'s names) ---------------------------------
 
 /** Address of a typed array's bytes, valid only while the array is referenced and not resized. */
 export function addressOf(view: ArrayBufferView): number {
-  return bunPtr(view as Uint8Array) as number;
+  return runtime.addressOf(view);
 }
 
 /** A zero-copy view of `bytes` bytes of native memory at `address` (pinned host memory). The
  * owner of that memory must detachNative() the buffer before it frees the memory. */
 export function viewNative(address: number, bytes: number): ArrayBuffer {
-  return toArrayBuffer(address as Pointer, 0, bytes);
+  return runtime.viewNative(address, bytes);
 }
 
 /** Detaches a buffer made by viewNative, so that no JS view reaches the native memory behind it
  * any more: every typed array over it reads as length 0 (indexing gives undefined, writes are
- * dropped, methods throw TypeError). ArrayBuffer.prototype.transfer(0) does it in Bun (and in V8)
- * without touching the memory: the buffer was made without a deallocator, so nothing is freed.
+ * dropped, methods throw TypeError). ArrayBuffer.prototype.transfer(0) does it in Bun and in Deno
+ * (V8) without touching the memory: the buffer was made without a deallocator, so nothing is freed.
  * Returns false where the runtime cannot detach such a buffer; the owner must then keep the memory
  * until the buffer is garbage-collected (HostBuffer does). */
 export function detachNative(buffer: ArrayBuffer): boolean {
@@ -278,7 +290,7 @@ export function detachNative(buffer: ArrayBuffer): boolean {
 
 /** The NUL-terminated string at `address`. */
 export function readCString(address: number): string {
-  return new CString(address as Pointer).toString();
+  return runtime.readCString(address);
 }
 
 /** Reads one pointer-sized out-parameter. */

@@ -2,7 +2,10 @@
 import { requireDevice } from "./device.ts";
 import { ArgumentError } from "./errors.ts";
 import { NativeHandle } from "./handle.ts";
-import { check, native, outPointer } from "./native.ts";
+import { check, native, offThread, outPointer } from "./native.ts";
+
+const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
+const aMillisecond = () => new Promise<void>((resolve) => setTimeout(resolve, 1));
 
 /** A stream or event: a native handle on one device. */
 abstract class DeviceHandle extends NativeHandle {
@@ -33,6 +36,27 @@ export class Stream extends DeviceHandle {
 
   synchronize(): void {
     check(native().weft_stream_synchronize(this.handle), "Stream.synchronize");
+  }
+
+  /** Resolves once all work queued so far has finished, without blocking the event loop. Under
+   * Deno the blocking wait runs on a worker thread (a nonblocking FFI call); under Bun, which has
+   * none, it polls weft_stream_query, every event-loop turn for the first 64 polls, then every
+   * millisecond. Rejects with what synchronize() would throw. */
+  async synchronizeAsync(): Promise<void> {
+    const handle = this.handle;
+    const off = offThread();
+    if (off) {
+      if ((await off.weft_stream_synchronize(handle)) === 0) return;
+    } else {
+      const done = new Int32Array(1);
+      for (let polls = 0; native().weft_stream_query(handle, done) === 0 && done[0] !== 1; polls++) {
+        await (polls < 64 ? nextTurn() : aMillisecond());
+      }
+      if (done[0] === 1) return;
+    }
+    // It failed: the synchronous call returns at once now that the work has ended, and leaves its
+    // message in this thread's weft_last_error (a worker thread's is not readable from here).
+    this.synchronize();
   }
 
   /** true when all work queued so far has finished. */

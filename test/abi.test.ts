@@ -1,5 +1,5 @@
 // Every ABI struct's TS packing against the C compiler's layout (weft_abi_layout).
-import { expect, test } from "bun:test";
+import { expect, test } from "./support/test-api.ts";
 
 import { ABI_STRUCTS } from "../lib/abi.ts";
 import { check, native, outPointer, readCString } from "../lib/native.ts";

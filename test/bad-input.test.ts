@@ -4,7 +4,7 @@
 // table there is picked up. A table's `cases` run anywhere: each is refused before any device or
 // network work. Its `gpuCases`, which need a live tensor or communicator, run on a GPU and skip
 // without one, saying why (REQUIRE_GPU=1 makes that a failure); its `release()` frees what they used.
-import { afterAll, describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "./support/test-api.ts";
 import { readdirSync } from "node:fs";
 import { join } from "node:path";
 
@@ -17,7 +17,7 @@ interface Table {
   release?: () => unknown;
 }
 
-const dir = join(import.meta.dir, "support", "bad-input");
+const dir = join(import.meta.dirname, "support", "bad-input");
 const files = readdirSync(dir).filter((f) => f.endsWith(".ts") && f !== "case.ts").sort();
 const tables: [string, Table][] = await Promise.all(files.map(async (f) => [f.replace(/\.ts$/, ""), (await import(join(dir, f))) as Table] as [string, Table]));
 

@@ -1,14 +1,16 @@
 // The bootstrap store between real processes (one bun process per rank), the in-process store,
 // and reading the launcher's environment. CPU only: runs in CI.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "./support/test-api.ts";
 import { hostname } from "node:os";
 import { join } from "node:path";
 
 import { LocalStore, rankEnvFromProcess, Store, storeOptionsFromEnv } from "../lib/bootstrap.ts";
 import { ArgumentError, PeerError, TimeoutError } from "../lib/errors.ts";
+import { runtime } from "../lib/runtime/index.ts";
 import { nextReport, spawnWorker, type Worker } from "./support/report-channel.ts";
+import { describeStore } from "./support/store-gate.ts";
 
-const worker = join(import.meta.dir, "support", "store-worker.ts");
+const worker = join(import.meta.dirname, "support", "store-worker.ts");
 
 type Rank = Worker;
 
@@ -33,7 +35,7 @@ async function runRanks(worldSize: number, scenario: string, launched = worldSiz
   return { results, exits };
 }
 
-describe("Store between processes", () => {
+describeStore("Store between processes", [runtime.name], () => {
   test("set/get/wait/barrier/allGather across 4 processes, large values included", async () => {
     const { results, exits } = await runRanks(4, "basic");
     expect(exits).toEqual([0, 0, 0, 0]);

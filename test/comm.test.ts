@@ -1,7 +1,7 @@
 // The Communicator: the symmetric heap allocator (CPU), then every collective on the GPUs in both
 // process models — one process driving both GPUs (Communicator.local) and one process per GPU
 // (two bun processes launched like torchrun would) — plus world size 1.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "./support/test-api.ts";
 import { join } from "node:path";
 
 import { Communicator } from "../lib/comm.ts";
@@ -75,8 +75,8 @@ describeGpu("collectives, one process driving both GPUs (Communicator.local)", 2
 describeGpu("collectives, one process per GPU (2 bun processes, CUDA IPC)", 2, () => {
   test("every check passes on both ranks", async () => {
     // The second port is for the worker's Communicator.fromEnv() smoke run.
-    const [port, port2] = freePorts(2);
-    const worker = join(import.meta.dir, "support", "comm-worker.ts");
+    const [port, port2] = await freePorts(2);
+    const worker = join(import.meta.dirname, "support", "comm-worker.ts");
     const { failed, exits, reported } = await runCheckWorkers(worker, 2, { WEFT_FROM_ENV_PORT: String(port2) }, port);
     expect(failed).toEqual([]);
     expect(exits).toEqual([0, 0]);

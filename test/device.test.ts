@@ -1,4 +1,4 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "./support/test-api.ts";
 
 import { deviceCount, deviceInfo, topology } from "../lib/device.ts";
 import { ArgumentError, DeviceError } from "../lib/errors.ts";

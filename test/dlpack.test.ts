@@ -1,7 +1,7 @@
 // DLPack hand-over for embedders (Tensor.fromDLPack / toDLPack over weft_dlpack_*): the native
 // export/import round trip on a host descriptor (no GPU needed), what fromDLPack refuses, and the
 // zero-copy round trip of a device tensor on a GPU.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "./support/test-api.ts";
 
 import { DlpackDesc } from "../lib/abi.ts";
 import { ArgumentError, UnsupportedError, WeftError } from "../lib/errors.ts";

@@ -1,6 +1,11 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "./support/test-api.ts";
 
 import { bf16ToF32, f16BitsToF32, f16ToF32, f32ToBf16, f32ToF16, f32ToF16Bits, scalarBits } from "../lib/dtype.ts";
+
+/** Fills `xs` with random bits. Web Crypto gives at most 64 KiB per call (Deno enforces it). */
+function randomBits(xs: Uint32Array): void {
+  for (let i = 0; i < xs.length; i += 16384) crypto.getRandomValues(xs.subarray(i, i + 16384));
+}
 
 const f32bits = (x: number) => new Uint32Array(Float32Array.of(x).buffer)[0]!;
 const fromBits = (u: number) => new Float32Array(Uint32Array.of(u).buffer)[0]!;
@@ -51,7 +56,7 @@ describe("bf16", () => {
 
   test("random f32 values round to the nearest bf16, ties to even", () => {
     const xs = new Uint32Array(200000);
-    crypto.getRandomValues(xs);
+    randomBits(xs);
     for (const u of xs) {
       if (((u >>> 23) & 0xff) === 0xff) continue;
       const x = fromBits(u);
@@ -115,7 +120,7 @@ describe("f16", () => {
     const finite = new Float64Array(65536);
     for (let i = 0; i < 65536; i++) finite[i] = f16BitsToF32(i);
     const xs = new Uint32Array(100000);
-    crypto.getRandomValues(xs);
+    randomBits(xs);
     for (const u of xs) {
       // Keep magnitudes within and just beyond f16's range so the test exercises rounding.
       const x = fromBits((u & 0x80000000) | (0x30000000 + (u % 0x18000000)));

@@ -1,10 +1,11 @@
 // NativeHandle, the base of every class that owns a native object (lib/handle.ts), exercised with
 // a stand-in subclass: no native library, no GPU.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "./support/test-api.ts";
 import { join } from "node:path";
 
 import { DisposedError, UnsupportedError } from "../lib/errors.ts";
 import { NativeHandle, teardown, teardownAsync } from "../lib/handle.ts";
+import { evalArgv, runSync } from "./support/processes.ts";
 
 class Thing extends NativeHandle {
   destroyed: number[] = [];
@@ -92,16 +93,17 @@ describe("NativeHandle", () => {
   test("a handle garbage-collected without dispose() gets one warning (in a child process)", () => {
     const script = `
       import { NativeHandle } from "./lib/handle.ts";
+      import { runtime } from "./lib/runtime/index.ts";
       class Leaky extends NativeHandle { constructor() { super(9, "Leaky 9", "its memory stays"); } destroy() {} }
       const warnings = [];
       console.warn = (m) => warnings.push(String(m));
       (() => { new Leaky(); })();
       const disposed = new Leaky(); disposed.dispose();
-      for (let i = 0; i < 20 && warnings.length === 0; i++) { Bun.gc(true); await new Promise((r) => setTimeout(r, 10)); }
+      for (let i = 0; i < 20 && warnings.length === 0; i++) { runtime.collectGarbage(); await new Promise((r) => setTimeout(r, 10)); }
       console.log(JSON.stringify(warnings));`;
-    const r = Bun.spawnSync([process.execPath, "-e", script], { cwd: join(import.meta.dir, "..") });
+    const r = runSync(evalArgv(script, { v8Flags: ["--expose-gc"] }), { cwd: join(import.meta.dirname, "..") });
     expect(r.exitCode).toBe(0);
-    const warnings = JSON.parse(r.stdout.toString().trim().split("\n").at(-1)!);
+    const warnings = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
     expect(warnings).toEqual(["weft: Leaky 9 was garbage-collected without dispose(): its memory stays. Call dispose() or declare it with `using`."]);
   });
 });

@@ -4,7 +4,7 @@
 //     the hierarchical collectives and the inter-node TP plans (multi-node-checks.ts);
 //   - one process driving 2 nodes x 2 ranks (each GPU hosts one rank of each node): NVLink inside
 //     a node and the proxy between nodes in the same kernel.
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { afterAll, beforeAll, expect, test } from "./support/test-api.ts";
 import { join } from "node:path";
 
 import { LocalStore } from "../lib/bootstrap.ts";
@@ -17,7 +17,7 @@ import { runCheckWorkers } from "./support/report-channel.ts";
 
 describeGpu("hierarchical collectives, each GPU its own node (2 processes, proxy + libfabric)", 2, () => {
   test("every check passes on both ranks", async () => {
-    const worker = join(import.meta.dir, "support", "multi-node-worker.ts");
+    const worker = join(import.meta.dirname, "support", "multi-node-worker.ts");
     const provider = process.env.WEFT_FABRIC_PROVIDER ?? "tcp;ofi_rxm";
     console.log(`  provider requested: ${provider}`);
     const { failed, exits, reported } = await runCheckWorkers(worker, 2, (rank) => ({ WEFT_FABRIC_PROVIDER: provider, WEFT_NODE_ID: `node${rank}` }));

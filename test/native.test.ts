@@ -1,23 +1,24 @@
 // Loader, ABI and native error plumbing. Loader failures are checked in child processes because a
 // process loads libweft.so once.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "./support/test-api.ts";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 import { DeviceError, LibraryError, WeftError } from "../lib/errors.ts";
 import { ABI_VERSION, check, native, symbols } from "../lib/native.ts";
+import { evalArgv, runSync } from "./support/processes.ts";
 
-const root = join(import.meta.dir, "..");
+const root = join(import.meta.dirname, "..");
 
-/** Loads the library in a fresh bun process with `env` and reports the error it threw, if any. */
+/** Loads the library in a fresh process of this runtime with `env` and reports the error it threw, if any. */
 function loadIn(env: Record<string, string>): { name?: string; code?: string; message?: string; ok?: boolean } {
   const script = `
     import { deviceCount } from "./lib/device.ts";
     try { deviceCount(); console.log(JSON.stringify({ ok: true })); }
     catch (e) { console.log(JSON.stringify({ name: e.name, code: e.code, message: e.message })); }`;
-  const r = Bun.spawnSync([process.execPath, "-e", script], { cwd: root, env: { ...process.env, ...env } });
-  const out = r.stdout.toString().trim().split("\n").at(-1) ?? "";
+  const r = runSync(evalArgv(script), { cwd: root, env: { ...process.env, ...env } });
+  const out = r.stdout.trim().split("\n").at(-1) ?? "";
   return JSON.parse(out);
 }
 
@@ -44,7 +45,7 @@ describe("loader", () => {
       ? `int ${name}(int* v) { *v = 999; return 0; }`
       : name === "weft_last_error" ? `const char* ${name}(void) { return ""; }` : `int ${name}(void) { return 0; }`).join("\n");
     writeFileSync(join(dir, "stub.c"), body);
-    const cc = Bun.spawnSync(["cc", "-shared", "-fPIC", "-o", join(dir, "libstub.so"), join(dir, "stub.c")]);
+    const cc = runSync(["cc", "-shared", "-fPIC", "-o", join(dir, "libstub.so"), join(dir, "stub.c")]);
     expect(cc.exitCode).toBe(0);
     const r = loadIn({ WEFT_LIBRARY: join(dir, "libstub.so") });
     expect(r.code).toBe("E_ABI_MISMATCH");

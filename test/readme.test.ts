@@ -2,12 +2,14 @@
 // dependency, not on PATH, so commands go through npm scripts or node_modules/.bin/bun), and its
 // API snippet is a complete program: it typechecks against lib/ on its own, and it is the same code
 // as examples/quickstart.ts. CPU only.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "./support/test-api.ts";
 import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-const root = join(import.meta.dir, "..");
+import { runSync } from "./support/processes.ts";
+
+const root = join(import.meta.dirname, "..");
 const readme = readFileSync(join(root, "README.md"), "utf8");
 const scripts: Record<string, string> = JSON.parse(readFileSync(join(root, "package.json"), "utf8")).scripts;
 
@@ -67,10 +69,10 @@ describe("README API snippet", () => {
     const file = join(dir, "snippet.ts");
     writeFileSync(file, block.replace(/from "weft"/, `from ${JSON.stringify(join(root, "lib", "index.ts"))}`) + "\nexport {};\n");
     const tsc = join(root, "node_modules", ".bin", "tsc");
-    const r = Bun.spawnSync([tsc, "--noEmit", "--strict", "--target", "ESNext", "--module", "ESNext", "--moduleResolution", "bundler",
+    const r = runSync([tsc, "--noEmit", "--strict", "--target", "ESNext", "--module", "ESNext", "--moduleResolution", "bundler",
       "--lib", "ESNext", "--types", "bun", "--typeRoots", join(root, "node_modules", "@types"), "--allowImportingTsExtensions",
       "--skipLibCheck", "--noUncheckedIndexedAccess", file], { cwd: dir });
-    const out = r.stdout.toString() + r.stderr.toString();
+    const out = r.stdout + r.stderr;
     expect(out).toBe("");
     expect(r.exitCode).toBe(0);
   }, 120_000);

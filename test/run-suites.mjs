@@ -7,8 +7,11 @@
 // summed over the suites (.ci/run reads that line). Exits non-zero when any suite fails or cannot
 // run. Node only, no dependencies.
 //
-// Suites (SUITES below; a Deno suite is one more entry):
+// Suites (SUITES below):
 //   bun     bun test --timeout 300000 (node_modules/.bin/bun)
+//   deno    the same test files under Deno: deno test over test/ (node_modules/.bin/deno, else deno
+//           on PATH), with the permissions of DENO_TEST_FLAGS and bunfig.toml's preload; the test
+//           API is test/support/test-api.ts's, whose default per-test bound is bun's 300 s
 //   pytest  ffi/python/tests, with the first of `python3 -m pytest`, `/usr/bin/python3 -m pytest`,
 //           `pytest-3` that runs. When none does, the suite fails and says how to install pytest;
 //           WEFT_SKIP_PYTEST=1 skips it instead (counted as one skipped test), for machines that
@@ -16,10 +19,11 @@
 //
 //   node test/run-suites.mjs                      every suite
 //   node test/run-suites.mjs --suite=bun [args]   one suite; its extra arguments go to it
-//                                                 (npm test -- --suite=bun test/abi.test.ts)
+//                                                 (npm test -- --suite=bun test/abi.test.ts;
+//                                                 for deno, files given replace test/)
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
@@ -30,12 +34,38 @@ function count(text, re) {
   return all.length ? Number(all[all.length - 1][1]) : 0;
 }
 
+/** node_modules/.bin/NAME, else NAME on PATH, else the node_modules path (reported missing). */
+function tool(name) {
+  const local = join(root, "node_modules", ".bin", name);
+  if (existsSync(local)) return local;
+  const found = (process.env.PATH ?? "").split(delimiter).map((d) => join(d, name)).find((p) => existsSync(p));
+  return found ?? local;
+}
+
+// What the tests need under Deno: weft's own permissions (README "From Deno") plus starting
+// workers and tools and writing scratch files.
+const DENO_TEST_FLAGS = ["--no-check", "--allow-ffi", "--allow-env", "--allow-net", "--allow-read", "--allow-sys",
+  "--allow-run", "--allow-write", "--preload", "test/support/preload.ts"];
+
+const stripColor = (s) => s.replace(/\x1b\[[0-9;]*m/g, "");
+
 const SUITES = [
   {
     name: "bun",
     command: () => [join(root, "node_modules", ".bin", "bun"), ["test", "--timeout", "300000"]],
     // bun's summary: lines " 142 pass", " 8 skip", " 0 fail".
     parse: (out) => ({ passed: count(out, /^\s*(\d+) pass$/gm), failed: count(out, /^\s*(\d+) fail$/gm), skipped: count(out, /^\s*(\d+) skip$/gm) }),
+  },
+  {
+    name: "deno",
+    command: (extra) => [tool("deno"), ["test", ...DENO_TEST_FLAGS, ...(extra.some((a) => !a.startsWith("-")) ? [] : ["test/"])]],
+    // deno's summary: "ok | 325 passed | 0 failed | 175 ignored (49s)" ("FAILED | ..." when any
+    // failed; "(N steps)" after a count when tests have steps).
+    parse: (out) => {
+      const line = stripColor(out).split("\n").reverse().find((l) => /^(ok|FAILED) \| \d+ passed/.test(l)) ?? "";
+      const n = (word) => Number(line.match(new RegExp(`(\\d+) ${word}`))?.[1] ?? 0);
+      return { passed: n("passed"), failed: n("failed"), skipped: n("ignored") };
+    },
   },
   {
     name: "pytest",
@@ -61,7 +91,7 @@ const SUITES = [
 ];
 
 function runSuite(suite, extra) {
-  const cmd = suite.command();
+  const cmd = suite.command(extra);
   if (!Array.isArray(cmd)) return Promise.resolve(cmd.skip ? { skipped: 1, passed: 0, failed: 0, note: cmd.skip } : { failed: 1, passed: 0, skipped: 0, note: cmd.error });
   const [file, args] = cmd;
   if (file.includes("/") && !existsSync(file)) return Promise.resolve({ failed: 1, passed: 0, skipped: 0, note: `${file} is missing (npm install)` });

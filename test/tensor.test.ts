@@ -1,4 +1,4 @@
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "./support/test-api.ts";
 
 import { bf16ToF32, f32ToBf16 } from "../lib/dtype.ts";
 import { ArgumentError, DeviceError, DisposedError, WeftError } from "../lib/errors.ts";

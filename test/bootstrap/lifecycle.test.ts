@@ -25,7 +25,7 @@ async function stderrLines<T>(f: () => Promise<T>): Promise<{ result: T; lines: 
 
 describe("reaching rank 0", () => {
   test("a wrong MASTER_PORT says after 5 s that nothing listens there (ECONNREFUSED), and fails at connectTimeoutMs", async () => {
-    const [port] = freePorts(1);
+    const [port] = await freePorts(1);
     const t0 = performance.now();
     const { result: err, lines } = await stderrLines(() =>
       Store.connect({ rank: 1, worldSize: 2, addr: "127.0.0.1", port: port!, connectTimeoutMs: 6500 } as Parameters<typeof Store.connect>[0])
@@ -105,7 +105,7 @@ describe("a one-host job without WEFT_STORE_TOKEN", () => {
   });
 
   test("a file left by an earlier job on the port is replaced: a rank already waiting joins the new job", async () => {
-    const [port] = freePorts(1);
+    const [port] = await freePorts(1);
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     writeFileSync(join(dir, `store-${port}.token`), "stale-token-of-a-job-that-died", { mode: 0o600 });
     const r1 = Store.connect({ rank: 1, worldSize: 2, addr: "127.0.0.1", port: port!, timeoutMs: 10_000 });

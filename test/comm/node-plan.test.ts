@@ -1,6 +1,6 @@
 // The node plan: which rank is on which node, from the node ids the ranks report (lib/comm/
 // node-plan.ts), and the staging each rank needs between nodes. CPU only.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "../support/test-api.ts";
 
 import { planNodes } from "../../lib/comm/node-plan.ts";
 import { UnsupportedError } from "../../lib/errors.ts";

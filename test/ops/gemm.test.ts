@@ -1,5 +1,5 @@
 // gemm(): validation on the CPU, then correctness on a GPU against fp32/fp64 references.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "../support/test-api.ts";
 
 import { cublasLtAvailable } from "../../lib/baselines/cublaslt.ts";
 import { ArgumentError } from "../../lib/errors.ts";

@@ -9,7 +9,7 @@
 //   bun test test/ops/moe.test.ts -t "world 2, E 8"        the counts exchange and pushes, small
 //   bun test test/ops/moe.test.ts -t "world 2 .*H 7168"    the same at size
 //   bun test test/ops/moe.test.ts -t "back to back|graph"  epochs across launches and replays
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "../support/test-api.ts";
 import { join } from "node:path";
 
 import { Communicator } from "../../lib/comm.ts";
@@ -216,7 +216,7 @@ describeGpu("MoE, one process driving both GPUs (Communicator.local)", 2, () => 
 
 describeGpu("MoE, one process per GPU (2 bun processes, CUDA IPC)", 2, () => {
   test("every check passes on both ranks", async () => {
-    const worker = join(import.meta.dir, "..", "support", "moe-worker.ts");
+    const worker = join(import.meta.dirname, "..", "support", "moe-worker.ts");
     const { failed, exits, reported } = await runCheckWorkers(worker, 2);
     expect(failed).toEqual([]);
     expect(exits).toEqual([0, 0]);

@@ -1,7 +1,7 @@
 // The fused tensor-parallel ops: validation on the CPU, then every op on the GPUs in both process
 // models — one process driving both GPUs (Communicator.local) and one process per GPU (two bun
 // processes, CUDA IPC) — with the checks of test/support/tp-checks.ts.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "../support/test-api.ts";
 import { join } from "node:path";
 
 import { LocalStore } from "../../lib/bootstrap.ts";
@@ -118,7 +118,7 @@ describeGpu("tensor-parallel ops, one process driving both GPUs (Communicator.lo
 
 describeGpu("tensor-parallel ops, one process per GPU (2 bun processes, CUDA IPC)", 2, () => {
   test("every check passes on both ranks", async () => {
-    const worker = join(import.meta.dir, "..", "support", "tp-worker.ts");
+    const worker = join(import.meta.dirname, "..", "support", "tp-worker.ts");
     const { failed, exits, reported } = await runCheckWorkers(worker, 2);
     expect(failed).toEqual([]);
     expect(exits).toEqual([0, 0]);

@@ -6,6 +6,9 @@
 // Rules (DESIGN.md "Testing"): fresh random inputs, outputs poisoned with NaN, every element
 // checked on the GPU (weft_diff_norms: ‖out − ref‖ / ‖ref‖ in fp64 and a count of non-finite
 // outputs), references summed in fp32 in rank order by a deliberately simple kernel.
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+
 import { Communicator, type CommunicatorOptions } from "../../lib/comm.ts";
 import { DTYPES, type DType } from "../../lib/dtype.ts";
 import { ArgumentError, PeerError, TimeoutError } from "../../lib/errors.ts";
@@ -13,6 +16,19 @@ import type { SymmetricTensor } from "../../lib/heap.ts";
 import { check, native } from "../../lib/native.ts";
 import { Tensor } from "../../lib/tensor.ts";
 import type { NamedCheck } from "./report-channel.ts";
+
+/** An HTTP server on a free loopback port that answers "pong" (node:http: both runtimes have it). */
+async function pongServer(): Promise<{ port: number; [Symbol.asyncDispose](): Promise<void> }> {
+  const server = createServer((_, res) => res.end("pong"));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    [Symbol.asyncDispose]: () => new Promise<void>((resolve) => {
+      server.close(() => resolve());
+      server.closeAllConnections(); // fetch keeps its connection alive; close() would wait for it
+    }),
+  };
+}
 
 export interface CheckContext {
   /** The ranks this process drives. */
@@ -404,7 +420,7 @@ export const CHECKS: Check[] = [
       const n = (64 * MiB) / 2;
       const xs = ctx.comms.map((c) => c.empty([n], "bf16").fillRandom(seed(9, c.rank)));
       const ys = ctx.comms.map((c) => c.empty([n], "bf16"));
-      using server = Bun.serve({ port: 0, fetch: () => new Response("pong") });
+      await using server = await pongServer();
       let ticks = 0;
       let allDone = false;
       const timer = setInterval(() => {

@@ -2,7 +2,7 @@
 // headers, or a machine without libfabric.so.1 or without the provider a test needs, skips those
 // tests and says why; REQUIRE_FABRIC=1 (set by .ci/run, whose machine installs libfabric-dev) turns
 // the same condition into a failing test, so CI cannot pass by skipping the transport.
-import { describe, test } from "bun:test";
+import { describe, test } from "./test-api.ts";
 
 import { fabricProviders, type FabricProviders } from "../../lib/info.ts";
 

@@ -1,6 +1,6 @@
 // gpu.ts — gating for GPU tests. Without enough GPUs a GPU suite is skipped and says why; with
 // REQUIRE_GPU=1 the same condition is a failing test instead, so a GPU run cannot pass vacuously.
-import { describe, test } from "bun:test";
+import { describe, test } from "./test-api.ts";
 
 import { deviceCount } from "../../lib/device.ts";
 

@@ -2,21 +2,21 @@
 //
 // Bun's process.env is a JS map: assigning to it does not call setenv(3), so a library loaded
 // through bun:ffi (ours, NCCL) that reads its switches with getenv() never sees the change
-// (oven-sh/bun issue 42891). Child processes do get the JS map. setNativeEnv writes both.
-import { dlopen } from "bun:ffi";
+// (oven-sh/bun issue 42891). Deno's does call setenv. Child processes get the JS map in both.
+// setNativeEnv writes both, through libc, in either runtime.
+import { runtime, T } from "../../lib/runtime/index.ts";
 
-let libc: ReturnType<typeof open> | undefined;
-function open() {
-  return dlopen("libc.so.6", {
-    setenv: { args: ["cstring", "cstring", "i32"], returns: "i32" },
-    unsetenv: { args: ["cstring"], returns: "i32" },
-  });
-}
-const cstr = (s: string) => Buffer.from(s + "\0");
+const LIBC = {
+  setenv: { args: [T.ptr, T.ptr, T.i32], returns: T.i32 },
+  unsetenv: { args: [T.ptr], returns: T.i32 },
+} as const;
+
+let libc: ReturnType<typeof runtime.open<typeof LIBC>> | undefined;
+const cstr = (s: string) => new TextEncoder().encode(s + "\0");
 
 /** Sets (or, with undefined, removes) `name` in both process.env and the C environment. */
 export function setNativeEnv(name: string, value: string | undefined): void {
-  libc ??= open();
+  libc ??= runtime.open("libc.so.6", LIBC);
   if (value === undefined) {
     delete process.env[name];
     libc.symbols.unsetenv(cstr(name));

@@ -1,8 +1,12 @@
 // report-channel.ts — how the multi-process tests talk to their rank processes: a worker prints
 // one JSON object per line on stdout (report), the parent spawns it and reads those objects in
 // order (spawnWorker, nextReport), skipping any other output. Used by the bootstrap, transport,
-// comm and TP tests and by bench/proxy.ts. No bun:test import: workers load this too.
+// comm and TP tests and by bench/proxy.ts. No test-api import: workers load this too. Workers run
+// under this process's runtime unless `runtime` names the other (processes.ts).
+import { createServer } from "node:net";
+
 import { Store } from "../../lib/bootstrap.ts";
+import { readAll, scriptArgv, start, type Child, type RuntimeName } from "./processes.ts";
 
 /** Worker side: one result line. */
 export function report(x: unknown): void {
@@ -29,11 +33,11 @@ export async function connectWorkerStore(rank: number, worldSize: number, timeou
 }
 
 /** Parent side: the JSON objects a child prints one per line. */
-export async function* jsonLines(stream: ReadableStream<Uint8Array>): AsyncGenerator<any> {
+export async function* jsonLines(stream: AsyncIterable<Uint8Array | string>): AsyncGenerator<any> {
   const decoder = new TextDecoder();
   let buf = "";
   for await (const chunk of stream) {
-    buf += decoder.decode(chunk, { stream: true });
+    buf += typeof chunk === "string" ? chunk : decoder.decode(chunk, { stream: true });
     let nl: number;
     while ((nl = buf.indexOf("\n")) >= 0) {
       const line = buf.slice(0, nl).trim();
@@ -44,14 +48,15 @@ export async function* jsonLines(stream: ReadableStream<Uint8Array>): AsyncGener
 }
 
 export interface Worker {
-  proc: ReturnType<typeof Bun.spawn>;
+  proc: Child;
   lines: AsyncGenerator<any>;
 }
 
-/** Parent side: starts `script` under this bun with `env` added to the environment. */
-export function spawnWorker(script: string, env: Record<string, string>): Worker {
-  const proc = Bun.spawn([process.execPath, script], { env: { ...process.env, ...env }, stdout: "pipe", stderr: "inherit" });
-  return { proc, lines: jsonLines(proc.stdout as ReadableStream<Uint8Array>) };
+/** Parent side: starts `script` (under this runtime, or `runtime`) with `env` added to the
+ * environment. */
+export function spawnWorker(script: string, env: Record<string, string>, runtime?: RuntimeName): Worker {
+  const proc = start(scriptArgv(script, { runtime }), { ...process.env, ...env });
+  return { proc, lines: jsonLines(proc.stdout) };
 }
 
 /** Parent side: the worker's next report; throws if it ended without one. */
@@ -87,10 +92,14 @@ export async function runChecks<C>(checks: readonly NamedCheck<C>[], ctx: C): Pr
 }
 
 /** `n` distinct free TCP ports on 127.0.0.1 (all held open together, then released). */
-export function freePorts(n: number): number[] {
-  const held = Array.from({ length: n }, () => Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } }));
-  const ports = held.map((l) => l.port);
-  held.forEach((l) => l.stop(true));
+export async function freePorts(n: number): Promise<number[]> {
+  const held = await Promise.all(Array.from({ length: n }, () => new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => resolve(server));
+  })));
+  const ports = held.map((s) => (s.address() as { port: number }).port);
+  await Promise.all(held.map((s) => new Promise((resolve) => s.close(resolve))));
   return ports;
 }
 
@@ -99,16 +108,13 @@ export function freePorts(n: number): number[] {
  * exit codes and report counts per rank. */
 export async function runCheckWorkers(script: string, world: number,
   env: Record<string, string> | ((rank: number) => Record<string, string>) = {},
-  port = freePorts(1)[0]!): Promise<{ failed: string[]; exits: number[]; reported: number[] }> {
-  const procs = Array.from({ length: world }, (_, rank) => Bun.spawn([process.execPath, script], {
-    env: {
-      ...process.env, RANK: String(rank), WORLD_SIZE: String(world), LOCAL_RANK: String(rank), LOCAL_WORLD_SIZE: String(world),
-      MASTER_ADDR: "127.0.0.1", MASTER_PORT: String(port), ...(typeof env === "function" ? env(rank) : env),
-    },
-    stdout: "pipe",
-    stderr: "inherit",
+  port?: number): Promise<{ failed: string[]; exits: number[]; reported: number[] }> {
+  port ??= (await freePorts(1))[0]!;
+  const procs = Array.from({ length: world }, (_, rank) => start(scriptArgv(script), {
+    ...process.env, RANK: String(rank), WORLD_SIZE: String(world), LOCAL_RANK: String(rank), LOCAL_WORLD_SIZE: String(world),
+    MASTER_ADDR: "127.0.0.1", MASTER_PORT: String(port), ...(typeof env === "function" ? env(rank) : env),
   }));
-  const outputs = await Promise.all(procs.map((p) => new Response(p.stdout).text()));
+  const outputs = await Promise.all(procs.map((p) => readAll(p.stdout)));
   const exits = await Promise.all(procs.map((p) => p.exited));
   const failed: string[] = [];
   const reported = outputs.map((text, rank) => {

@@ -1,6 +1,8 @@
 // A rank of a multi-process bootstrap test (test/bootstrap.test.ts). Rank 0 hosts the store on a
 // free port and prints {"port": n}; every rank then runs SCENARIO and prints one JSON result line.
 //   RANK, WORLD_SIZE, MASTER_PORT (0 on rank 0), SCENARIO, TIMEOUT_MS
+import { setTimeout as sleep } from "node:timers/promises";
+
 import { connectWorkerStore, describeError, report } from "./report-channel.ts";
 
 const rank = Number(process.env.RANK);
@@ -82,7 +84,7 @@ try {
     case "linger": {
       // Stays connected while the test starts a second process that claims the same rank.
       report({ rank, ok: true });
-      if (rank === 0) await Bun.sleep(2000);
+      if (rank === 0) await sleep(2000);
       await store.barrier("done", 20000);
       break;
     }

@@ -1,7 +1,7 @@
 // GPU threads pushing into the proxy's device lane (cuda/primitives/fifo.cuh), one process, the
 // transport writing to itself. Needs a GPU and libfabric's provider; skips without them, saying
 // why (REQUIRE_GPU=1 and REQUIRE_FABRIC=1 make those failures).
-import { expect, test } from "bun:test";
+import { expect, test } from "../support/test-api.ts";
 
 import { Tensor } from "../../lib/tensor.ts";
 import { HostBuffer, Proxy, Transport, transportCounters } from "../../lib/transport.ts";

@@ -1,13 +1,15 @@
 // The proxy and the libfabric transport between real processes (one bun process per rank) over
 // tcp;ofi_rxm on loopback, with the bootstrap store for the address exchange. CPU only: runs in CI.
 // The ranks' code is test/transport/rank-worker.ts; each scenario there documents what it checks.
-import { expect, test } from "bun:test";
+import { expect, test } from "../support/test-api.ts";
 import { join } from "node:path";
 
+import { runtime } from "../../lib/runtime/index.ts";
 import { describeFabric } from "../support/fabric.ts";
 import { nextReport, spawnWorker, type Worker } from "../support/report-channel.ts";
+import { describeStore } from "../support/store-gate.ts";
 
-const worker = join(import.meta.dir, "rank-worker.ts");
+const worker = join(import.meta.dirname, "rank-worker.ts");
 
 // Loopback only, and the same provider on every rank.
 const fabricEnv = { WEFT_FABRIC_PROVIDER: "tcp;ofi_rxm", FI_TCP_IFACE: "lo", FI_SOCKETS_IFACE: "lo" };
@@ -38,7 +40,8 @@ async function runRanks(worldSize: number, scenario: string, env: Record<string,
 }
 
 // Skips (saying why) where libfabric or its tcp provider is missing; REQUIRE_FABRIC=1 fails instead.
-describeFabric("proxy + libfabric tcp;ofi_rxm between processes", "tcp;ofi_rxm", () => {
+// The ranks meet through the TCP store: skipped, saying why, where it cannot run in this runtime.
+describeStore("between processes", [runtime.name], () => describeFabric("proxy + libfabric tcp;ofi_rxm between processes", "tcp;ofi_rxm", () => {
   test("10 000 puts of 1 B .. 4 MiB at random offsets, checksummed at the receiver, signals never ahead of data", async () => {
     const results = await runRanks(2, "random-writes", { WRITES: "10000", TIMEOUT_MS: "20000", SEED: "11" });
     console.log(`transport provider: ${results[0].provider}; ${results.map((r) =>
@@ -135,4 +138,4 @@ describeFabric("proxy + libfabric tcp;ofi_rxm between processes", "tcp;ofi_rxm",
       expect(r0.ms).toBeLessThan(3000 * 3);
     }, 60_000);
   }
-});
+}));

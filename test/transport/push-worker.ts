@@ -1,4 +1,4 @@
-// A Bun Worker thread that pushes into a proxy's host FIFO concurrently with other threads
+// A Worker thread that pushes into a proxy's host FIFO concurrently with other threads
 // (test/transport/rank-worker.ts, scenario "fifo"). It gets the native proxy handle and pushes
 // COUNT signals to its own word, in batches of 1 to 3, values 1..COUNT.
 import { ProxyCommand } from "../../lib/abi.ts";

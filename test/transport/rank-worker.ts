@@ -6,6 +6,8 @@
 //   (signal-order: every DROP_EVERY-th data write of this rank's transport is dropped, through the
 //   test-only weft_testing_transport_drop_writes)
 // The parent sets WEFT_FABRIC_PROVIDER=tcp;ofi_rxm and FI_TCP_IFACE=lo (loopback).
+import { readdirSync } from "node:fs";
+
 import { check, native } from "../../lib/native.ts";
 import { HostBuffer, Proxy, Region, Transport, transportCounters, type Command } from "../../lib/transport.ts";
 import { connectWorkerStore, describeError, report } from "../support/report-channel.ts";
@@ -46,7 +48,7 @@ const store = await connectWorkerStore(rank, worldSize, timeoutMs);
 
 const threadsNow = () => {
   try {
-    return require("node:fs").readdirSync("/proc/self/task").length as number;
+    return readdirSync("/proc/self/task").length;
   } catch {
     return -1;
   }
@@ -162,9 +164,9 @@ async function randomWrites() {
       if (covered > verified) signalsSeen++;
       while (verified < covered) {
         const p = recvPlan[verified]!;
-        const got = Bun.hash.wyhash(dst.view.subarray(p.dstOffset, p.dstOffset + p.bytes));
-        const want = Bun.hash.wyhash(expected.subarray(p.srcOffset, p.srcOffset + p.bytes));
-        if (got !== want) {
+        const got = Buffer.from(dst.view.buffer, dst.view.byteOffset + p.dstOffset, p.bytes);
+        const want = Buffer.from(expected.buffer, expected.byteOffset + p.srcOffset, p.bytes);
+        if (!got.equals(want)) {
           earlySignals++;
           throw new Error(`rank ${rank}: round ${round} put ${verified} (${p.bytes} B at ${p.dstOffset}) has wrong bytes after its signal (${covered}) was seen`);
         }
@@ -441,7 +443,7 @@ async function fifo() {
 
   // Four threads push concurrently: every ticket must be taken exactly once.
   const PER = 3000;
-  const workers = Array.from({ length: 4 }, () => new Worker(new URL("./push-worker.ts", import.meta.url).href));
+  const workers = Array.from({ length: 4 }, () => new Worker(new URL("./push-worker.ts", import.meta.url).href, { type: "module" }));
   const results = await Promise.all(workers.map((w, index) => new Promise<{ pushed: number }>((resolve, reject) => {
     w.onmessage = (e) => resolve(e.data);
     w.onerror = (e) => reject(new Error(e.message));

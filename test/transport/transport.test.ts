@@ -2,18 +2,19 @@
 // buffers, provider selection errors. Multi-process behaviour is in proxy.test.ts. Runs with and
 // without libfabric (a build without its headers, or a machine without libfabric.so.1): the tests
 // that need it skip and say why, and REQUIRE_FABRIC=1 turns those skips into failures.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "../support/test-api.ts";
 import { join } from "node:path";
 
 import { ArgumentError, DisposedError, PeerError, TransportError, UnsupportedError } from "../../lib/errors.ts";
 import { nativePath, native } from "../../lib/native.ts";
 import { HostBuffer, Proxy, Transport, transportCounters } from "../../lib/transport.ts";
 import { fabric, requireFabric, testFabric } from "../support/fabric.ts";
+import { evalArgv, runSync } from "../support/processes.ts";
 
 function tool(cmd: string[]): string | null {
   try {
-    const r = Bun.spawnSync(cmd);
-    return r.exitCode === 0 ? r.stdout.toString() : null;
+    const r = runSync(cmd);
+    return r.exitCode === 0 ? r.stdout : null;
   } catch {
     return null;
   }
@@ -118,9 +119,9 @@ describe("HostBuffer", () => {
       }
       for (let i = 0; i < 2000; i++) { const b = HostBuffer.alloc(4096); b.view[0] = 1; b.dispose(); }
       console.log(JSON.stringify({ results, leaked: transportCounters().hostBuffers - before }));`;
-    const r = Bun.spawnSync([process.execPath, "-e", script], { cwd: join(import.meta.dir, "..", ".."), env: process.env });
+    const r = runSync(evalArgv(script), { cwd: join(import.meta.dirname, "..", ".."), env: process.env });
     expect(r.exitCode).toBe(0);
-    const out = JSON.parse(r.stdout.toString().trim().split("\n").at(-1)!);
+    const out = JSON.parse(r.stdout.trim().split("\n").at(-1)!);
     for (const x of out.results) {
       expect(x).toEqual({ bytes: x.bytes, length: 0, words: 0, sub: 0, read: null, fillThrows: true, reuseIntact: true });
     }
