@@ -34,8 +34,11 @@ function count(text, re) {
   return all.length ? Number(all[all.length - 1][1]) : 0;
 }
 
-/** node_modules/.bin/NAME, else NAME on PATH, else the node_modules path (reported missing). */
+/** node_modules/NAME/NAME (npm's deno: the binary itself, not its Node shim in .bin), else
+ * node_modules/.bin/NAME, else NAME on PATH, else the node_modules path (reported missing). */
 function tool(name) {
+  const binary = join(root, "node_modules", name, name);
+  if (existsSync(binary)) return binary;
   const local = join(root, "node_modules", ".bin", name);
   if (existsSync(local)) return local;
   const found = (process.env.PATH ?? "").split(delimiter).map((d) => join(d, name)).find((p) => existsSync(p));
@@ -105,11 +108,26 @@ function runSuite(suite, extra) {
     take(child.stdout, process.stdout);
     take(child.stderr, process.stderr);
     child.on("error", (e) => resolve({ failed: 1, passed: 0, skipped: 0, note: `could not start ${file}: ${e.message}` }));
-    child.on("close", (code, signal) => {
+    // The suite's end is its process's exit: a stray grandchild (a test's worker that outlived it)
+    // may hold the output pipes open forever, so wait for them to drain only briefly after it.
+    let finished = false;
+    const finish = (code, signal) => {
+      if (finished) return;
+      finished = true;
       const counts = suite.parse(out);
       // A run that exits badly without reporting a failure (a crash, a collection error) still fails.
       if (code !== 0 && counts.failed === 0) resolve({ ...counts, failed: 1, note: `exited with ${signal ?? `status ${code}`}` });
       else resolve(counts);
+    };
+    child.on("close", finish);
+    child.on("exit", (code, signal) => {
+      setTimeout(() => {
+        if (finished) return;
+        child.stdout.destroy();
+        child.stderr.destroy();
+        console.error(`${suite.name}: a process it started still holds its output open after it exited; not waiting for it`);
+        finish(code, signal);
+      }, 2000).unref();
     });
   });
 }

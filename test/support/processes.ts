@@ -36,6 +36,11 @@ function onPath(name: string): string | undefined {
  * devDependency), else `name` on PATH; undefined when there is none. */
 export function runtimeBinary(name: RuntimeName): string | undefined {
   if (name === runtime.name) return process.execPath;
+  // npm's deno package puts the binary at node_modules/deno/deno and a Node shim at .bin/deno that
+  // runs it as a child: a signal to the shim never reaches the runtime, whose server then outlives
+  // the test (and holds the test runner's output pipe open). Spawn the binary itself.
+  const binary = join(root, "node_modules", name, name);
+  if (name === "deno" && existsSync(binary)) return binary;
   const local = join(root, "node_modules", ".bin", name);
   return existsSync(local) ? local : onPath(name);
 }
