@@ -175,6 +175,18 @@ export const TpLaunch = new Struct("WeftTpLaunch", {
   arrivals: "u64",
 });
 
+export const TestingTpMachine = new Struct("WeftTestingTpMachine", {
+  size: "u32",
+  version: "u32",
+  world: "i32",
+  rank: "i32",
+  sm_count: "i32",
+  sm_budget: "i32",
+  nodes: "i32",
+  shares_device: "i32",
+  slot_bytes: "u64",
+});
+
 // inter-node: command FIFO, proxy, transport (issue 6)
 export const TransportParams = new Struct("WeftTransportParams", {
   size: "u32",
@@ -498,6 +510,7 @@ export const ABI_STRUCTS: readonly Struct<any>[] = [
   TpParams,
   TpChoice,
   TpLaunch,
+  TestingTpMachine,
   // issue 6
   TransportParams,
   TransportCounters,

@@ -75,6 +75,8 @@ export const symbols = {
   weft_tp_plan_launch: { args: [T.ptr /* WeftTpPlan* */, T.ptr /* const WeftTpLaunch* */], returns: T.i32 },
   weft_tp_plans_launch: { args: [T.ptr /* WeftTpPlan* const* */, T.ptr /* const WeftTpLaunch* */, T.i32], returns: T.i32 },
   weft_tp_plan_destroy: { args: [T.ptr /* WeftTpPlan* */], returns: T.i32 },
+  // Test support: the choice on a described machine (no GPU needed); never called by lib/.
+  weft_testing_tp_choose: { args: [T.ptr /* const WeftTestingTpMachine* */, T.ptr /* const WeftTpParams* */, T.ptr /* WeftTpChoice* out */, T.ptr /* const char** detail */], returns: T.i32 },
 
   // inter-node: command FIFO, proxy, transport (issue 6)
   weft_transport_open: { args: [T.ptr /* const WeftTransportParams* */, T.ptr /* WeftTransport** */], returns: T.i32 },

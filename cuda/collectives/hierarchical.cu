@@ -23,7 +23,7 @@
 // loads (ld.volatile, see copy_in/sum_in) then see the data. Stores into the send staging are ordered before the
 // command by a __threadfence_system() in the pushing thread after __syncthreads (fifo.cuh).
 #include "collectives/hierarchical.h"
-#include "collectives/internode.cuh"
+#include "collectives/between_nodes.cuh"
 #include "collectives/move.cuh"
 #include "collectives/protocol.cuh"
 

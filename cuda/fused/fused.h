@@ -201,7 +201,7 @@ bool gemm_all_reduce_supported(int tile_n);
 // failed, or if it never published `scratch_seq` (reason WEFT_TP_FAIL_STAGE_MISSING).
 cudaError_t launch_publish(const uint64_t* scratch, uint64_t scratch_seq, const gemm::CompletionWords& completion,
                            cudaStream_t stream);
-// Loads the publisher's module now (see preload() in ffi/src/tp/plan.cpp).
+// Loads the publisher's module now (see build_and_preload() in ffi/src/tp/abi.cpp).
 cudaError_t preload_publish();
 
 // The launch functions above with zero CTAs (AgLaunch::gemm_ctas and state.comm_ctas, or

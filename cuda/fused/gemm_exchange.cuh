@@ -27,7 +27,7 @@
 // which only pays when they are this few (m = 16: 256 KiB per peer).
 //
 // With two ranks and exactly two waves (M = 512), the first wave's deferred tiles go to the peer by
-// copy engine instead (State::ce_tile_cols, launched by ffi/src/tp/plan.cpp): SM-issued NVLink
+// copy engine instead (State::ce_tile_cols, launched by ffi/src/tp/exchange.cpp): SM-issued NVLink
 // stores slowed the second wave's math on the sending GPU by ~8 us, the receiving GPU's by <= 1 us
 // (bench/DECISIONS.md, "The first wave of a two-wave exchange goes by copy engine (two ranks)").
 // Those tiles' own partials wait in out, where the copy engine reads them and the
@@ -38,7 +38,7 @@
 // launch e - 1 after my launch e - 2 (the last reader of slot e % 2, own slot included) had finished.
 // Flags are epochs.
 //
-// Layout (ffi/src/tp/choice.cpp): recv [2][world][slot_rows][n] bf16 (slot_rows = m rounded up to
+// Layout (ffi/src/tp/exchange.cpp): recv [2][world][slot_rows][n] bf16 (slot_rows = m rounded up to
 // whole 128-row tiles, so that a tile's boxes never reach into the next rank's slot; rows past m
 // hold whatever the rows of A's stage past m computed and are never stored to out); State::recv
 // points at this launch's parity half; stored (the flags) [world][tiles_m * 2][tiles_n].

@@ -235,7 +235,7 @@ cudaError_t launch_route(const RouteArgs& a, cudaStream_t stream);
 // shared memory for E experts and W ranks. Every MoE plan calls it at creation, before its setup
 // barrier: with lazy module loading a kernel's first load may wait for the device to go idle, and a
 // barrier or an MoE kernel of this rank that waits for a peer this thread has yet to serve never
-// lets it (see preload() in ffi/src/tp/plan.cpp).
+// lets it (see build_and_preload() in ffi/src/tp/abi.cpp).
 cudaError_t preload_kernels(int experts, int world);
 cudaError_t preload_dispatch(int experts, int world);
 cudaError_t preload_combine();

@@ -423,6 +423,25 @@ WEFT_API int weft_tp_plan_destroy(WeftTpPlan* plan);
  * with the collective's stage/field/peer above it), stage in bits 32..39. */
 enum WeftTpFailure { WEFT_TP_FAIL_BARRIER = 1, WEFT_TP_FAIL_PEER_WAIT = 2, WEFT_TP_FAIL_STAGE_MISSING = 3 };
 
+/* Test support: the choice weft_tp_choose would make on a described machine, with no GPU and no
+ * communicator (the cost model is a pure function of the call and the placement). out_detail
+ * (optional): the configuration beside the choice as text (split tail, ownership, chunking,
+ * padding, workspace regions), valid until the calling thread's next call; its form may change. */
+typedef struct WeftTestingTpMachine {
+  uint32_t size;         /* sizeof(WeftTestingTpMachine) */
+  uint32_t version;      /* 1 */
+  int32_t world;         /* ranks per node (the communicator's world) */
+  int32_t rank;
+  int32_t sm_count;      /* the device's SMs */
+  int32_t sm_budget;     /* the communicator's smBudget (0 = every SM) */
+  int32_t nodes;         /* 1, or the nodes of a multi-node communicator */
+  int32_t shares_device; /* 1: some two ranks of the communicator run on the same GPU */
+  uint64_t slot_bytes;   /* multi-node: inter-node staging per (rank, peer node) */
+} WeftTestingTpMachine;
+#define WEFT_TESTING_TP_MACHINE_INIT {sizeof(WeftTestingTpMachine), 1, 1, 0, 132, 0, 1, 0, 0}
+WEFT_API int weft_testing_tp_choose(const WeftTestingTpMachine* machine, const WeftTpParams* params, WeftTpChoice* out,
+                                    const char** out_detail);
+
 /* ---- inter-node: command FIFO, proxy, transport (issue 6) ------------------------------------ */
 
 /* Transport: one libfabric RDM endpoint per rank (ffi/src/transport/). Set-up is collective:

@@ -184,6 +184,16 @@ std::string build() {
   FIELD(WeftTpLaunch, done);
   FIELD(WeftTpLaunch, seq);
   FIELD(WeftTpLaunch, arrivals);
+  STRUCT(WeftTestingTpMachine);
+  FIELD(WeftTestingTpMachine, size);
+  FIELD(WeftTestingTpMachine, version);
+  FIELD(WeftTestingTpMachine, world);
+  FIELD(WeftTestingTpMachine, rank);
+  FIELD(WeftTestingTpMachine, sm_count);
+  FIELD(WeftTestingTpMachine, sm_budget);
+  FIELD(WeftTestingTpMachine, nodes);
+  FIELD(WeftTestingTpMachine, shares_device);
+  FIELD(WeftTestingTpMachine, slot_bytes);
 
   // inter-node: command FIFO, proxy, transport (issue 6)
   STRUCT(WeftTransportParams);

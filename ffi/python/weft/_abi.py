@@ -126,6 +126,14 @@ class TpLaunch(ctypes.Structure):
     _fields_ = [("size", c_uint32), ("version", c_uint32), ("done", c_uint64), ("seq", c_uint64), ("arrivals", c_uint64)]
 
 
+class TestingTpMachine(ctypes.Structure):
+    c_name = "WeftTestingTpMachine"
+    _fields_ = [
+        ("size", c_uint32), ("version", c_uint32), ("world", c_int32), ("rank", c_int32), ("sm_count", c_int32),
+        ("sm_budget", c_int32), ("nodes", c_int32), ("shares_device", c_int32), ("slot_bytes", c_uint64),
+    ]
+
+
 # ---- inter-node: command FIFO, proxy, transport (issue 6) ------------------------------------------
 
 
@@ -207,7 +215,7 @@ class DlpackDesc(ctypes.Structure):
 #: Every ABI struct, in weft.h order.
 ABI_STRUCTS = (
     DeviceProps, CommConfig, CommInfo, PeerHandle, CollectiveParams, NcclParams, GemmParams, GemmChoice,
-    TpParams, TpChoice, TpLaunch, TransportParams, TransportCounters, ProxyParams, ProxyCommand, ProxyFifo,
+    TpParams, TpChoice, TpLaunch, TestingTpMachine, TransportParams, TransportCounters, ProxyParams, ProxyCommand, ProxyFifo,
     ProxyStats, CommInterNode, DlpackDesc,
 )
 

@@ -17,7 +17,7 @@ namespace weft::comm {
 // The one-kernel CUDA graph that small collectives launch through (ffi/src/comm/collectives.cpp):
 // its node's kernel, shape and parameters are set for each launch. Made at connect,
 // while nothing of this communicator runs (module loading may wait for the device to go idle,
-// see preload() in ffi/src/tp/plan.cpp); exec == nullptr: there is none, launches go direct.
+// see build_and_preload() in ffi/src/tp/abi.cpp); exec == nullptr: there is none, launches go direct.
 struct LaunchGraph {
   cudaGraph_t graph = nullptr;
   cudaGraphNode_t node = nullptr;
@@ -70,7 +70,7 @@ WeftComm& require(WeftComm* comm, bool connected);
 // The caller sets what differs by path (epoch, CTAs, algorithm, debug flags).
 void set_collective_args(coll::Args& a, const WeftComm& c, const WeftCollectiveParams& p, uint32_t elem, uint64_t count);
 
-// weft_collective on a multi-node communicator (internode.cpp).
+// weft_collective on a multi-node communicator (hierarchical_collective.cpp).
 void hierarchical_collective(WeftComm& c, const WeftCollectiveParams& p);
 
 // Where symmetric address `local` of this rank lives on (local) rank q, as this process maps it.

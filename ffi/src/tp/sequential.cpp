@@ -1,15 +1,84 @@
 // sequential.cpp — the sequential path of a tensor-parallel op: our GEMM and our collective on the
-// plan's stream, with padded copies where TMA needs 16-byte rows.
+// plan's stream, with padded copies where TMA needs 16-byte rows. Its cost, its workspace (the
+// collective's symmetric buffer and the padded operands) and its launch; one candidate per op.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
+#include "comm/tuning.hpp"
 #include "status.hpp"
+#include "tp/candidate.hpp"
+#include "tp/cost_model.hpp"
 #include "tp/plan.hpp"
 
 namespace weft::tp {
 
 namespace {
+
+// Our GEMM over every SM, then (or after) our collective as weft_collective would pick it.
+double sequential_us(const Problem& p, int sms, const Choice& c) {
+  double us = 0;
+  const int copies = int(c.pad_a) + int(c.pad_b) + int(c.pad_out);
+  us += copies * kMachine.step_us;
+  const int W = p.world;
+  const int64_t m_gemm = p.m;
+  us += gemm_us(m_gemm, p.n, p.k, gemm_tile(m_gemm, p.n, sms, true), sms);
+  double coll_bytes = 0;
+  switch (p.op) {
+    case WEFT_TP_ALL_GATHER_GEMM:
+      coll_bytes = double(W - 1) * p.m_shard * c.kp * 2;
+      us += kMachine.collective_us + transfer_us(coll_bytes, kMachine.nvlink_gbs) + kMachine.step_us;  // + publish
+      break;
+    case WEFT_TP_GEMM_REDUCE_SCATTER:
+      coll_bytes = double(W - 1) * p.m_shard * c.np * 2;
+      us += kMachine.collective_us + transfer_us(coll_bytes, kMachine.nvlink_gbs);
+      break;
+    default: {
+      const double bytes = double(p.m) * c.np * 2;
+      const bool staged = bytes <= double(comm::tuning().staged_auto_bytes);  // as weft_collective picks it
+      us += kMachine.collective_us + transfer_us(staged ? (W - 1) * bytes : 2.0 * (W - 1) / W * bytes, kMachine.nvlink_gbs);
+    }
+  }
+  return us + kMachine.step_us;
+}
+
+Estimate cost(const Call& call, Choice& c) {
+  if (call.place.nodes > 1) return Estimate::not_here("there is no sequential path across nodes (path 'fused' or 'auto')");
+  validate_overrides(call);
+  const Problem& p = call.problem;
+  c.kp = (p.k + 7) / 8 * 8;
+  c.np = (p.n + 7) / 8 * 8;
+  c.pad_a = c.kp != p.k;
+  c.pad_b = p.b_nk ? c.kp != p.k : c.np != p.n;
+  c.pad_out = c.np != p.n;
+  c.comm_ctas = 0;
+  c.gemm_ctas = call.place.sm_count;
+  c.tile_n = call.params.tile_n;  // 0: the GEMM's own heuristic
+  c.group_m = call.params.group_m;
+  return Estimate::of(sequential_us(p, call.place.sm_count, c));
+}
+
+// gathered (all-gather: the gathered rows of A) or partial (reduce-scatter: the GEMM's sums; the
+// all-reduce's padded buffer), then the padded copies of operands whose rows are not a multiple of
+// 16 bytes, zeroed once so that padding columns add nothing to a dot product.
+void layout(const Call& call, Choice& c) {
+  const Problem& p = call.problem;
+  Layout& l = c.layout;
+  const int W = p.world;
+  const int64_t a_rows = p.op == WEFT_TP_ALL_GATHER_GEMM ? p.m_shard : p.m;
+  switch (p.op) {
+    case WEFT_TP_ALL_GATHER_GEMM: add(l, l.staging, uint64_t(W) * p.m_shard * c.kp * 2); break;   // gathered A
+    case WEFT_TP_GEMM_REDUCE_SCATTER: add(l, l.staging, uint64_t(W) * p.m_shard * c.np * 2); break;  // partial
+    default:
+      if (c.pad_out) add(l, l.staging, uint64_t(p.m) * c.np * 2);  // the padded all-reduce buffer
+  }
+  if (c.pad_a) add(l, l.a_pad, uint64_t(a_rows) * c.kp * 2);
+  if (c.pad_b) add(l, l.b_pad, p.b_nk ? uint64_t(p.n) * c.kp * 2 : uint64_t(p.k) * c.np * 2);
+  if (c.pad_out && p.op != WEFT_TP_GEMM_ALL_REDUCE) {
+    const int64_t rows = p.op == WEFT_TP_ALL_GATHER_GEMM ? p.m : p.m_shard;
+    add(l, l.out_pad, uint64_t(rows) * c.np * 2);
+  }
+}
 
 // dst [rows, dst_ld] <- src [rows, src_ld], `cols` bf16 each, on the plan's stream.
 void copy_rows(const WeftTpPlan& plan, void* dst, int64_t dst_ld, const void* src, int64_t src_ld, int64_t cols,
@@ -91,7 +160,21 @@ WeftGemmParams sequential_gemm(const WeftTpPlan& plan) {
   return g;
 }
 
-void launch_sequential(WeftTpPlan& plan, const WeftTpLaunch& launch) {
+namespace {
+
+// Sets the GEMM kernel's shared-memory opt-in now, which loads it while nothing of this plan runs
+// (see build_and_preload() in abi.cpp).
+void build(WeftTpPlan& plan) {
+  const WeftGemmParams g = sequential_gemm(plan);
+  WeftGemmChoice choice{};
+  choice.size = sizeof choice;
+  choice.version = 1;
+  const int status = weft_gemm_choose(&g, &choice);
+  if (status != WEFT_OK) WEFT_FAIL(status, "%s", weft_last_error());
+}
+
+void launch(WeftTpPlan& plan, const WeftTpLaunch& launch) {
+  ++plan.epoch;
   const tp::Problem& p = plan.problem;
   const tp::Choice& ch = plan.choice;
   const WeftTpParams& pa = plan.params;
@@ -138,5 +221,14 @@ void launch_sequential(WeftTpPlan& plan, const WeftTpLaunch& launch) {
     }
   }
 }
+
+}  // namespace
+
+const Candidate kAllGatherSequential{"all-gather, then our GEMM", WEFT_TP_ALL_GATHER_GEMM, WEFT_TP_PATH_SEQUENTIAL,
+                                     WEFT_TP_MOVER_NONE, 0, cost, layout, build, launch, nullptr};
+const Candidate kReduceScatterSequential{"our GEMM, then reduce-scatter", WEFT_TP_GEMM_REDUCE_SCATTER, WEFT_TP_PATH_SEQUENTIAL,
+                                         WEFT_TP_MOVER_NONE, 0, cost, layout, build, launch, nullptr};
+const Candidate kAllReduceSequential{"our GEMM, then all-reduce", WEFT_TP_GEMM_ALL_REDUCE, WEFT_TP_PATH_SEQUENTIAL,
+                                     WEFT_TP_MOVER_NONE, 0, cost, layout, build, launch, nullptr};
 
 }  // namespace weft::tp

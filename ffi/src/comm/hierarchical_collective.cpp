@@ -1,4 +1,4 @@
-// internode.cpp — a communicator over several nodes: takes the inter-node resources that
+// hierarchical_collective.cpp — a communicator over several nodes: takes the inter-node resources that
 // lib/comm.ts set up (transport regions, host-mapped staging, the proxy's device lane) and runs
 // allGather / reduceScatter / allReduce / barrier as one hierarchical kernel per call
 // (cuda/collectives/hierarchical.cu). Layout and topology rules: cuda/collectives/hierarchical.h.

@@ -1,4 +1,4 @@
-// internode.cuh — device pieces every kernel that crosses nodes through the proxy is built from:
+// between_nodes.cuh — device pieces every kernel that crosses nodes through the proxy is built from:
 // where things are in the staging (layout and topology: hierarchical.h), one put+signal command
 // into the proxy's device lane, a bounded wait for a peer node's signal, and copies / sums that
 // read the receive staging with system-scope loads.

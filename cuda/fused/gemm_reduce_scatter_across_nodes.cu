@@ -1,8 +1,8 @@
-// gemm_reduce_scatter_internode.cu — row-parallel GEMM across nodes: out [m_shard, N] = this
+// gemm_reduce_scatter_across_nodes.cu — row-parallel GEMM across nodes: out [m_shard, N] = this
 // rank's rows of Σ over ranks a · b, as ONE persistent kernel per rank. State and signals:
-// internode.h; topology and staging: collectives/hierarchical.h.
+// across_nodes.h; topology and staging: collectives/hierarchical.h.
 //
-// Params: WeftTpParams (weft.h), turned into InterRsLaunch once per plan by ffi/src/tp/internode.cpp.
+// Params: WeftTpParams (weft.h), turned into InterRsLaunch once per plan by ffi/src/tp/node_plan.cpp.
 //
 // GEMM CTAs compute the whole partial C of this rank into its partial slot, in owner order: the
 // rows of owners on other nodes first (they have the longest way to go), this node's last, and
@@ -15,12 +15,12 @@
 // Sends come first in every CTA's sequence; a send waits only for GEMM tiles, never for a peer,
 // so the movers cannot deadlock.
 //
-// Buffer reuse (epoch parity, as in all_gather_gemm_internode.cu): partial slot e % 2 of a rank is
+// Buffer reuse (epoch parity, as in all_gather_gemm_across_nodes.cu): partial slot e % 2 of a rank is
 // read by its local peers during launch e; it is written again in launch e + 2, after launch e + 1
 // read every local peer's slot (e+1) % 2 behind that peer's flags of e + 1, which the peer raised
 // only after its launch e ended. Staging slots: see hierarchical.h.
-#include "collectives/internode.cuh"
-#include "fused/internode.h"
+#include "collectives/between_nodes.cuh"
+#include "fused/across_nodes.h"
 #include "fused/launch.cuh"
 #include "gemm/kernel.cuh"
 
@@ -178,7 +178,7 @@ cudaError_t launch_config(const InterRsLaunch& l) {
 
 }  // namespace
 
-cudaError_t launch_gemm_reduce_scatter_internode(const InterRsLaunch& l) {
+cudaError_t launch_gemm_reduce_scatter_across_nodes(const InterRsLaunch& l) {
   return launch_tile_shape<256, 128>(l, [&]<int TileN, bool BNMajor>() { return launch_config<TileN, BNMajor>(l); });
 }
 

@@ -1,9 +1,9 @@
-// all_gather_gemm_internode.cu — column-parallel GEMM across nodes: out [M, n] = allgather(a) · b
+// all_gather_gemm_across_nodes.cu — column-parallel GEMM across nodes: out [M, n] = allgather(a) · b
 // as ONE persistent kernel per rank, the all-gather going over NVLink inside a node and through
-// the proxy (host-mapped staging, libfabric) between nodes. State and signals: internode.h;
+// the proxy (host-mapped staging, libfabric) between nodes. State and signals: across_nodes.h;
 // topology and staging: collectives/hierarchical.h.
 //
-// Params: WeftTpParams (weft.h) is what the C ABI passes by pointer; ffi/src/tp/internode.cpp turns
+// Params: WeftTpParams (weft.h) is what the C ABI passes by pointer; ffi/src/tp/node_plan.cpp turns
 // it into InterAgLaunch once per plan. Each rank owns m_shard rows of A.
 //
 // CTAs [0, comm_ctas) move rows, in items taken round-robin (item i by CTA i % comm_ctas):
@@ -22,8 +22,8 @@
 // rank writes slot e % 2 of a peer (landing over NVLink, staging through the proxy) in launch e
 // only after its launch e-1 has received that peer's rows of e-1 (the GEMM waited for every
 // chunk), which the peer produced only after its launch e-2, the last reader of slot e % 2, ended.
-#include "collectives/internode.cuh"
-#include "fused/internode.h"
+#include "collectives/between_nodes.cuh"
+#include "fused/across_nodes.h"
 #include "fused/launch.cuh"
 #include "gemm/kernel.cuh"
 
@@ -217,9 +217,9 @@ cudaError_t launch_config(const InterAgLaunch& l) {
 
 }  // namespace
 
-bool all_gather_gemm_internode_supported(int tile_n) { return tile_n == 128 || tile_n == 256; }
+bool all_gather_gemm_across_nodes_supported(int tile_n) { return tile_n == 128 || tile_n == 256; }
 
-cudaError_t launch_all_gather_gemm_internode(const InterAgLaunch& l) {
+cudaError_t launch_all_gather_gemm_across_nodes(const InterAgLaunch& l) {
   return launch_tile_shape<256, 128>(l, [&]<int TileN, bool BNMajor>() { return launch_config<TileN, BNMajor>(l); });
 }
 
