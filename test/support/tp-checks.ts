@@ -6,7 +6,9 @@
 // Rules (DESIGN.md "Testing"): fresh random inputs, outputs poisoned with NaN, every element checked
 // on the GPU (‖out − ref‖ / ‖ref‖ in fp64 and a count of non-finite outputs), references from the
 // CUDA-core fp32 GEMM (weft_reference_gemm) summed in fp32 (weft_accumulate).
-import type { Communicator } from "../../lib/comm.ts";
+import { LocalStore } from "../../lib/bootstrap.ts";
+import { Communicator } from "../../lib/comm.ts";
+import { deviceInfo } from "../../lib/device.ts";
 import { DTYPES } from "../../lib/dtype.ts";
 import { check, native } from "../../lib/native.ts";
 import { TpPlan, tpChoice, type TpConfig, type TpOp } from "../../lib/ops/tp.ts";
@@ -23,6 +25,19 @@ export interface TpContext {
 export type TpCheck = NamedCheck<TpContext>;
 
 const TOL = 1e-2;
+const GPU_TIMEOUT_MS = Number(process.env.WEFT_COMM_TIMEOUT_MS ?? 10_000);
+
+/** `world` ranks of one communicator, all on GPU 0 in this process. shareSms: each rank plans for a
+ * 1/W share of the SMs (smBudget), so that every rank's persistent kernels are resident together. */
+export async function ranksOnOneGpu(world: number, heapBytes: number, shareSms = false): Promise<Communicator[]> {
+  const stores = LocalStore.group(world, { timeoutMs: 60_000 });
+  const smBudget = shareSms ? Math.floor(deviceInfo(0).smCount / world) : undefined;
+  return Promise.all(stores.map((store, rank) => Communicator.create(store,
+    { rank, worldSize: world, localRank: rank, localWorldSize: world, nodeId: "gpu0" }, 0,
+    { heapBytes, timeoutMs: GPU_TIMEOUT_MS, smBudget })));
+}
+
+
 const BF16_NAN = 0x7fc0;
 
 /** (M, N, K) of the issue: the global problem; n = N / W (all-gather) and k = K / W (the others). */
@@ -226,7 +241,8 @@ let tags = 1;
  * preceded by a NaN poison and followed by a GPU-side check into its own error slot, every `every`
  * launches a standalone allReduce runs on the same communicator (checked too); all results are read
  * at the end. plans: one or two plans per rank, used alternately. */
-export async function backToBack(ctx: TpContext, p: Problem, configs: TpConfig[], runs: number, every = 10): Promise<string> {
+export async function backToBack(ctx: TpContext, p: Problem, configs: TpConfig[], runs: number, every = 10,
+  inspect?: (plans: TpPlan[]) => void): Promise<string> {
   const W = ctx.world;
   const data = await each(ctx, (c) => prepare(c, p, W));
   const slots = runs + Math.ceil(runs / every);
@@ -236,6 +252,7 @@ export async function backToBack(ctx: TpContext, p: Problem, configs: TpConfig[]
   const arRef = ctx.comms.map((c) => Tensor.empty([arN], "f32", { device: c.device }).fill((W * (W + 1)) / 2));
   const plans = configs.map((config) => ctx.comms.map((c, i) => makePlan(c, p, data[i]!, config, false)));
   try {
+    plans.forEach((set) => inspect?.(set));
     const seqs: number[][] = ctx.comms.map(() => []);
     let slot = 0;
     for (let i = 0; i < runs; i++) {

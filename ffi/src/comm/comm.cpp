@@ -91,7 +91,9 @@ WEFT_API int weft_comm_create(const WeftCommConfig* config, WeftComm** out_comm)
     }
     comm->peer_base.assign(comm->world, nullptr);
     comm->peer_ipc.assign(comm->world, false);
+    comm->peer_device.assign(comm->world, -1);
     comm->peer_base[comm->rank] = comm->arena;
+    comm->peer_device[comm->rank] = comm->device;
     *out_comm = comm.release();
   });
 }
@@ -144,6 +146,7 @@ WEFT_API int weft_comm_import(WeftComm* comm, const WeftPeerHandle* handle) {
     if (handle->process_token == process_token()) {
       if (handle->device != c.device) enable_peer_access(c.device, handle->device);
       c.peer_base[peer] = reinterpret_cast<char*>(handle->arena_base);
+      c.peer_device[peer] = handle->device;
       return;
     }
     cudaIpcMemHandle_t h;
@@ -158,6 +161,15 @@ WEFT_API int weft_comm_import(WeftComm* comm, const WeftPeerHandle* handle) {
     }
     c.peer_base[peer] = static_cast<char*>(p);
     c.peer_ipc[peer] = true;
+    // The peer's device ordinal is its own process's; where its arena lives, in this process's
+    // ordinals, is the mapping's (two processes on one GPU see the same device here).
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, p) == cudaSuccess) {
+      c.peer_device[peer] = attr.device;
+    } else {
+      (void)cudaGetLastError();
+      c.peer_device[peer] = handle->device;
+    }
   });
 }
 
@@ -167,6 +179,9 @@ WEFT_API int weft_comm_connect(WeftComm* comm) {
     for (uint32_t r = 0; r < c.world; ++r) WEFT_REQUIRE(c.peer_base[r], "rank %u has not been imported yet", r);
     DeviceGuard g(c.device);
     WEFT_CUDA(cudaMemcpy(c.peer_table, c.peer_base.data(), sizeof(char*) * c.world, cudaMemcpyHostToDevice));
+    c.shares_device = false;
+    for (uint32_t r = 0; r < c.world; ++r)
+      for (uint32_t q = r + 1; q < c.world; ++q) c.shares_device = c.shares_device || c.peer_device[r] == c.peer_device[q];
     comm::make_launch_graph(c);
     c.connected = true;
   });

@@ -46,6 +46,10 @@ struct WeftComm {
   // peer_base[r]: rank r's arena as this process addresses it (peer_base[rank] == arena).
   std::vector<char*> peer_base;
   std::vector<bool> peer_ipc;  // opened with cudaIpcOpenMemHandle: closed at teardown
+  // peer_device[r]: the GPU (this process's ordinal) rank r's arena lives on, from its handle (same
+  // process) or from the mapping's pointer attributes (CUDA IPC); -1 until imported.
+  std::vector<int32_t> peer_device;
+  bool shares_device = false;  // some two ranks run on the same GPU (set at connect)
   char** peer_table = nullptr; // device copy of peer_base
   uint64_t* a2a = nullptr;     // device [4][world], all-to-all offsets and counts
   uint64_t epoch = 0;          // last epoch launched; every rank advances it identically

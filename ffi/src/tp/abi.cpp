@@ -167,6 +167,7 @@ Placement placement_of(const WeftComm& c) {
   p.nodes = c.inter.nodes > 1 ? int(c.inter.nodes) : 1;
   p.global_world = c.inter.nodes > 1 ? int(c.inter.world) : int(c.world);
   p.slot_bytes = c.inter.slot_bytes;
+  p.shares_device = c.shares_device;
   return p;
 }
 
