@@ -1,5 +1,6 @@
 // failure.ts — what a failed collective's reason word means, as the error its Promise rejects with
 // (the word's fields: lib/completion.ts decodeReason; stages: cuda/collectives/args.h).
+import { WeftCollectiveStage } from "../abi/enums.ts";
 import { decodeReason } from "../completion.ts";
 import { errorFromStatus, PeerError, Status, TimeoutError, WeftError } from "../errors.ts";
 
@@ -9,8 +10,8 @@ const STAGE_WAIT: Record<number, string> = {
   4: "to deliver its staged data",
   6: "(on another node) to deliver its data through the proxy (did it make this call? is it alive?)",
 };
-const STAGE_ABORTED = 5;
-const STAGE_REMOTE = 6;
+const STAGE_ABORTED = WeftCollectiveStage.WEFT_STAGE_ABORTED;
+const STAGE_REMOTE = WeftCollectiveStage.WEFT_STAGE_REMOTE;
 const FIELD_NAMES: Record<number, string> = {
   1: "the collective (one rank called a different one)",
   2: "the dtype",

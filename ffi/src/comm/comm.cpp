@@ -110,6 +110,8 @@ WEFT_API int weft_comm_info(WeftComm* comm, WeftCommInfo* out) {
     out->staged_bytes = c.layout.staged_bytes;
     out->sm_count = c.sm_count;
     out->max_ctas = int32_t(c.max_ctas);
+    out->shares_device = c.shares_device ? 1 : 0;
+    out->reserved = 0;
   });
 }
 

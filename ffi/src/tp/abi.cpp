@@ -99,7 +99,7 @@ void build_and_preload(WeftTpPlan& plan) {
 // A launch is its kernels (and the sequential path's steps) on the plan's stream, then the
 // candidate's side-stream work. A launch that fails part-way leaves this rank out of step with its
 // peers; the error says so through the status, and the peers' waits for it are bounded.
-void launch_kernels(WeftTpPlan& plan, const WeftTpLaunch& launch) { plan.choice.candidate->launch(plan, launch); }
+void launch_kernels(WeftTpPlan& plan, const WeftOpLaunch& launch) { plan.choice.candidate->launch(plan, launch); }
 
 void launch_copies(WeftTpPlan& plan) {
   if (plan.choice.candidate->copies && !plan.side.empty()) plan.choice.candidate->copies(plan);
@@ -263,18 +263,18 @@ WEFT_API int weft_tp_plan_create(WeftComm* comm, const WeftTpParams* params, Wef
   });
 }
 
-WEFT_API int weft_tp_plan_launch(WeftTpPlan* plan, const WeftTpLaunch* launch) {
+WEFT_API int weft_tp_plan_launch(WeftTpPlan* plan, const WeftOpLaunch* launch) {
   return weft_tp_plans_launch(&plan, launch, 1);
 }
 
-WEFT_API int weft_tp_plans_launch(WeftTpPlan* const* plans, const WeftTpLaunch* launches, int32_t count) {
+WEFT_API int weft_tp_plans_launch(WeftTpPlan* const* plans, const WeftOpLaunch* launches, int32_t count) {
   return guard([&] {
     WEFT_REQUIRE(plans && count > 0, "plans must hold count > 0 entries");
     WEFT_REQUIRE(launches, "launch must not be NULL");
     for (int32_t i = 0; i < count; ++i) {
       WEFT_REQUIRE(plans[i], "plan %d must not be NULL", i);
-      WEFT_REQUIRE(launches[i].size == sizeof(WeftTpLaunch) && launches[i].version == 1,
-                   "launch %d must be a WeftTpLaunch with size %zu and version 1", i, sizeof(WeftTpLaunch));
+      WEFT_REQUIRE(launches[i].size == sizeof(WeftOpLaunch) && launches[i].version == 1,
+                   "launch %d must be a WeftOpLaunch with size %zu and version 1", i, sizeof(WeftOpLaunch));
       WEFT_REQUIRE(launches[i].done != 0 && launches[i].arrivals != 0, "launch %d: done and arrivals are required", i);
       comm::require(plans[i]->comm, true);
       for (int32_t j = 0; j < i; ++j) WEFT_REQUIRE(plans[j] != plans[i], "plans %d and %d are the same plan", j, i);

@@ -203,7 +203,7 @@ void enqueue_copies(WeftTpPlan& plan) {
   }
 }
 
-void launch(WeftTpPlan& plan, const WeftTpLaunch& launch) {
+void launch(WeftTpPlan& plan, const WeftOpLaunch& launch) {
   ++plan.epoch;
   const tp::Problem& p = plan.problem;
   const int parity = int(plan.epoch & 1);

@@ -61,7 +61,7 @@ struct Candidate {
   Estimate (*cost)(const Call& call, Choice& choice);
   void (*layout)(const Call& call, Choice& choice);
   void (*build)(WeftTpPlan& plan);
-  void (*launch)(WeftTpPlan& plan, const WeftTpLaunch& launch);
+  void (*launch)(WeftTpPlan& plan, const WeftOpLaunch& launch);
   void (*copies)(WeftTpPlan& plan);  // nullptr: no side-stream work
 };
 

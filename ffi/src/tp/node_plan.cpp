@@ -201,7 +201,7 @@ void build(WeftTpPlan& plan) {
 
 // Takes the communicator's next epoch (the kernel shares the hierarchical collectives' staging and
 // signals) and launches; a launch that failed gives it back.
-void launch(WeftTpPlan& tp_plan, const WeftTpLaunch& launch) {
+void launch(WeftTpPlan& tp_plan, const WeftOpLaunch& launch) {
   NodePlanLaunch& plan = *tp_plan.nodes;
   WeftComm& c = *tp_plan.comm;
   const uint64_t epoch = ++c.epoch;

@@ -74,14 +74,14 @@ void create_side_streams(WeftTpPlan& plan);
 void stream_wait(cudaStream_t st, const uint64_t* word, uint64_t value, unsigned flags);
 void stream_write(cudaStream_t st, uint64_t* word, uint64_t value);
 gemm::CompletionWords scratch_words(const WeftTpPlan& plan);
-gemm::CompletionWords launch_words(const WeftTpLaunch& l);
+gemm::CompletionWords launch_words(const WeftOpLaunch& l);
 
 // scatter.cpp: what the CTA, copy-engine and exchange movers of the scatter ops share.
 // The configuration on `sms` SMs (tile, ownership, band, grid, lag) and the GEMM's estimate.
 Estimate scatter_config(const Call& call, Choice& c, int sms);
 void build_scatter(WeftTpPlan& plan);  // the launch state; the movers add their parts
 void load_scatter(const WeftTpPlan& plan);
-void launch_scatter(WeftTpPlan& plan, const WeftTpLaunch& launch);
+void launch_scatter(WeftTpPlan& plan, const WeftOpLaunch& launch);
 
 // sequential.cpp
 WeftGemmParams sequential_gemm(const WeftTpPlan& plan);

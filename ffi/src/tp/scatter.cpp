@@ -146,7 +146,7 @@ void load_scatter(const WeftTpPlan& plan) {
   WEFT_CUDA(l.state.all_reduce ? fused::launch_gemm_all_reduce(l) : fused::launch_gemm_reduce_scatter(l));
 }
 
-void launch_scatter(WeftTpPlan& plan, const WeftTpLaunch& launch) {
+void launch_scatter(WeftTpPlan& plan, const WeftOpLaunch& launch) {
   ++plan.epoch;
   fused::ScatterLaunch& l = plan.scatter;
   l.state.epoch = plan.epoch;

@@ -89,7 +89,7 @@ void copy_rows(const WeftTpPlan& plan, void* dst, int64_t dst_ld, const void* sr
 
 // Our collective on the plan's stream; `last` = nothing follows it, so it publishes the launch's own
 // completion, else the scratch words.
-void collective(WeftTpPlan& plan, int kind, uint64_t in, uint64_t out, uint64_t count, const WeftTpLaunch& launch,
+void collective(WeftTpPlan& plan, int kind, uint64_t in, uint64_t out, uint64_t count, const WeftOpLaunch& launch,
                 bool last) {
   WeftCollectiveParams cp{};
   cp.size = sizeof cp;
@@ -110,7 +110,7 @@ void collective(WeftTpPlan& plan, int kind, uint64_t in, uint64_t out, uint64_t 
 
 void gemm_call(const WeftTpPlan& plan) {
   const WeftGemmParams g = sequential_gemm(plan);
-  const int status = weft_gemm(&g);
+  const int status = weft_gemm(&g, nullptr);
   if (status != WEFT_OK) WEFT_FAIL(status, "%s", weft_last_error());
 }
 
@@ -123,31 +123,30 @@ WeftGemmParams sequential_gemm(const WeftTpPlan& plan) {
   const tp::Choice& ch = plan.choice;
   const WeftTpParams& pa = plan.params;
   char* ws = plan.workspace;
-  WeftGemmParams g{};
-  g.size = sizeof g;
-  g.version = 1;
-  g.a = reinterpret_cast<const void*>(pa.a);
+  const auto at = [&](const Region& r) { return reinterpret_cast<uint64_t>(ws + r.offset); };
+  WeftGemmParams g = WEFT_GEMM_PARAMS_INIT;
+  g.a = pa.a;
   g.lda = p.k;
-  g.b = reinterpret_cast<const void*>(pa.b);
+  g.b = pa.b;
   g.ldb = p.b_nk ? p.k : p.n;
   if (ch.pad_a) {
-    g.a = ws + ch.layout.a_pad.offset;
+    g.a = at(ch.layout.a_pad);
     g.lda = ch.kp;
   }
   if (ch.pad_b) {
-    g.b = ws + ch.layout.b_pad.offset;
+    g.b = at(ch.layout.b_pad);
     g.ldb = p.b_nk ? ch.kp : ch.np;
   }
   switch (p.op) {
     case WEFT_TP_ALL_GATHER_GEMM:
-      g.a = ws + ch.layout.staging.offset;  // the gathered rows
-      g.c = ch.pad_out ? ws + ch.layout.out_pad.offset : reinterpret_cast<void*>(pa.out);
+      g.a = at(ch.layout.staging);  // the gathered rows
+      g.c = ch.pad_out ? at(ch.layout.out_pad) : pa.out;
       break;
     case WEFT_TP_GEMM_REDUCE_SCATTER:
-      g.c = ws + ch.layout.staging.offset;  // the partial sums the reduce-scatter reads
+      g.c = at(ch.layout.staging);  // the partial sums the reduce-scatter reads
       break;
     default:
-      g.c = ch.pad_out ? ws + ch.layout.staging.offset : reinterpret_cast<void*>(pa.out);
+      g.c = ch.pad_out ? at(ch.layout.staging) : pa.out;
   }
   g.m = p.m;
   g.n = p.n;
@@ -156,7 +155,7 @@ WeftGemmParams sequential_gemm(const WeftTpPlan& plan) {
   g.flags = p.b_nk ? WEFT_GEMM_B_NK : 0;
   g.tile_n = ch.tile_n;
   g.group_m = ch.group_m;
-  g.stream = plan.stream;
+  g.stream = reinterpret_cast<uint64_t>(plan.stream);
   return g;
 }
 
@@ -173,7 +172,7 @@ void build(WeftTpPlan& plan) {
   if (status != WEFT_OK) WEFT_FAIL(status, "%s", weft_last_error());
 }
 
-void launch(WeftTpPlan& plan, const WeftTpLaunch& launch) {
+void launch(WeftTpPlan& plan, const WeftOpLaunch& launch) {
   ++plan.epoch;
   const tp::Problem& p = plan.problem;
   const tp::Choice& ch = plan.choice;
@@ -192,17 +191,17 @@ void launch(WeftTpPlan& plan, const WeftTpLaunch& launch) {
       // The rows to gather: a, or its padded copy (which has the same row stride as the gathered rows).
       const uint64_t rows = reinterpret_cast<uint64_t>(ch.pad_a ? static_cast<const void*>(ws + ch.layout.a_pad.offset)
                                                                 : reinterpret_cast<const void*>(pa.a));
-      collective(plan, WEFT_ALL_GATHER, rows, reinterpret_cast<uint64_t>(g.a), uint64_t(p.m_shard) * g.lda, launch, false);
+      collective(plan, WEFT_ALL_GATHER, rows, g.a, uint64_t(p.m_shard) * g.lda, launch, false);
       gemm_call(plan);
-      if (ch.pad_out) copy_rows(plan, out, p.n, g.c, ch.np, p.n, p.m);
-      if (pa.gathered) copy_rows(plan, reinterpret_cast<void*>(pa.gathered), p.k, g.a, g.lda, p.k, p.m);
+      if (ch.pad_out) copy_rows(plan, out, p.n, reinterpret_cast<const void*>(g.c), ch.np, p.n, p.m);
+      if (pa.gathered) copy_rows(plan, reinterpret_cast<void*>(pa.gathered), p.k, reinterpret_cast<const void*>(g.a), g.lda, p.k, p.m);
       WEFT_CUDA(fused::launch_publish(plan.scratch_dev, plan.epoch, launch_words(launch), plan.stream));
       break;
     }
     case WEFT_TP_GEMM_REDUCE_SCATTER: {
       gemm_call(plan);  // into the partial sums [W * m_shard, np]; rows past m stay zero
       void* target = ch.pad_out ? ws + ch.layout.out_pad.offset : out;
-      collective(plan, WEFT_REDUCE_SCATTER, reinterpret_cast<uint64_t>(g.c), reinterpret_cast<uint64_t>(target),
+      collective(plan, WEFT_REDUCE_SCATTER, g.c, reinterpret_cast<uint64_t>(target),
                  uint64_t(p.m_shard) * ch.np, launch, !ch.pad_out);
       if (ch.pad_out) {
         copy_rows(plan, out, p.n, target, ch.np, p.n, p.m_shard);
@@ -212,10 +211,10 @@ void launch(WeftTpPlan& plan, const WeftTpLaunch& launch) {
     }
     default: {
       gemm_call(plan);
-      collective(plan, WEFT_ALL_REDUCE, reinterpret_cast<uint64_t>(g.c), reinterpret_cast<uint64_t>(g.c),
+      collective(plan, WEFT_ALL_REDUCE, g.c, g.c,
                  uint64_t(p.m) * ch.np, launch, !ch.pad_out);
       if (ch.pad_out) {
-        copy_rows(plan, out, p.n, g.c, ch.np, p.n, p.m);
+        copy_rows(plan, out, p.n, reinterpret_cast<const void*>(g.c), ch.np, p.n, p.m);
         WEFT_CUDA(fused::launch_publish(plan.scratch_dev, plan.epoch, launch_words(launch), plan.stream));
       }
     }

@@ -39,7 +39,7 @@ gemm::CompletionWords scratch_words(const WeftTpPlan& plan) {
   return gemm::CompletionWords{plan.scratch_dev, plan.epoch, plan.scratch_arrivals};
 }
 
-gemm::CompletionWords launch_words(const WeftTpLaunch& l) {
+gemm::CompletionWords launch_words(const WeftOpLaunch& l) {
   return gemm::CompletionWords{reinterpret_cast<uint64_t*>(l.done), l.seq, reinterpret_cast<uint32_t*>(l.arrivals)};
 }
 
