@@ -61,6 +61,7 @@ export const symbols = {
   weft_comm_connect: { args: [T.ptr /* comm */], returns: T.i32 },
   weft_comm_close_peers: { args: [T.ptr /* comm */], returns: T.i32 },
   weft_comm_destroy: { args: [T.ptr /* comm */], returns: T.i32 },
+  weft_comm_abort: { args: [T.ptr /* comm */, T.i32 /* failed_rank */], returns: T.i32 },
   weft_collective: { args: [T.ptr /* comm */, T.ptr /* const WeftCollectiveParams* */], returns: T.i32 },
   weft_accumulate: { args: [T.ptr /* float* acc */, T.ptr /* src */, T.i32 /* src dtype */, T.u64 /* count */, T.ptr /* stream */], returns: T.i32 },
 

@@ -114,7 +114,7 @@ struct InterAgHooks : gemm::DefaultHooks {
     const int32_t chunk = (t.m0 - src * s.m_shard) / s.chunk_rows;
     if (src == ps.src && chunk == ps.chunk) return true;
     const gemm::RowSignalGate gate{s.flags[s.local_rank] + int64_t(src) * s.chunks, s.epoch, src * s.m_shard, s.chunk_rows,
-                                   sys::WaitBudget{s.timeout_ns, nullptr}};
+                                   sys::WaitBudget{s.timeout_ns, s.inter.host_abort}};
     const bool ok = gate.wait(t);
     // The chunk was written by other threads (a mover CTA here or on a local peer); TMA reads it next.
     cta::fence_proxy_async_global();
@@ -122,11 +122,22 @@ struct InterAgHooks : gemm::DefaultHooks {
     ps.chunk = chunk;
     return ok;
   }
+
+  static __device__ void on_wait_failed(const State& s, const Completion& c, uint32_t stage) {
+    const uint32_t declared = coll::inter::declared(s.inter);
+    if (declared != 0) cta::fail(c, WEFT_E_PEER, WEFT_STAGE_ABORTED | (WEFT_ABORT_HOST << 8) | ((declared - 1) << 16));
+    else cta::fail(c, gemm::kFailHookWait, stage);
+  }
 };
 
 // A mover failed: the reason goes to the completion words as a collective's would (a WEFT_E_* code,
 // stage WEFT_STAGE_REMOTE, the peer's global rank), so the host names the peer.
-__device__ inline void report(const Completion& c, sys::WaitResult r, int64_t status, uint32_t peer) {
+// A rank the host declared failed (weft_comm_abort) is reported as a collective reports it.
+__device__ inline void report(const Completion& c, sys::WaitResult r, int64_t status, uint32_t peer, uint32_t declared) {
+  if (status == 0 && r == sys::WaitResult::kAborted && declared != 0) {
+    cta::fail(c, WEFT_E_PEER, WEFT_STAGE_ABORTED | (WEFT_ABORT_HOST << 8) | ((declared - 1) << 16));
+    return;
+  }
   const int32_t code = status != 0 ? int32_t(status) : r == sys::WaitResult::kTimeout ? WEFT_E_TIMEOUT : WEFT_E_TRANSPORT;
   cta::fail(c, code, WEFT_STAGE_REMOTE | (peer << 16));
 }
@@ -158,7 +169,7 @@ __device__ inline bool send_chunk(const InterAgState& s, const Completion& compl
                                                       uint64_t(c) * chunk_bytes, chunk_bytes, uint32_t(c), s.epoch,
                                                       s.timeout_ns, &status);
     if (r != sys::WaitResult::kOk) {
-      report(completion, r, status, peer);
+      report(completion, r, status, peer, coll::inter::declared(s.inter));
       failed = true;
     }
   }
@@ -177,7 +188,7 @@ __device__ inline bool receive_chunk(const InterAgState& s, const Completion& co
     int64_t status = 0;
     const sys::WaitResult r = coll::inter::await_signal(x, m, uint32_t(c), s.epoch, s.timeout_ns, nullptr, 0, &status);
     if (r != sys::WaitResult::kOk) {
-      report(completion, r, status, g);
+      report(completion, r, status, g, coll::inter::declared(x));
       failed = true;
     }
   }

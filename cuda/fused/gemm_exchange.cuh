@@ -45,6 +45,7 @@
 #pragma once
 
 #include "fused/exchange_epilogue.cuh"
+#include "fused/abort.cuh"
 #include "fused/fused.h"
 #include "fused/gemm_scatter.cuh"
 #include "primitives/flagged.cuh"
@@ -69,7 +70,14 @@ struct ExchangeHooks : RoutedHooks {
   static __device__ __forceinline__ int32_t slot_row(const State& s, int32_t q, const gemm::TileCoord& t, int consumer) {
     return s.recv_row0 + q * s.slot_rows + t.m0 + consumer * (gemm::kTileM / 2);
   }
-  static __device__ __forceinline__ sys::WaitBudget budget(const State& s) { return sys::WaitBudget{s.timeout_ns, nullptr}; }
+  static __device__ __forceinline__ sys::WaitBudget budget(const State& s) {
+    return fused::budget(s.timeout_ns, s.abort, s.rank, s.epoch);
+  }
+  // After the report, the first wave's side streams are released (they wait on ce_ready).
+  static __device__ void on_wait_failed(const State& s, const Completion& c, uint32_t stage) {
+    report_wait_failure(s.abort, s.rank, s.world, s.epoch, c, stage);
+    if (s.ce_tile_cols) atomicMax(reinterpret_cast<unsigned long long*>(s.ce_ready), s.epoch);
+  }
   // Waits (bounded) until word(q) >= epoch for every peer q; false if one ran out.
   template <class Word>
   static __device__ __forceinline__ bool wait_every_peer(const State& s, Word word) {
@@ -263,7 +271,7 @@ struct ExchangeHooks : RoutedHooks {
             }
             if (ready) break;
             if (spins == 0) start = sys::globaltimer_ns();
-            else if ((spins & 15) == 0 && sys::globaltimer_ns() - start > limit) ok = false;
+            else if ((spins & 15) == 0 && (sys::globaltimer_ns() - start > limit || sys::aborted(budget(s)))) ok = false;
           }
           if (!ok) break;
 #pragma unroll
@@ -323,8 +331,9 @@ struct ExchangeHooks : RoutedHooks {
   // The kernel ends only after this rank's own copies have landed (the peers' next launch rewrites
   // its slots here): one CTA waits.
   static __device__ __forceinline__ bool before_finish(const State& s) {
-    if (s.ce_tile_cols == 0 || blockIdx.x != 0) return true;
-    return wait_own_copies(s);
+    if (blockIdx.x != 0) return true;
+    if (s.world > 1 && peer_gave_up(s.abort, s.rank, s.epoch)) return false;
+    return s.ce_tile_cols == 0 || wait_own_copies(s);
   }
 };
 

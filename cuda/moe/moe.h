@@ -181,6 +181,7 @@ struct PeerArgs {
   uint64_t timeout_ns;
   CompletionWords completion;  // done == nullptr: untracked (graph capture)
   uint64_t* report;       // device alias of the plan's 4 host-mapped report words
+  const volatile uint64_t* host_abort;  // the communicator's (weft_comm_abort): failed rank + 1, or 0
 };
 
 struct DispatchArgs {

@@ -245,6 +245,14 @@ WEFT_API int weft_comm_connect(WeftComm* comm);
 WEFT_API int weft_comm_close_peers(WeftComm* comm);
 /* Frees the arena and the handle. Call after every peer has closed its mappings (a barrier). */
 WEFT_API int weft_comm_destroy(WeftComm* comm);
+/* Declares rank `failed_rank` (0 <= failed_rank < 65535; a global rank on a multi-node communicator)
+ * failed: one store into a host-mapped word that every kernel of this rank polls (collectives, fused
+ * TP ops, MoE plans). Their waits give up at the next poll (within microseconds of the store reaching
+ * the GPU) and fail with WEFT_E_PEER, stage WEFT_STAGE_ABORTED, field WEFT_ABORT_HOST, peer
+ * failed_rank; every later launch and plan creation on this communicator fails with WEFT_E_PEER at
+ * once. Teardown still works. Does not block and may be called from any thread, while kernels run;
+ * the first declared rank is kept. (The failure watchdog calls it when the store reports a rank gone.) */
+WEFT_API int weft_comm_abort(WeftComm* comm, int32_t failed_rank);
 
 enum WeftCollectiveKind {
   WEFT_ALL_GATHER = 0,     /* in: count elements; out: world*count (symmetric) */
@@ -291,6 +299,10 @@ enum WeftCollectiveStage {
   WEFT_STAGE_STAGED = 4,  /* waiting for a peer's staged data */
   WEFT_STAGE_ABORTED = 5  /* another rank failed this collective and told everyone to stop */
 };
+/* A WEFT_STAGE_ABORTED reason's field: who stopped the launch. PEER: another rank gave up on it and
+ * raised this rank's abort word (the peer field names that rank where the op knows it); HOST: the
+ * host declared the peer rank failed (weft_comm_abort). Collectives and fused ops report both so. */
+enum WeftAbortSource { WEFT_ABORT_PEER = 0, WEFT_ABORT_HOST = 1 };
 enum WeftCollectiveField {
   WEFT_FIELD_KIND = 1, WEFT_FIELD_DTYPE = 2, WEFT_FIELD_COUNT = 3, WEFT_FIELD_CTAS = 4,
   WEFT_FIELD_ROOT = 5, WEFT_FIELD_WORLD = 6, WEFT_FIELD_ALGORITHM = 7, WEFT_FIELD_EPOCH = 8,

@@ -22,6 +22,7 @@ export const WeftAlgorithm = { WEFT_ALGO_AUTO: 0, WEFT_ALGO_STAGED: 1, WEFT_ALGO
 export const WeftCollectiveStage = {
   WEFT_STAGE_ENTRY: 1, WEFT_STAGE_CHECK: 2, WEFT_STAGE_DONE: 3, WEFT_STAGE_STAGED: 4, WEFT_STAGE_ABORTED: 5, WEFT_STAGE_REMOTE: 6,
 } as const;
+export const WeftAbortSource = { WEFT_ABORT_PEER: 0, WEFT_ABORT_HOST: 1 } as const;
 export const WeftCollectiveField = {
   WEFT_FIELD_KIND: 1, WEFT_FIELD_DTYPE: 2, WEFT_FIELD_COUNT: 3, WEFT_FIELD_CTAS: 4, WEFT_FIELD_ROOT: 5, WEFT_FIELD_WORLD: 6,
   WEFT_FIELD_ALGORITHM: 7, WEFT_FIELD_EPOCH: 8, WEFT_FIELD_PAIR_COUNT: 9,
@@ -57,7 +58,7 @@ export const WeftMoeField = {
 /** Every group above, by its C name. */
 export const ABI_ENUM_GROUPS = {
   WeftStatus, WeftCopyKind, WeftDtype, WeftGemmFlags, WeftGemmFailure, WeftGemmStage, WeftAbi,
-  WeftCollectiveKind, WeftAlgorithm, WeftCollectiveStage, WeftCollectiveField, WeftTpOp, WeftTpPath, WeftTpMover, WeftTpFailure,
+  WeftCollectiveKind, WeftAlgorithm, WeftCollectiveStage, WeftAbortSource, WeftCollectiveField, WeftTpOp, WeftTpPath, WeftTpMover, WeftTpFailure,
   WeftProxyOpcode, WeftProxyFlags,
   WeftDlpackDevice, WeftDlpackFlags, WeftDlpackLimits, WeftMoeFlags, WeftMoeLimits, WeftMoeFailure, WeftMoeStage, WeftMoeField,
 } as const;

@@ -17,7 +17,7 @@
 // Plans are collective, like the TP ops: their workspace comes from the symmetric heap (every rank
 // creates and disposes its MoE plans in the same order), creation zeroes it and runs a barrier.
 // Run whatever reads layout.recv (the experts' GEMMs) on comm.stream, or before the next dispatch.
-import { MoeCombineChoice, MoeCombineParams, MoeDispatchChoice, MoeDispatchParams, OpLaunch } from "../abi.ts";
+import { MoeCombineChoice, MoeCombineParams, MoeDispatchChoice, MoeDispatchParams, OpLaunch, WeftAbortSource } from "../abi.ts";
 import { Communicator } from "../comm.ts";
 import { Completion, decodeReason, type FailureDescriber } from "../completion.ts";
 import { DTYPES } from "../dtype.ts";
@@ -112,6 +112,9 @@ function describer(comm: Communicator, op: string, report: () => BigUint64Array,
         return new TimeoutError(`${who} waited ${comm.timeoutMs} ms for ${peer === 0xffff ? "a peer" : `rank ${peer}`} ${STAGES[stage] ?? `(stage ${stage})`}`,
           { code: "E_TIMEOUT", op });
       case 2:
+        if (field === WeftAbortSource.WEFT_ABORT_HOST) {
+          return new PeerError(`${who} stopped: rank ${peer} was declared failed (Communicator.abort)`, { code: "E_PEER", op });
+        }
         return new PeerError(`${who} stopped because another rank gave up on this launch (its own error says why)`, { code: "E_PEER", op });
       case 3:
         return new PeerError(`${who} and rank ${peer} created different MoE plans: ${FIELDS[field] ?? `field ${field}`} differs`, { code: "E_PEER", op });

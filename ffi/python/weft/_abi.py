@@ -271,6 +271,7 @@ ENUMS = {
     "WeftAlgorithm": {"WEFT_ALGO_AUTO": 0, "WEFT_ALGO_STAGED": 1, "WEFT_ALGO_DIRECT": 2},
     "WeftCollectiveStage": {"WEFT_STAGE_ENTRY": 1, "WEFT_STAGE_CHECK": 2, "WEFT_STAGE_DONE": 3,
                             "WEFT_STAGE_STAGED": 4, "WEFT_STAGE_ABORTED": 5, "WEFT_STAGE_REMOTE": 6},
+    "WeftAbortSource": {"WEFT_ABORT_PEER": 0, "WEFT_ABORT_HOST": 1},
     "WeftCollectiveField": {"WEFT_FIELD_KIND": 1, "WEFT_FIELD_DTYPE": 2, "WEFT_FIELD_COUNT": 3, "WEFT_FIELD_CTAS": 4,
                             "WEFT_FIELD_ROOT": 5, "WEFT_FIELD_WORLD": 6, "WEFT_FIELD_ALGORITHM": 7,
                             "WEFT_FIELD_EPOCH": 8, "WEFT_FIELD_PAIR_COUNT": 9},

@@ -50,6 +50,10 @@ struct WeftComm {
   // process) or from the mapping's pointer attributes (CUDA IPC); -1 until imported.
   std::vector<int32_t> peer_device;
   bool shares_device = false;  // some two ranks run on the same GPU (set at connect)
+  // weft_comm_abort's word, pinned and mapped: 0 while healthy, else the declared rank + 1. Every
+  // kernel of this rank polls its device alias; the host stores it once, with release semantics.
+  uint64_t* abort_host = nullptr;
+  const volatile uint64_t* abort_dev = nullptr;
   char** peer_table = nullptr; // device copy of peer_base
   uint64_t* a2a = nullptr;     // device [4][world], all-to-all offsets and counts
   uint64_t epoch = 0;          // last epoch launched; every rank advances it identically
@@ -66,8 +70,11 @@ struct WeftComm {
 
 namespace weft::comm {
 
-// Throws unless `comm` is a live, connected communicator (when `connected`).
+// Throws unless `comm` is a live, connected communicator (when `connected`; a communicator that
+// weft_comm_abort declared failed is then a WEFT_E_PEER that names the rank).
 WeftComm& require(WeftComm* comm, bool connected);
+// 0 while healthy, else the rank weft_comm_abort declared failed + 1.
+uint64_t declared_failed(const WeftComm& c);
 
 // Fills `a` with the kernel arguments of collective call `p` on this rank (elements of `elem` bytes,
 // `count` per rank), every byte of padding zeroed in place: the launch graph compares Args bytewise.

@@ -147,6 +147,7 @@ WEFT_API int weft_comm_set_internode(WeftComm* comm, const WeftCommInterNode* in
     x.fifo.head = reinterpret_cast<unsigned long long*>(in->fifo_head);
     x.fifo.control = reinterpret_cast<const uint64_t*>(in->fifo_control);
     x.fifo.capacity = in->fifo_capacity;
+    x.host_abort = c.abort_dev;
     c.inter = x;
   });
 }

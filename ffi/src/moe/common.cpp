@@ -34,6 +34,7 @@ PeerArgs peer_args(const WeftComm& c, uint64_t workspace, const Report& report) 
   p.rank = int32_t(c.rank);
   p.timeout_ns = c.timeout_ns;
   p.report = report.device;
+  p.host_abort = c.abort_dev;
   return p;
 }
 

@@ -146,7 +146,8 @@ std::string detail_of(const tp::Choice& ch, const tp::Placement& place, int op) 
       {"flags", &l.flags}, {"landing", &l.landing}, {"stored", &l.stored}, {"done", &l.done},
       {"entered", &l.entered}, {"counts", &l.counts}, {"ready", &l.ready}, {"progress", &l.progress},
       {"staging_ce", &l.staging_ce}, {"recv", &l.recv}, {"staging", &l.staging}, {"a_pad", &l.a_pad},
-      {"b_pad", &l.b_pad}, {"out_pad", &l.out_pad}, {"tail_partials", &l.tail_partials}, {"tail_counts", &l.tail_counts}};
+      {"b_pad", &l.b_pad}, {"out_pad", &l.out_pad}, {"tail_partials", &l.tail_partials}, {"tail_counts", &l.tail_counts},
+      {"abort", &l.abort}};
   for (const auto& [name, r] : regions) {
     if (r->bytes == 0 && r->offset == 0) continue;
     std::snprintf(b, sizeof b, " %s=%llu+%llu", name, (unsigned long long)r->offset, (unsigned long long)r->bytes);

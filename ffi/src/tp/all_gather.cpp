@@ -5,7 +5,7 @@
 //
 // Workspace: flags u64 [world][chunks] (this rank's arrival flags, chunk c of rank q's rows landed
 // in dest's slot), landing [2 parities][world * m_shard][k] bf16, entered u64 [world], then the split
-// tail's counts and fp32 partials (gemm/tail_split.cuh).
+// tail's counts and fp32 partials (gemm/tail_split.cuh), then the abort word (add_abort_word).
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -124,6 +124,7 @@ void layout(const Call& call, Choice& c) {
   add(l, l.entered, uint64_t(W) * 8);  // entered[rank]: this rank's kernel has started launch (value)
   add(l, l.tail_counts, gemm::tail_counts_bytes(c.tail));
   add(l, l.tail_partials, gemm::tail_partials_bytes(c.tail, c.tile_n));
+  add_abort_word(l);
 }
 
 // The launch state, once per plan and epoch parity (the landing slot it reads): the maps, every
@@ -151,6 +152,9 @@ void build(WeftTpPlan& plan) {
     }
     s.a = reinterpret_cast<const char*>(pa.a);
     s.timeout_ns = c.timeout_ns;
+    s.abort.host = c.abort_dev;
+    for (int q = 0; q < p.world; ++q)
+      s.abort.plan[q] = reinterpret_cast<uint64_t*>(on_rank(c, q, plan.workspace + ch.layout.abort.offset));
     s.rank = p.rank;
     s.world = p.world;
     s.m_shard = int32_t(p.m_shard);

@@ -32,6 +32,8 @@ struct Layout {
   Region staging, a_pad, b_pad, out_pad;
   // All-gather with a split tail: the pieces' fp32 partials and the tiles' counts.
   Region tail_partials, tail_counts;
+  // One-node fused plans: the plan's abort word (cuda/fused/fused.h, AbortWords), last.
+  Region abort;
   uint64_t total = 0;
 };
 

@@ -84,6 +84,7 @@ void layout(const Call& call, Choice& c) {
   add(l, l.recv, 2ull * W * p.m_shard * p.n * 2);
   if (p.op == WEFT_TP_GEMM_ALL_REDUCE) add(l, l.done, uint64_t(W) * c.gemm_ctas * 8);  // direct chunks' flags
   add(l, l.entered, uint64_t(W) * 8);  // entered[q]: rank q's kernel has started launch (value)
+  add_abort_word(l);
 }
 
 // Reduce-scatter with the copy-engine mover and two ranks: the peer, whose copy engines copy its

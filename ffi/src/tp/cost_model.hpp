@@ -114,6 +114,10 @@ inline void add(Layout& l, Region& r, uint64_t bytes) {
   l.total += align256(bytes);
 }
 
+// The last region of every one-node fused plan: its abort word (cuda/fused/fused.h, AbortWords), which
+// peers raise when they give up on a launch.
+inline void add_abort_word(Layout& l) { add(l, l.abort, 8); }
+
 // Why no single-node fused kernel can take this problem, or "" when one can.
 std::string fused_obstacle(const Problem& p);
 

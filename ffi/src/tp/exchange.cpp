@@ -83,6 +83,7 @@ void layout(const Call& call, Choice& c) {
   add(l, l.counts, 2 * 8);                                                    // first-wave count [2]
   add(l, l.ready, 8);                                                         // first wave stored
   add(l, l.progress, uint64_t(W) * 8);                                        // first wave sent [W]
+  add_abort_word(l);
 }
 
 // The exchange mover's register exchange (fused::ScatterState::register_rows): m <= 32 rows, where

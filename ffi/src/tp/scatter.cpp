@@ -94,6 +94,7 @@ void ctas_layout(const Call& call, Choice& c) {
   add(l, l.stored, uint64_t(tiles_m) * 2 * ceil_div(p.n, c.tile_n) * 8);
   add(l, l.done, uint64_t(p.world) * c.gemm_ctas * 8);
   add(l, l.entered, uint64_t(p.world) * 8);
+  add_abort_word(l);
 }
 
 }  // namespace
@@ -121,6 +122,9 @@ void build_scatter(WeftTpPlan& plan) {
     s.entered[q] = reinterpret_cast<uint64_t*>(on_rank(c, q, plan.workspace + ch.layout.entered.offset));
   }
   s.timeout_ns = c.timeout_ns;
+  s.abort.host = c.abort_dev;
+  for (int q = 0; q < p.world; ++q)
+    s.abort.plan[q] = reinterpret_cast<uint64_t*>(on_rank(c, q, plan.workspace + ch.layout.abort.offset));
   s.rank = p.rank;
   s.world = p.world;
   s.all_reduce = all_reduce ? 1 : 0;
