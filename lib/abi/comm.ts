@@ -1,5 +1,6 @@
-// comm.ts — the TS packing of weft.h's ABI structs for the communicator, collectives, tensor-parallel ops. test/abi.test.ts checks
-// every one against the offsets the C compiler reports through weft_abi_layout().
+// comm.ts — the TS packing of weft.h's ABI structs for the communicator, collectives and tensor-
+// parallel ops. test/abi.test.ts checks every one against the offsets the C compiler reports through
+// weft_abi_layout().
 import { Struct } from "../struct.ts";
 
 export const CommConfig = new Struct("WeftCommConfig", {

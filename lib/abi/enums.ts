@@ -37,7 +37,9 @@ export const WeftTpFailure = { WEFT_TP_FAIL_BARRIER: 1, WEFT_TP_FAIL_PEER_WAIT: 
 export const WeftProxyOpcode = { WEFT_PROXY_PUT: 1, WEFT_PROXY_SIGNAL: 2, WEFT_PROXY_FENCE: 3, WEFT_PROXY_BARRIER: 4 } as const;
 export const WeftProxyFlags = { WEFT_PROXY_FLAG_SIGNAL: 1 } as const;
 
-export const WeftDlpackDevice = { WEFT_DLPACK_CPU: 1, WEFT_DLPACK_CUDA: 2, WEFT_DLPACK_CUDA_HOST: 3, WEFT_DLPACK_CUDA_MANAGED: 13 } as const;
+export const WeftDlpackDevice = {
+  WEFT_DLPACK_CPU: 1, WEFT_DLPACK_CUDA: 2, WEFT_DLPACK_CUDA_HOST: 3, WEFT_DLPACK_CUDA_MANAGED: 13,
+} as const;
 export const WeftDlpackFlags = { WEFT_DLPACK_VERSIONED: 1, WEFT_DLPACK_FREE_DATA: 2 } as const;
 export const WeftDlpackLimits = { WEFT_DLPACK_MAX_NDIM: 8 } as const;
 export const WeftMoeFlags = { WEFT_MOE_ROUTE: 1, WEFT_MOE_NORMALIZE: 2 } as const;
@@ -58,7 +60,8 @@ export const WeftMoeField = {
 /** Every group above, by its C name. */
 export const ABI_ENUM_GROUPS = {
   WeftStatus, WeftCopyKind, WeftDtype, WeftGemmFlags, WeftGemmFailure, WeftGemmStage, WeftAbi,
-  WeftCollectiveKind, WeftAlgorithm, WeftCollectiveStage, WeftAbortSource, WeftCollectiveField, WeftTpOp, WeftTpPath, WeftTpMover, WeftTpFailure,
+  WeftCollectiveKind, WeftAlgorithm, WeftCollectiveStage, WeftAbortSource, WeftCollectiveField,
+  WeftTpOp, WeftTpPath, WeftTpMover, WeftTpFailure,
   WeftProxyOpcode, WeftProxyFlags,
   WeftDlpackDevice, WeftDlpackFlags, WeftDlpackLimits, WeftMoeFlags, WeftMoeLimits, WeftMoeFailure, WeftMoeStage, WeftMoeField,
 } as const;

@@ -1,5 +1,6 @@
-// inter-node.ts — the TS packing of weft.h's ABI structs for the transport, the command FIFO and proxy, the multi-node communicator. test/abi.test.ts checks
-// every one against the offsets the C compiler reports through weft_abi_layout().
+// inter-node.ts — the TS packing of weft.h's ABI structs for the transport, the command FIFO and
+// proxy, the multi-node communicator. test/abi.test.ts checks every one against the offsets the C
+// compiler reports through weft_abi_layout().
 import { Struct } from "../struct.ts";
 
 export const TransportParams = new Struct("WeftTransportParams", {

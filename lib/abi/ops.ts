@@ -1,5 +1,6 @@
-// ops.ts — the TS packing of weft.h's ABI structs for DLPack, MoE expert parallelism, decoder layers, baselines. test/abi.test.ts checks
-// every one against the offsets the C compiler reports through weft_abi_layout().
+// ops.ts — the TS packing of weft.h's ABI structs for DLPack, MoE expert parallelism, decoder layers,
+// baselines. test/abi.test.ts checks every one against the offsets the C compiler reports through
+// weft_abi_layout().
 import { Struct } from "../struct.ts";
 
 export const DlpackDesc = new Struct("WeftDlpackDesc", {

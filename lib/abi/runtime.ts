@@ -1,5 +1,6 @@
-// runtime.ts — the TS packing of weft.h's ABI structs for the library, devices, launch and completion, the GEMM engine. test/abi.test.ts checks
-// every one against the offsets the C compiler reports through weft_abi_layout().
+// runtime.ts — the TS packing of weft.h's ABI structs for the library, devices, launch and completion,
+// the GEMM engine. test/abi.test.ts checks every one against the offsets the C compiler reports
+// through weft_abi_layout().
 import { Struct } from "../struct.ts";
 
 export const DeviceProps = new Struct("WeftDeviceProps", {

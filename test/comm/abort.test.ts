@@ -25,6 +25,19 @@ async function pair(timeoutMs: [number, number]): Promise<Communicator[]> {
     { heapBytes: 256 << 20, timeoutMs: timeoutMs[rank], smBudget })));
 }
 
+/** body(comms, keep) on a fresh pair; what it keeps is disposed (in reverse) before the pair. */
+async function withPair(timeoutMs: [number, number],
+  body: (comms: Communicator[], keep: <T extends { dispose(): void }>(t: T) => T) => Promise<void>): Promise<void> {
+  const comms = await pair(timeoutMs);
+  const made: { dispose(): void }[] = [];
+  try {
+    await body(comms, (t) => (made.push(t), t));
+  } finally {
+    for (const t of made.reverse()) t.dispose();
+    await Communicator.disposeAll(comms);
+  }
+}
+
 /** Runs `launch` on rank 0 alone, declares rank 1 failed after 300 ms; the rejection must name rank 1
  * and come within 2 s of the declaration. */
 async function abortedWhileWaiting(comms: Communicator[], launch: () => Promise<unknown>): Promise<string> {
@@ -41,29 +54,22 @@ async function abortedWhileWaiting(comms: Communicator[], launch: () => Promise<
 }
 
 describeGpu("a declared-failed rank stops its peers (Communicator.abort)", 1, () => {
-  test("allReduce waiting for a silent rank rejects with a PeerError naming it, and later launches are refused", async () => {
-    const comms = await pair([20_000, 20_000]);
-    try {
-      const x = comms[0]!.empty([1 << 16], "f32").fillRandom(1);
+  test("allReduce waiting for a silent rank rejects with a PeerError naming it, and later launches are refused", () =>
+    withPair([20_000, 20_000], async (comms, keep) => {
+      const x = keep(comms[0]!.empty([1 << 16], "f32").fillRandom(1));
       console.log(`  [allReduce] ${await abortedWhileWaiting(comms, () => comms[0]!.allReduce(x))}`);
       await expect(Promise.resolve().then(() => comms[0]!.allReduce(x))).rejects.toThrow(/rank 1 was declared failed/);
       expect(() => comms[0]!.abort(2)).toThrow(/failedRank/);
-      x.dispose();
-    } finally {
-      await Communicator.disposeAll(comms);
-    }
-  }, LONG);
+    }), LONG);
 
   for (const op of ["allGatherGemm", "gemmReduceScatter", "gemmAllReduce"] as const) {
     test(`${op} (fused) waiting for a silent rank rejects with a PeerError naming it`, async () => {
-      const comms = await pair([20_000, 20_000]);
-      const made: { dispose(): void }[] = [];
-      try {
+      await withPair([20_000, 20_000], async (comms, keep) => {
         const M = 2048, N = 2048, K = 2048;
+        const ag = op === "allGatherGemm";
         const plans = comms.map((c) => {
-          const keep = <T extends { dispose(): void }>(t: T) => (made.push(t), t);
-          const b = keep(Tensor.empty([K / (op === "allGatherGemm" ? 1 : 2), N / (op === "allGatherGemm" ? 2 : 1)], "bf16", { device: 0 }).fillRandom(2));
-          if (op === "allGatherGemm") {
+          const b = keep(Tensor.empty([ag ? K : K / 2, ag ? N / 2 : N], "bf16", { device: 0 }).fillRandom(2));
+          if (ag) {
             const a = keep(Tensor.empty([M / 2, K], "bf16", { device: 0 }).fillRandom(3));
             const out = keep(Tensor.empty([M, N / 2], "bf16", { device: 0 }));
             return keep(c.allGatherGemm({ a, b, out, config: { path: "fused" } }));
@@ -75,46 +81,31 @@ describeGpu("a declared-failed rank stops its peers (Communicator.abort)", 1, ()
         });
         console.log(`  [${op}, ${plans[0]!.choice.mover}] ${await abortedWhileWaiting(comms, () => plans[0]!.run())}`);
         expect(() => plans[0]!.launch()).toThrow(/rank 1 was declared failed/);
-      } finally {
-        for (const t of made.reverse()) t.dispose();
-        await Communicator.disposeAll(comms);
-      }
+      });
     }, LONG);
   }
 
-  test("an MoE dispatch waiting for a silent rank's counts rejects with a PeerError naming it", async () => {
-    const comms = await pair([20_000, 20_000]);
-    const made: { dispose(): void }[] = [];
-    try {
+  test("an MoE dispatch waiting for a silent rank's counts rejects with a PeerError naming it", () =>
+    withPair([20_000, 20_000], async (comms, keep) => {
       const plans = comms.map((c) => {
-        const x = Tensor.empty([64, 256], "bf16", { device: 0 }).fillRandom(4);
-        const ids = Tensor.from(new Int32Array(128).map((_, i) => i % 4), [64, 2], "i32", { device: 0 });
-        const d = c.moeDispatch({ x, topkIds: ids, experts: 4 });
-        made.push(x, ids, d);
-        return d;
+        const x = keep(Tensor.empty([64, 256], "bf16", { device: 0 }).fillRandom(4));
+        const ids = keep(Tensor.from(new Int32Array(128).map((_, i) => i % 4), [64, 2], "i32", { device: 0 }));
+        return keep(c.moeDispatch({ x, topkIds: ids, experts: 4 }));
       });
       console.log(`  [moeDispatch] ${await abortedWhileWaiting(comms, () => plans[0]!.run())}`);
-    } finally {
-      for (const t of made.reverse()) t.dispose();
-      await Communicator.disposeAll(comms);
-    }
-  }, LONG);
+    }), LONG);
 
   test("a fused op that times out on one rank stops the peer that launches after it at once, not at its own timeout", async () => {
     // Rank 1 waits 1 s, rank 0 20 s. Rank 1 launches alone: its owner tiles wait for rank 0 to enter,
     // run out, and raise rank 0's abort word for this launch. Rank 0 then launches the same plan: its
     // adds wait for rank 1's stores, which never come, and give up at the first poll of the word.
-    const comms = await pair([20_000, 1_000]);
-    const made: { dispose(): void }[] = [];
-    try {
+    await withPair([20_000, 1_000], async (comms, keep) => {
       const M = 2048, N = 2048, K = 2048;
       const plans = comms.map((c) => {
-        const a = Tensor.empty([M, K / 2], "bf16", { device: 0 }).fillRandom(5);
-        const b = Tensor.empty([K / 2, N], "bf16", { device: 0 }).fillRandom(6);
-        const out = c.empty([M, N], "bf16");
-        const p = c.gemmAllReduce({ a, b, out, config: { path: "fused", mover: "ctas" } });
-        made.push(a, b, out, p);
-        return p;
+        const a = keep(Tensor.empty([M, K / 2], "bf16", { device: 0 }).fillRandom(5));
+        const b = keep(Tensor.empty([K / 2, N], "bf16", { device: 0 }).fillRandom(6));
+        const out = keep(c.empty([M, N], "bf16"));
+        return keep(c.gemmAllReduce({ a, b, out, config: { path: "fused", mover: "ctas" } }));
       });
       const t1 = performance.now();
       const e1 = await plans[1]!.run().then(() => null, (e: Error) => e);
@@ -125,9 +116,6 @@ describeGpu("a declared-failed rank stops its peers (Communicator.abort)", 1, ()
       console.log(`  rank 1: ${e1!.message.slice(0, 70)}... (${(t0 - t1).toFixed(0)} ms); rank 0: ${e0?.message.slice(0, 80)}... after ${ms.toFixed(0)} ms`);
       expect(e0).toBeInstanceOf(PeerError);
       expect(ms).toBeLessThan(3000);
-    } finally {
-      for (const t of made.reverse()) t.dispose();
-      await Communicator.disposeAll(comms);
-    }
+    });
   }, LONG);
 });

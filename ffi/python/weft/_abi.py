@@ -1,4 +1,4 @@
-"""The ctypes packing of every ABI struct in weft.h, in one module (the Python twin of lib/abi.ts).
+"""The ctypes packing of every ABI struct in weft.h, in one module (the Python twin of lib/abi.ts and lib/abi/).
 
 ctypes lays a Structure out as the C compiler does (natural alignment, tail padding), and
 tests/test_abi.py checks sizeof and every field offset against weft_abi_layout(), so an ABI change

@@ -1,32 +1,40 @@
 // builder.cpp — the JSON writer of builder.hpp and weft_abi_layout itself.
 #include "abi_layout/builder.hpp"
 
+#include <string_view>
+
 #include "status.hpp"
 
 namespace weft::abi_layout {
 
+namespace {
+
+void append(std::string& out, std::initializer_list<std::string_view> pieces) {
+  for (std::string_view p : pieces) out.append(p);
+}
+
+}  // namespace
+
 void Builder::begin_struct(const char* name, size_t size, uint32_t init_size, uint32_t init_version) {
-  if (in_struct_) structs_ += "}},";
-  structs_ += "\"" + std::string(name) + "\":{\"sizeof\":" + std::to_string(size) + ",\"init\":{\"size\":" +
-              std::to_string(init_size) + ",\"version\":" + std::to_string(init_version) + "},\"fields\":{";
+  append(structs_, {in_struct_ ? "}},\"" : "\"", name, "\":{\"sizeof\":", std::to_string(size), ",\"init\":{\"size\":",
+                    std::to_string(init_size), ",\"version\":", std::to_string(init_version), "},\"fields\":{"});
   in_struct_ = true;
   first_field_ = true;
 }
 
 void Builder::field(const char* name, size_t offset) {
-  structs_ += (first_field_ ? "\"" : ",\"") + std::string(name) + "\":" + std::to_string(offset);
+  append(structs_, {first_field_ ? "\"" : ",\"", name, "\":", std::to_string(offset)});
   first_field_ = false;
 }
 
 void Builder::begin_enum(const char* name) {
-  if (in_enum_) enums_ += "},";
-  enums_ += "\"" + std::string(name) + "\":{";
+  append(enums_, {in_enum_ ? "},\"" : "\"", name, "\":{"});
   in_enum_ = true;
   first_value_ = true;
 }
 
 void Builder::value(const char* name, int64_t value) {
-  enums_ += (first_value_ ? "\"" : ",\"") + std::string(name) + "\":" + std::to_string(value);
+  append(enums_, {first_value_ ? "\"" : ",\"", name, "\":", std::to_string(value)});
   first_value_ = false;
 }
 

@@ -34,12 +34,35 @@ void ops_layout(Builder& l);         // DLPack, MoE, decoder layers, baselines
 
 }  // namespace weft::abi_layout
 
-// A struct's size and its _INIT's size and version (INIT: the macro, spelled out).
-#define WEFT_LAYOUT_STRUCT(l, S, INIT)                                          \
-  do {                                                                          \
-    const S init_ = INIT;                                                       \
-    (l).begin_struct(#S, sizeof(S), init_.size, init_.version);                 \
+// WEFT_LAYOUT_STRUCT(S, S_INIT, field, ...): S's size, its _INIT's size and version, every field's
+// offset. WEFT_LAYOUT_ENUM(E, VALUE, ...): the named values of enum (or constant group) E. Both
+// write to the Builder named `l` of the topic function that uses them.
+#define WEFT_LAYOUT_STRUCT(S, INIT, ...)                            \
+  do {                                                              \
+    const S init_ = INIT;                                           \
+    l.begin_struct(#S, sizeof(S), init_.size, init_.version);       \
+    WEFT_LAYOUT_FOR_EACH(WEFT_LAYOUT_FIELD_, S, __VA_ARGS__)        \
   } while (0)
-#define WEFT_LAYOUT_FIELD(l, S, f) (l).field(#f, offsetof(S, f))
-#define WEFT_LAYOUT_ENUM(l, E) (l).begin_enum(#E)
-#define WEFT_LAYOUT_VALUE(l, v) (l).value(#v, int64_t(v))
+#define WEFT_LAYOUT_ENUM(E, ...)                                     \
+  do {                                                              \
+    l.begin_enum(#E);                                               \
+    WEFT_LAYOUT_FOR_EACH(WEFT_LAYOUT_VALUE_, E, __VA_ARGS__)        \
+  } while (0)
+
+// Constants that are macros (#define) are named one by one: a name passed on through FOR_EACH would
+// be expanded to its value before it is stringized.
+#define WEFT_LAYOUT_CONSTANTS(E) l.begin_enum(#E)
+#define WEFT_LAYOUT_CONSTANT(v) l.value(#v, int64_t(v))
+
+#define WEFT_LAYOUT_FIELD_(S, f) l.field(#f, offsetof(S, f));
+#define WEFT_LAYOUT_VALUE_(E, v) l.value(#v, int64_t(v));
+
+// WEFT_LAYOUT_FOR_EACH(m, a, x, y, ...) is m(a, x) m(a, y) ..., for up to 256 items (C++20 __VA_OPT__).
+#define WEFT_LAYOUT_PARENS ()
+#define WEFT_LAYOUT_EXPAND(...) WEFT_LAYOUT_EXPAND3(WEFT_LAYOUT_EXPAND3(WEFT_LAYOUT_EXPAND3(WEFT_LAYOUT_EXPAND3(__VA_ARGS__))))
+#define WEFT_LAYOUT_EXPAND3(...) WEFT_LAYOUT_EXPAND2(WEFT_LAYOUT_EXPAND2(WEFT_LAYOUT_EXPAND2(WEFT_LAYOUT_EXPAND2(__VA_ARGS__))))
+#define WEFT_LAYOUT_EXPAND2(...) WEFT_LAYOUT_EXPAND1(WEFT_LAYOUT_EXPAND1(WEFT_LAYOUT_EXPAND1(WEFT_LAYOUT_EXPAND1(__VA_ARGS__))))
+#define WEFT_LAYOUT_EXPAND1(...) __VA_ARGS__
+#define WEFT_LAYOUT_FOR_EACH(m, a, ...) __VA_OPT__(WEFT_LAYOUT_EXPAND(WEFT_LAYOUT_FOR_EACH_(m, a, __VA_ARGS__)))
+#define WEFT_LAYOUT_FOR_EACH_(m, a, x, ...) m(a, x) __VA_OPT__(WEFT_LAYOUT_FOR_EACH_AGAIN WEFT_LAYOUT_PARENS(m, a, __VA_ARGS__))
+#define WEFT_LAYOUT_FOR_EACH_AGAIN() WEFT_LAYOUT_FOR_EACH_

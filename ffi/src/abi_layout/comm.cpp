@@ -1,153 +1,44 @@
-// comm.cpp — weft_abi_layout's part for the communicator, collectives, tensor-parallel ops (builder.hpp).
+// comm.cpp — weft_abi_layout's part for the communicator, collectives,
+// tensor-parallel ops (builder.hpp).
 #include "abi_layout/builder.hpp"
 
 namespace weft::abi_layout {
 
 void comm_layout(Builder& l) {
-  WEFT_LAYOUT_STRUCT(l, WeftCommConfig, WEFT_COMM_CONFIG_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftCommConfig, size);
-  WEFT_LAYOUT_FIELD(l, WeftCommConfig, version);
-  WEFT_LAYOUT_FIELD(l, WeftCommConfig, device);
-  WEFT_LAYOUT_FIELD(l, WeftCommConfig, rank);
-  WEFT_LAYOUT_FIELD(l, WeftCommConfig, world_size);
-  WEFT_LAYOUT_FIELD(l, WeftCommConfig, sm_budget);
-  WEFT_LAYOUT_FIELD(l, WeftCommConfig, heap_bytes);
-  WEFT_LAYOUT_FIELD(l, WeftCommConfig, staged_bytes);
-  WEFT_LAYOUT_FIELD(l, WeftCommConfig, timeout_ns);
-  WEFT_LAYOUT_STRUCT(l, WeftCommInfo, WEFT_COMM_INFO_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftCommInfo, size);
-  WEFT_LAYOUT_FIELD(l, WeftCommInfo, version);
-  WEFT_LAYOUT_FIELD(l, WeftCommInfo, heap_base);
-  WEFT_LAYOUT_FIELD(l, WeftCommInfo, heap_bytes);
-  WEFT_LAYOUT_FIELD(l, WeftCommInfo, arena_base);
-  WEFT_LAYOUT_FIELD(l, WeftCommInfo, arena_bytes);
-  WEFT_LAYOUT_FIELD(l, WeftCommInfo, staged_bytes);
-  WEFT_LAYOUT_FIELD(l, WeftCommInfo, sm_count);
-  WEFT_LAYOUT_FIELD(l, WeftCommInfo, max_ctas);
-  WEFT_LAYOUT_FIELD(l, WeftCommInfo, shares_device);
-  WEFT_LAYOUT_FIELD(l, WeftCommInfo, reserved);
-  WEFT_LAYOUT_STRUCT(l, WeftPeerHandle, WEFT_PEER_HANDLE_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftPeerHandle, size);
-  WEFT_LAYOUT_FIELD(l, WeftPeerHandle, version);
-  WEFT_LAYOUT_FIELD(l, WeftPeerHandle, process_token);
-  WEFT_LAYOUT_FIELD(l, WeftPeerHandle, device);
-  WEFT_LAYOUT_FIELD(l, WeftPeerHandle, rank);
-  WEFT_LAYOUT_FIELD(l, WeftPeerHandle, arena_base);
-  WEFT_LAYOUT_FIELD(l, WeftPeerHandle, arena_bytes);
-  WEFT_LAYOUT_FIELD(l, WeftPeerHandle, ipc);
-  WEFT_LAYOUT_STRUCT(l, WeftCollectiveParams, WEFT_COLLECTIVE_PARAMS_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftCollectiveParams, size);
-  WEFT_LAYOUT_FIELD(l, WeftCollectiveParams, version);
-  WEFT_LAYOUT_FIELD(l, WeftCollectiveParams, kind);
-  WEFT_LAYOUT_FIELD(l, WeftCollectiveParams, dtype);
-  WEFT_LAYOUT_FIELD(l, WeftCollectiveParams, count);
-  WEFT_LAYOUT_FIELD(l, WeftCollectiveParams, input);
-  WEFT_LAYOUT_FIELD(l, WeftCollectiveParams, output);
-  WEFT_LAYOUT_FIELD(l, WeftCollectiveParams, root);
-  WEFT_LAYOUT_FIELD(l, WeftCollectiveParams, ctas);
-  WEFT_LAYOUT_FIELD(l, WeftCollectiveParams, algorithm);
-  WEFT_LAYOUT_FIELD(l, WeftCollectiveParams, reserved);
-  WEFT_LAYOUT_FIELD(l, WeftCollectiveParams, send_counts);
-  WEFT_LAYOUT_FIELD(l, WeftCollectiveParams, recv_counts);
-  WEFT_LAYOUT_FIELD(l, WeftCollectiveParams, stream);
-  WEFT_LAYOUT_FIELD(l, WeftCollectiveParams, done);
-  WEFT_LAYOUT_FIELD(l, WeftCollectiveParams, seq);
-  WEFT_LAYOUT_FIELD(l, WeftCollectiveParams, arrivals);
-  WEFT_LAYOUT_STRUCT(l, WeftTpParams, WEFT_TP_PARAMS_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftTpParams, size);
-  WEFT_LAYOUT_FIELD(l, WeftTpParams, version);
-  WEFT_LAYOUT_FIELD(l, WeftTpParams, op);
-  WEFT_LAYOUT_FIELD(l, WeftTpParams, flags);
-  WEFT_LAYOUT_FIELD(l, WeftTpParams, m);
-  WEFT_LAYOUT_FIELD(l, WeftTpParams, n);
-  WEFT_LAYOUT_FIELD(l, WeftTpParams, k);
-  WEFT_LAYOUT_FIELD(l, WeftTpParams, a);
-  WEFT_LAYOUT_FIELD(l, WeftTpParams, b);
-  WEFT_LAYOUT_FIELD(l, WeftTpParams, out);
-  WEFT_LAYOUT_FIELD(l, WeftTpParams, gathered);
-  WEFT_LAYOUT_FIELD(l, WeftTpParams, path);
-  WEFT_LAYOUT_FIELD(l, WeftTpParams, mover);
-  WEFT_LAYOUT_FIELD(l, WeftTpParams, comm_ctas);
-  WEFT_LAYOUT_FIELD(l, WeftTpParams, tile_n);
-  WEFT_LAYOUT_FIELD(l, WeftTpParams, group_m);
-  WEFT_LAYOUT_FIELD(l, WeftTpParams, reserved);
-  WEFT_LAYOUT_FIELD(l, WeftTpParams, workspace);
-  WEFT_LAYOUT_FIELD(l, WeftTpParams, workspace_bytes);
-  WEFT_LAYOUT_FIELD(l, WeftTpParams, stream);
-  WEFT_LAYOUT_STRUCT(l, WeftTpChoice, WEFT_TP_CHOICE_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftTpChoice, size);
-  WEFT_LAYOUT_FIELD(l, WeftTpChoice, version);
-  WEFT_LAYOUT_FIELD(l, WeftTpChoice, path);
-  WEFT_LAYOUT_FIELD(l, WeftTpChoice, mover);
-  WEFT_LAYOUT_FIELD(l, WeftTpChoice, comm_ctas);
-  WEFT_LAYOUT_FIELD(l, WeftTpChoice, gemm_ctas);
-  WEFT_LAYOUT_FIELD(l, WeftTpChoice, tile_n);
-  WEFT_LAYOUT_FIELD(l, WeftTpChoice, group_m);
-  WEFT_LAYOUT_FIELD(l, WeftTpChoice, chunk_rows);
-  WEFT_LAYOUT_FIELD(l, WeftTpChoice, fused_available);
-  WEFT_LAYOUT_FIELD(l, WeftTpChoice, workspace_bytes);
-  WEFT_LAYOUT_FIELD(l, WeftTpChoice, predicted_fused_us);
-  WEFT_LAYOUT_FIELD(l, WeftTpChoice, predicted_sequential_us);
-  WEFT_LAYOUT_FIELD(l, WeftTpChoice, reason);
-  WEFT_LAYOUT_STRUCT(l, WeftTestingTpMachine, WEFT_TESTING_TP_MACHINE_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftTestingTpMachine, size);
-  WEFT_LAYOUT_FIELD(l, WeftTestingTpMachine, version);
-  WEFT_LAYOUT_FIELD(l, WeftTestingTpMachine, world);
-  WEFT_LAYOUT_FIELD(l, WeftTestingTpMachine, rank);
-  WEFT_LAYOUT_FIELD(l, WeftTestingTpMachine, sm_count);
-  WEFT_LAYOUT_FIELD(l, WeftTestingTpMachine, sm_budget);
-  WEFT_LAYOUT_FIELD(l, WeftTestingTpMachine, nodes);
-  WEFT_LAYOUT_FIELD(l, WeftTestingTpMachine, shares_device);
-  WEFT_LAYOUT_FIELD(l, WeftTestingTpMachine, slot_bytes);
-  WEFT_LAYOUT_ENUM(l, WeftCollectiveKind);
-  WEFT_LAYOUT_VALUE(l, WEFT_ALL_GATHER);
-  WEFT_LAYOUT_VALUE(l, WEFT_REDUCE_SCATTER);
-  WEFT_LAYOUT_VALUE(l, WEFT_ALL_REDUCE);
-  WEFT_LAYOUT_VALUE(l, WEFT_ALL_TO_ALL);
-  WEFT_LAYOUT_VALUE(l, WEFT_BROADCAST);
-  WEFT_LAYOUT_VALUE(l, WEFT_BARRIER);
-  WEFT_LAYOUT_ENUM(l, WeftAlgorithm);
-  WEFT_LAYOUT_VALUE(l, WEFT_ALGO_AUTO);
-  WEFT_LAYOUT_VALUE(l, WEFT_ALGO_STAGED);
-  WEFT_LAYOUT_VALUE(l, WEFT_ALGO_DIRECT);
-  WEFT_LAYOUT_ENUM(l, WeftCollectiveStage);
-  WEFT_LAYOUT_VALUE(l, WEFT_STAGE_ENTRY);
-  WEFT_LAYOUT_VALUE(l, WEFT_STAGE_CHECK);
-  WEFT_LAYOUT_VALUE(l, WEFT_STAGE_DONE);
-  WEFT_LAYOUT_VALUE(l, WEFT_STAGE_STAGED);
-  WEFT_LAYOUT_VALUE(l, WEFT_STAGE_ABORTED);
-  WEFT_LAYOUT_VALUE(l, WEFT_STAGE_REMOTE);
-  WEFT_LAYOUT_ENUM(l, WeftAbortSource);
-  WEFT_LAYOUT_VALUE(l, WEFT_ABORT_PEER);
-  WEFT_LAYOUT_VALUE(l, WEFT_ABORT_HOST);
-  WEFT_LAYOUT_ENUM(l, WeftCollectiveField);
-  WEFT_LAYOUT_VALUE(l, WEFT_FIELD_KIND);
-  WEFT_LAYOUT_VALUE(l, WEFT_FIELD_DTYPE);
-  WEFT_LAYOUT_VALUE(l, WEFT_FIELD_COUNT);
-  WEFT_LAYOUT_VALUE(l, WEFT_FIELD_CTAS);
-  WEFT_LAYOUT_VALUE(l, WEFT_FIELD_ROOT);
-  WEFT_LAYOUT_VALUE(l, WEFT_FIELD_WORLD);
-  WEFT_LAYOUT_VALUE(l, WEFT_FIELD_ALGORITHM);
-  WEFT_LAYOUT_VALUE(l, WEFT_FIELD_EPOCH);
-  WEFT_LAYOUT_VALUE(l, WEFT_FIELD_PAIR_COUNT);
-  WEFT_LAYOUT_ENUM(l, WeftTpOp);
-  WEFT_LAYOUT_VALUE(l, WEFT_TP_ALL_GATHER_GEMM);
-  WEFT_LAYOUT_VALUE(l, WEFT_TP_GEMM_REDUCE_SCATTER);
-  WEFT_LAYOUT_VALUE(l, WEFT_TP_GEMM_ALL_REDUCE);
-  WEFT_LAYOUT_ENUM(l, WeftTpPath);
-  WEFT_LAYOUT_VALUE(l, WEFT_TP_PATH_AUTO);
-  WEFT_LAYOUT_VALUE(l, WEFT_TP_PATH_FUSED);
-  WEFT_LAYOUT_VALUE(l, WEFT_TP_PATH_SEQUENTIAL);
-  WEFT_LAYOUT_ENUM(l, WeftTpMover);
-  WEFT_LAYOUT_VALUE(l, WEFT_TP_MOVER_AUTO);
-  WEFT_LAYOUT_VALUE(l, WEFT_TP_MOVER_CTAS);
-  WEFT_LAYOUT_VALUE(l, WEFT_TP_MOVER_COPY_ENGINE);
-  WEFT_LAYOUT_VALUE(l, WEFT_TP_MOVER_NONE);
-  WEFT_LAYOUT_VALUE(l, WEFT_TP_MOVER_EXCHANGE);
-  WEFT_LAYOUT_ENUM(l, WeftTpFailure);
-  WEFT_LAYOUT_VALUE(l, WEFT_TP_FAIL_BARRIER);
-  WEFT_LAYOUT_VALUE(l, WEFT_TP_FAIL_PEER_WAIT);
-  WEFT_LAYOUT_VALUE(l, WEFT_TP_FAIL_STAGE_MISSING);
+  WEFT_LAYOUT_STRUCT(WeftCommConfig, WEFT_COMM_CONFIG_INIT, size, version, device, rank, world_size, sm_budget,
+                     heap_bytes, staged_bytes, timeout_ns);
+  WEFT_LAYOUT_STRUCT(WeftCommInfo, WEFT_COMM_INFO_INIT, size, version, heap_base, heap_bytes, arena_base, arena_bytes,
+                     staged_bytes, sm_count, max_ctas, shares_device, reserved);
+  WEFT_LAYOUT_STRUCT(WeftPeerHandle, WEFT_PEER_HANDLE_INIT, size, version, process_token, device, rank, arena_base,
+                     arena_bytes, ipc);
+  WEFT_LAYOUT_STRUCT(WeftCollectiveParams, WEFT_COLLECTIVE_PARAMS_INIT, size, version, kind, dtype, count, input,
+                     output, root, ctas, algorithm, reserved, send_counts, recv_counts, stream, done, seq, arrivals);
+  WEFT_LAYOUT_STRUCT(WeftTpParams, WEFT_TP_PARAMS_INIT, size, version, op, flags, m, n, k, a, b, out, gathered, path,
+                     mover, comm_ctas, tile_n, group_m, reserved, workspace, workspace_bytes, stream);
+  WEFT_LAYOUT_STRUCT(WeftTpChoice, WEFT_TP_CHOICE_INIT, size, version, path, mover, comm_ctas, gemm_ctas, tile_n,
+                     group_m, chunk_rows, fused_available, workspace_bytes, predicted_fused_us,
+                     predicted_sequential_us, reason);
+  WEFT_LAYOUT_STRUCT(WeftTestingTpMachine, WEFT_TESTING_TP_MACHINE_INIT, size, version, world, rank, sm_count,
+                     sm_budget, nodes, shares_device, slot_bytes);
+  WEFT_LAYOUT_ENUM(WeftCollectiveKind, WEFT_ALL_GATHER, WEFT_REDUCE_SCATTER, WEFT_ALL_REDUCE, WEFT_ALL_TO_ALL,
+                     WEFT_BROADCAST, WEFT_BARRIER);
+  WEFT_LAYOUT_ENUM(WeftAlgorithm, WEFT_ALGO_AUTO, WEFT_ALGO_STAGED, WEFT_ALGO_DIRECT);
+  WEFT_LAYOUT_CONSTANTS(WeftCollectiveStage);
+  WEFT_LAYOUT_CONSTANT(WEFT_STAGE_ENTRY);
+  WEFT_LAYOUT_CONSTANT(WEFT_STAGE_CHECK);
+  WEFT_LAYOUT_CONSTANT(WEFT_STAGE_DONE);
+  WEFT_LAYOUT_CONSTANT(WEFT_STAGE_STAGED);
+  WEFT_LAYOUT_CONSTANT(WEFT_STAGE_ABORTED);
+  WEFT_LAYOUT_CONSTANT(WEFT_STAGE_REMOTE);
+  WEFT_LAYOUT_ENUM(WeftAbortSource, WEFT_ABORT_PEER, WEFT_ABORT_HOST);
+  WEFT_LAYOUT_ENUM(WeftCollectiveField, WEFT_FIELD_KIND, WEFT_FIELD_DTYPE, WEFT_FIELD_COUNT, WEFT_FIELD_CTAS,
+                     WEFT_FIELD_ROOT, WEFT_FIELD_WORLD, WEFT_FIELD_ALGORITHM, WEFT_FIELD_EPOCH,
+                     WEFT_FIELD_PAIR_COUNT);
+  WEFT_LAYOUT_ENUM(WeftTpOp, WEFT_TP_ALL_GATHER_GEMM, WEFT_TP_GEMM_REDUCE_SCATTER, WEFT_TP_GEMM_ALL_REDUCE);
+  WEFT_LAYOUT_ENUM(WeftTpPath, WEFT_TP_PATH_AUTO, WEFT_TP_PATH_FUSED, WEFT_TP_PATH_SEQUENTIAL);
+  WEFT_LAYOUT_ENUM(WeftTpMover, WEFT_TP_MOVER_AUTO, WEFT_TP_MOVER_CTAS, WEFT_TP_MOVER_COPY_ENGINE, WEFT_TP_MOVER_NONE,
+                     WEFT_TP_MOVER_EXCHANGE);
+  WEFT_LAYOUT_ENUM(WeftTpFailure, WEFT_TP_FAIL_BARRIER, WEFT_TP_FAIL_PEER_WAIT, WEFT_TP_FAIL_STAGE_MISSING);
 }
 
 }  // namespace weft::abi_layout

@@ -1,103 +1,29 @@
-// inter_node.cpp — weft_abi_layout's part for the transport, the command FIFO and proxy, the multi-node communicator (builder.hpp).
+// inter_node.cpp — weft_abi_layout's part for the transport, the command FIFO
+// and proxy, the multi-node communicator (builder.hpp).
 #include "abi_layout/builder.hpp"
 
 namespace weft::abi_layout {
 
 void inter_node_layout(Builder& l) {
-  WEFT_LAYOUT_STRUCT(l, WeftTransportParams, WEFT_TRANSPORT_PARAMS_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftTransportParams, size);
-  WEFT_LAYOUT_FIELD(l, WeftTransportParams, version);
-  WEFT_LAYOUT_FIELD(l, WeftTransportParams, rank);
-  WEFT_LAYOUT_FIELD(l, WeftTransportParams, world_size);
-  WEFT_LAYOUT_FIELD(l, WeftTransportParams, device);
-  WEFT_LAYOUT_FIELD(l, WeftTransportParams, same_host);
-  WEFT_LAYOUT_FIELD(l, WeftTransportParams, timeout_ms);
-  WEFT_LAYOUT_FIELD(l, WeftTransportParams, reserved);
-  WEFT_LAYOUT_FIELD(l, WeftTransportParams, provider);
-  WEFT_LAYOUT_STRUCT(l, WeftTransportCounters, WEFT_TRANSPORT_COUNTERS_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftTransportCounters, size);
-  WEFT_LAYOUT_FIELD(l, WeftTransportCounters, version);
-  WEFT_LAYOUT_FIELD(l, WeftTransportCounters, transports);
-  WEFT_LAYOUT_FIELD(l, WeftTransportCounters, regions);
-  WEFT_LAYOUT_FIELD(l, WeftTransportCounters, proxy_threads);
-  WEFT_LAYOUT_FIELD(l, WeftTransportCounters, host_buffers);
-  WEFT_LAYOUT_STRUCT(l, WeftProxyParams, WEFT_PROXY_PARAMS_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftProxyParams, size);
-  WEFT_LAYOUT_FIELD(l, WeftProxyParams, version);
-  WEFT_LAYOUT_FIELD(l, WeftProxyParams, fifo_slots);
-  WEFT_LAYOUT_FIELD(l, WeftProxyParams, batch);
-  WEFT_LAYOUT_FIELD(l, WeftProxyParams, max_inflight);
-  WEFT_LAYOUT_FIELD(l, WeftProxyParams, timeout_ms);
-  WEFT_LAYOUT_FIELD(l, WeftProxyParams, device);
-  WEFT_LAYOUT_FIELD(l, WeftProxyParams, reserved);
-  WEFT_LAYOUT_STRUCT(l, WeftProxyCommand, WEFT_PROXY_COMMAND_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftProxyCommand, size);
-  WEFT_LAYOUT_FIELD(l, WeftProxyCommand, version);
-  WEFT_LAYOUT_FIELD(l, WeftProxyCommand, opcode);
-  WEFT_LAYOUT_FIELD(l, WeftProxyCommand, flags);
-  WEFT_LAYOUT_FIELD(l, WeftProxyCommand, peer);
-  WEFT_LAYOUT_FIELD(l, WeftProxyCommand, src_region);
-  WEFT_LAYOUT_FIELD(l, WeftProxyCommand, dst_region);
-  WEFT_LAYOUT_FIELD(l, WeftProxyCommand, signal_region);
-  WEFT_LAYOUT_FIELD(l, WeftProxyCommand, src_offset);
-  WEFT_LAYOUT_FIELD(l, WeftProxyCommand, dst_offset);
-  WEFT_LAYOUT_FIELD(l, WeftProxyCommand, bytes);
-  WEFT_LAYOUT_FIELD(l, WeftProxyCommand, signal_offset);
-  WEFT_LAYOUT_FIELD(l, WeftProxyCommand, signal_value);
-  WEFT_LAYOUT_FIELD(l, WeftProxyCommand, cookie);
-  WEFT_LAYOUT_STRUCT(l, WeftProxyFifo, WEFT_PROXY_FIFO_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftProxyFifo, size);
-  WEFT_LAYOUT_FIELD(l, WeftProxyFifo, version);
-  WEFT_LAYOUT_FIELD(l, WeftProxyFifo, capacity);
-  WEFT_LAYOUT_FIELD(l, WeftProxyFifo, slot_bytes);
-  WEFT_LAYOUT_FIELD(l, WeftProxyFifo, host_control);
-  WEFT_LAYOUT_FIELD(l, WeftProxyFifo, host_slots);
-  WEFT_LAYOUT_FIELD(l, WeftProxyFifo, device_control_host);
-  WEFT_LAYOUT_FIELD(l, WeftProxyFifo, device_control);
-  WEFT_LAYOUT_FIELD(l, WeftProxyFifo, device_slots);
-  WEFT_LAYOUT_FIELD(l, WeftProxyFifo, device_head);
-  WEFT_LAYOUT_STRUCT(l, WeftProxyStats, WEFT_PROXY_STATS_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftProxyStats, size);
-  WEFT_LAYOUT_FIELD(l, WeftProxyStats, version);
-  WEFT_LAYOUT_FIELD(l, WeftProxyStats, pushed);
-  WEFT_LAYOUT_FIELD(l, WeftProxyStats, consumed);
-  WEFT_LAYOUT_FIELD(l, WeftProxyStats, completed);
-  WEFT_LAYOUT_FIELD(l, WeftProxyStats, puts);
-  WEFT_LAYOUT_FIELD(l, WeftProxyStats, signals);
-  WEFT_LAYOUT_FIELD(l, WeftProxyStats, fences);
-  WEFT_LAYOUT_FIELD(l, WeftProxyStats, barriers);
-  WEFT_LAYOUT_FIELD(l, WeftProxyStats, passes);
-  WEFT_LAYOUT_FIELD(l, WeftProxyStats, idle_sleeps);
-  WEFT_LAYOUT_FIELD(l, WeftProxyStats, max_batch);
-  WEFT_LAYOUT_FIELD(l, WeftProxyStats, transport_writes);
-  WEFT_LAYOUT_FIELD(l, WeftProxyStats, transport_bytes);
-  WEFT_LAYOUT_FIELD(l, WeftProxyStats, transport_signal_writes);
-  WEFT_LAYOUT_STRUCT(l, WeftCommInterNode, WEFT_COMM_INTER_NODE_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftCommInterNode, size);
-  WEFT_LAYOUT_FIELD(l, WeftCommInterNode, version);
-  WEFT_LAYOUT_FIELD(l, WeftCommInterNode, rank);
-  WEFT_LAYOUT_FIELD(l, WeftCommInterNode, world_size);
-  WEFT_LAYOUT_FIELD(l, WeftCommInterNode, node);
-  WEFT_LAYOUT_FIELD(l, WeftCommInterNode, nodes);
-  WEFT_LAYOUT_FIELD(l, WeftCommInterNode, send_region);
-  WEFT_LAYOUT_FIELD(l, WeftCommInterNode, recv_region);
-  WEFT_LAYOUT_FIELD(l, WeftCommInterNode, send_staging);
-  WEFT_LAYOUT_FIELD(l, WeftCommInterNode, send_bytes);
-  WEFT_LAYOUT_FIELD(l, WeftCommInterNode, recv_staging);
-  WEFT_LAYOUT_FIELD(l, WeftCommInterNode, recv_bytes);
-  WEFT_LAYOUT_FIELD(l, WeftCommInterNode, slot_bytes);
-  WEFT_LAYOUT_FIELD(l, WeftCommInterNode, fifo_slots);
-  WEFT_LAYOUT_FIELD(l, WeftCommInterNode, fifo_head);
-  WEFT_LAYOUT_FIELD(l, WeftCommInterNode, fifo_control);
-  WEFT_LAYOUT_FIELD(l, WeftCommInterNode, fifo_capacity);
-  WEFT_LAYOUT_FIELD(l, WeftCommInterNode, reserved);
-  WEFT_LAYOUT_ENUM(l, WeftProxyOpcode);
-  WEFT_LAYOUT_VALUE(l, WEFT_PROXY_PUT);
-  WEFT_LAYOUT_VALUE(l, WEFT_PROXY_SIGNAL);
-  WEFT_LAYOUT_VALUE(l, WEFT_PROXY_FENCE);
-  WEFT_LAYOUT_VALUE(l, WEFT_PROXY_BARRIER);
-  WEFT_LAYOUT_ENUM(l, WeftProxyFlags);
-  WEFT_LAYOUT_VALUE(l, WEFT_PROXY_FLAG_SIGNAL);
+  WEFT_LAYOUT_STRUCT(WeftTransportParams, WEFT_TRANSPORT_PARAMS_INIT, size, version, rank, world_size, device,
+                     same_host, timeout_ms, reserved, provider);
+  WEFT_LAYOUT_STRUCT(WeftTransportCounters, WEFT_TRANSPORT_COUNTERS_INIT, size, version, transports, regions,
+                     proxy_threads, host_buffers);
+  WEFT_LAYOUT_STRUCT(WeftProxyParams, WEFT_PROXY_PARAMS_INIT, size, version, fifo_slots, batch, max_inflight,
+                     timeout_ms, device, reserved);
+  WEFT_LAYOUT_STRUCT(WeftProxyCommand, WEFT_PROXY_COMMAND_INIT, size, version, opcode, flags, peer, src_region,
+                     dst_region, signal_region, src_offset, dst_offset, bytes, signal_offset, signal_value, cookie);
+  WEFT_LAYOUT_STRUCT(WeftProxyFifo, WEFT_PROXY_FIFO_INIT, size, version, capacity, slot_bytes, host_control,
+                     host_slots, device_control_host, device_control, device_slots, device_head);
+  WEFT_LAYOUT_STRUCT(WeftProxyStats, WEFT_PROXY_STATS_INIT, size, version, pushed, consumed, completed, puts, signals,
+                     fences, barriers, passes, idle_sleeps, max_batch, transport_writes, transport_bytes,
+                     transport_signal_writes);
+  WEFT_LAYOUT_STRUCT(WeftCommInterNode, WEFT_COMM_INTER_NODE_INIT, size, version, rank, world_size, node, nodes,
+                     send_region, recv_region, send_staging, send_bytes, recv_staging, recv_bytes, slot_bytes,
+                     fifo_slots, fifo_head, fifo_control, fifo_capacity, reserved);
+  WEFT_LAYOUT_ENUM(WeftProxyOpcode, WEFT_PROXY_PUT, WEFT_PROXY_SIGNAL, WEFT_PROXY_FENCE, WEFT_PROXY_BARRIER);
+  WEFT_LAYOUT_CONSTANTS(WeftProxyFlags);
+  WEFT_LAYOUT_CONSTANT(WEFT_PROXY_FLAG_SIGNAL);
 }
 
 }  // namespace weft::abi_layout

@@ -1,235 +1,59 @@
-// ops.cpp — weft_abi_layout's part for DLPack, MoE expert parallelism, decoder layers, baselines (builder.hpp).
+// ops.cpp — weft_abi_layout's part for DLPack, MoE expert parallelism,
+// decoder layers, baselines (builder.hpp).
 #include "abi_layout/builder.hpp"
 
 namespace weft::abi_layout {
 
 void ops_layout(Builder& l) {
-  WEFT_LAYOUT_STRUCT(l, WeftDlpackDesc, WEFT_DLPACK_DESC_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftDlpackDesc, size);
-  WEFT_LAYOUT_FIELD(l, WeftDlpackDesc, version);
-  WEFT_LAYOUT_FIELD(l, WeftDlpackDesc, data);
-  WEFT_LAYOUT_FIELD(l, WeftDlpackDesc, device_type);
-  WEFT_LAYOUT_FIELD(l, WeftDlpackDesc, device_id);
-  WEFT_LAYOUT_FIELD(l, WeftDlpackDesc, ndim);
-  WEFT_LAYOUT_FIELD(l, WeftDlpackDesc, dtype);
-  WEFT_LAYOUT_FIELD(l, WeftDlpackDesc, dl_dtype);
-  WEFT_LAYOUT_FIELD(l, WeftDlpackDesc, read_only);
-  WEFT_LAYOUT_FIELD(l, WeftDlpackDesc, shape);
-  WEFT_LAYOUT_FIELD(l, WeftDlpackDesc, strides);
-  WEFT_LAYOUT_STRUCT(l, WeftMoeRouteParams, WEFT_MOE_ROUTE_PARAMS_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftMoeRouteParams, size);
-  WEFT_LAYOUT_FIELD(l, WeftMoeRouteParams, version);
-  WEFT_LAYOUT_FIELD(l, WeftMoeRouteParams, logits);
-  WEFT_LAYOUT_FIELD(l, WeftMoeRouteParams, logits_dtype);
-  WEFT_LAYOUT_FIELD(l, WeftMoeRouteParams, flags);
-  WEFT_LAYOUT_FIELD(l, WeftMoeRouteParams, tokens);
-  WEFT_LAYOUT_FIELD(l, WeftMoeRouteParams, experts);
-  WEFT_LAYOUT_FIELD(l, WeftMoeRouteParams, topk);
-  WEFT_LAYOUT_FIELD(l, WeftMoeRouteParams, ids);
-  WEFT_LAYOUT_FIELD(l, WeftMoeRouteParams, weights);
-  WEFT_LAYOUT_FIELD(l, WeftMoeRouteParams, stream);
-  WEFT_LAYOUT_FIELD(l, WeftMoeRouteParams, done);
-  WEFT_LAYOUT_FIELD(l, WeftMoeRouteParams, seq);
-  WEFT_LAYOUT_FIELD(l, WeftMoeRouteParams, arrivals);
-  WEFT_LAYOUT_STRUCT(l, WeftMoeDispatchParams, WEFT_MOE_DISPATCH_PARAMS_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchParams, size);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchParams, version);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchParams, flags);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchParams, experts);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchParams, topk);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchParams, hidden);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchParams, tokens);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchParams, max_tokens);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchParams, capacity);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchParams, x);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchParams, ids);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchParams, weights);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchParams, logits);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchParams, logits_dtype);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchParams, ctas);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchParams, workspace);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchParams, workspace_bytes);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchParams, stream);
-  WEFT_LAYOUT_STRUCT(l, WeftMoeDispatchChoice, WEFT_MOE_DISPATCH_CHOICE_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchChoice, size);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchChoice, version);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchChoice, ctas);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchChoice, local_experts);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchChoice, capacity);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchChoice, max_tokens);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchChoice, workspace_bytes);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchChoice, recv_offset);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchChoice, row_source_offset);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchChoice, expert_offsets_offset);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchChoice, expert_counts_offset);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchChoice, source_counts_offset);
-  WEFT_LAYOUT_FIELD(l, WeftMoeDispatchChoice, arrivals_offset);
-  WEFT_LAYOUT_STRUCT(l, WeftMoeCombineParams, WEFT_MOE_COMBINE_PARAMS_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftMoeCombineParams, size);
-  WEFT_LAYOUT_FIELD(l, WeftMoeCombineParams, version);
-  WEFT_LAYOUT_FIELD(l, WeftMoeCombineParams, dispatch);
-  WEFT_LAYOUT_FIELD(l, WeftMoeCombineParams, hidden);
-  WEFT_LAYOUT_FIELD(l, WeftMoeCombineParams, weights);
-  WEFT_LAYOUT_FIELD(l, WeftMoeCombineParams, out);
-  WEFT_LAYOUT_FIELD(l, WeftMoeCombineParams, ctas);
-  WEFT_LAYOUT_FIELD(l, WeftMoeCombineParams, reserved);
-  WEFT_LAYOUT_FIELD(l, WeftMoeCombineParams, workspace);
-  WEFT_LAYOUT_FIELD(l, WeftMoeCombineParams, workspace_bytes);
-  WEFT_LAYOUT_FIELD(l, WeftMoeCombineParams, stream);
-  WEFT_LAYOUT_STRUCT(l, WeftMoeCombineChoice, WEFT_MOE_COMBINE_CHOICE_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftMoeCombineChoice, size);
-  WEFT_LAYOUT_FIELD(l, WeftMoeCombineChoice, version);
-  WEFT_LAYOUT_FIELD(l, WeftMoeCombineChoice, ctas);
-  WEFT_LAYOUT_FIELD(l, WeftMoeCombineChoice, reserved);
-  WEFT_LAYOUT_FIELD(l, WeftMoeCombineChoice, workspace_bytes);
-  WEFT_LAYOUT_FIELD(l, WeftMoeCombineChoice, returned_offset);
-  WEFT_LAYOUT_STRUCT(l, WeftEmbeddingParams, WEFT_EMBEDDING_PARAMS_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftEmbeddingParams, size);
-  WEFT_LAYOUT_FIELD(l, WeftEmbeddingParams, version);
-  WEFT_LAYOUT_FIELD(l, WeftEmbeddingParams, table);
-  WEFT_LAYOUT_FIELD(l, WeftEmbeddingParams, ids);
-  WEFT_LAYOUT_FIELD(l, WeftEmbeddingParams, out);
-  WEFT_LAYOUT_FIELD(l, WeftEmbeddingParams, rows);
-  WEFT_LAYOUT_FIELD(l, WeftEmbeddingParams, vocab);
-  WEFT_LAYOUT_FIELD(l, WeftEmbeddingParams, dim);
-  WEFT_LAYOUT_FIELD(l, WeftEmbeddingParams, stream);
-  WEFT_LAYOUT_STRUCT(l, WeftRmsNormParams, WEFT_RMS_NORM_PARAMS_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftRmsNormParams, size);
-  WEFT_LAYOUT_FIELD(l, WeftRmsNormParams, version);
-  WEFT_LAYOUT_FIELD(l, WeftRmsNormParams, x);
-  WEFT_LAYOUT_FIELD(l, WeftRmsNormParams, residual);
-  WEFT_LAYOUT_FIELD(l, WeftRmsNormParams, weight);
-  WEFT_LAYOUT_FIELD(l, WeftRmsNormParams, out);
-  WEFT_LAYOUT_FIELD(l, WeftRmsNormParams, rows);
-  WEFT_LAYOUT_FIELD(l, WeftRmsNormParams, dim);
-  WEFT_LAYOUT_FIELD(l, WeftRmsNormParams, eps);
-  WEFT_LAYOUT_FIELD(l, WeftRmsNormParams, reserved);
-  WEFT_LAYOUT_FIELD(l, WeftRmsNormParams, stream);
-  WEFT_LAYOUT_STRUCT(l, WeftRopeParams, WEFT_ROPE_PARAMS_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftRopeParams, size);
-  WEFT_LAYOUT_FIELD(l, WeftRopeParams, version);
-  WEFT_LAYOUT_FIELD(l, WeftRopeParams, x);
-  WEFT_LAYOUT_FIELD(l, WeftRopeParams, positions);
-  WEFT_LAYOUT_FIELD(l, WeftRopeParams, rows);
-  WEFT_LAYOUT_FIELD(l, WeftRopeParams, heads);
-  WEFT_LAYOUT_FIELD(l, WeftRopeParams, head_dim);
-  WEFT_LAYOUT_FIELD(l, WeftRopeParams, row_stride);
-  WEFT_LAYOUT_FIELD(l, WeftRopeParams, theta);
-  WEFT_LAYOUT_FIELD(l, WeftRopeParams, reserved);
-  WEFT_LAYOUT_FIELD(l, WeftRopeParams, stream);
-  WEFT_LAYOUT_STRUCT(l, WeftSwigluParams, WEFT_SWIGLU_PARAMS_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftSwigluParams, size);
-  WEFT_LAYOUT_FIELD(l, WeftSwigluParams, version);
-  WEFT_LAYOUT_FIELD(l, WeftSwigluParams, x);
-  WEFT_LAYOUT_FIELD(l, WeftSwigluParams, out);
-  WEFT_LAYOUT_FIELD(l, WeftSwigluParams, rows);
-  WEFT_LAYOUT_FIELD(l, WeftSwigluParams, dim);
-  WEFT_LAYOUT_FIELD(l, WeftSwigluParams, stream);
-  WEFT_LAYOUT_STRUCT(l, WeftKvAppendParams, WEFT_KV_APPEND_PARAMS_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftKvAppendParams, size);
-  WEFT_LAYOUT_FIELD(l, WeftKvAppendParams, version);
-  WEFT_LAYOUT_FIELD(l, WeftKvAppendParams, k);
-  WEFT_LAYOUT_FIELD(l, WeftKvAppendParams, v);
-  WEFT_LAYOUT_FIELD(l, WeftKvAppendParams, k_cache);
-  WEFT_LAYOUT_FIELD(l, WeftKvAppendParams, v_cache);
-  WEFT_LAYOUT_FIELD(l, WeftKvAppendParams, slot_ids);
-  WEFT_LAYOUT_FIELD(l, WeftKvAppendParams, positions);
-  WEFT_LAYOUT_FIELD(l, WeftKvAppendParams, rows);
-  WEFT_LAYOUT_FIELD(l, WeftKvAppendParams, width);
-  WEFT_LAYOUT_FIELD(l, WeftKvAppendParams, src_stride);
-  WEFT_LAYOUT_FIELD(l, WeftKvAppendParams, slots);
-  WEFT_LAYOUT_FIELD(l, WeftKvAppendParams, max_seq);
-  WEFT_LAYOUT_FIELD(l, WeftKvAppendParams, stream);
-  WEFT_LAYOUT_STRUCT(l, WeftCacheAttentionParams, WEFT_CACHE_ATTENTION_PARAMS_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftCacheAttentionParams, size);
-  WEFT_LAYOUT_FIELD(l, WeftCacheAttentionParams, version);
-  WEFT_LAYOUT_FIELD(l, WeftCacheAttentionParams, q);
-  WEFT_LAYOUT_FIELD(l, WeftCacheAttentionParams, k_cache);
-  WEFT_LAYOUT_FIELD(l, WeftCacheAttentionParams, v_cache);
-  WEFT_LAYOUT_FIELD(l, WeftCacheAttentionParams, slot_ids);
-  WEFT_LAYOUT_FIELD(l, WeftCacheAttentionParams, positions);
-  WEFT_LAYOUT_FIELD(l, WeftCacheAttentionParams, out);
-  WEFT_LAYOUT_FIELD(l, WeftCacheAttentionParams, rows);
-  WEFT_LAYOUT_FIELD(l, WeftCacheAttentionParams, heads);
-  WEFT_LAYOUT_FIELD(l, WeftCacheAttentionParams, kv_heads);
-  WEFT_LAYOUT_FIELD(l, WeftCacheAttentionParams, head_dim);
-  WEFT_LAYOUT_FIELD(l, WeftCacheAttentionParams, q_stride);
-  WEFT_LAYOUT_FIELD(l, WeftCacheAttentionParams, out_stride);
-  WEFT_LAYOUT_FIELD(l, WeftCacheAttentionParams, slots);
-  WEFT_LAYOUT_FIELD(l, WeftCacheAttentionParams, max_seq);
-  WEFT_LAYOUT_FIELD(l, WeftCacheAttentionParams, scale);
-  WEFT_LAYOUT_FIELD(l, WeftCacheAttentionParams, reserved);
-  WEFT_LAYOUT_FIELD(l, WeftCacheAttentionParams, stream);
-  WEFT_LAYOUT_STRUCT(l, WeftSampleParams, WEFT_SAMPLE_PARAMS_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftSampleParams, size);
-  WEFT_LAYOUT_FIELD(l, WeftSampleParams, version);
-  WEFT_LAYOUT_FIELD(l, WeftSampleParams, logits);
-  WEFT_LAYOUT_FIELD(l, WeftSampleParams, dtype);
-  WEFT_LAYOUT_FIELD(l, WeftSampleParams, reserved);
-  WEFT_LAYOUT_FIELD(l, WeftSampleParams, rows);
-  WEFT_LAYOUT_FIELD(l, WeftSampleParams, vocab);
-  WEFT_LAYOUT_FIELD(l, WeftSampleParams, row_stride);
-  WEFT_LAYOUT_FIELD(l, WeftSampleParams, temperature);
-  WEFT_LAYOUT_FIELD(l, WeftSampleParams, top_k);
-  WEFT_LAYOUT_FIELD(l, WeftSampleParams, top_p);
-  WEFT_LAYOUT_FIELD(l, WeftSampleParams, seed);
-  WEFT_LAYOUT_FIELD(l, WeftSampleParams, counter);
-  WEFT_LAYOUT_FIELD(l, WeftSampleParams, tokens);
-  WEFT_LAYOUT_FIELD(l, WeftSampleParams, logprobs);
-  WEFT_LAYOUT_FIELD(l, WeftSampleParams, done);
-  WEFT_LAYOUT_FIELD(l, WeftSampleParams, seq);
-  WEFT_LAYOUT_FIELD(l, WeftSampleParams, arrivals);
-  WEFT_LAYOUT_FIELD(l, WeftSampleParams, stream);
-  WEFT_LAYOUT_STRUCT(l, WeftNcclParams, WEFT_NCCL_PARAMS_INIT);
-  WEFT_LAYOUT_FIELD(l, WeftNcclParams, size);
-  WEFT_LAYOUT_FIELD(l, WeftNcclParams, version);
-  WEFT_LAYOUT_FIELD(l, WeftNcclParams, kind);
-  WEFT_LAYOUT_FIELD(l, WeftNcclParams, dtype);
-  WEFT_LAYOUT_FIELD(l, WeftNcclParams, count);
-  WEFT_LAYOUT_FIELD(l, WeftNcclParams, inputs);
-  WEFT_LAYOUT_FIELD(l, WeftNcclParams, outputs);
-  WEFT_LAYOUT_FIELD(l, WeftNcclParams, streams);
-  WEFT_LAYOUT_FIELD(l, WeftNcclParams, root);
-  WEFT_LAYOUT_FIELD(l, WeftNcclParams, reserved);
-  WEFT_LAYOUT_ENUM(l, WeftDlpackDevice);
-  WEFT_LAYOUT_VALUE(l, WEFT_DLPACK_CPU);
-  WEFT_LAYOUT_VALUE(l, WEFT_DLPACK_CUDA);
-  WEFT_LAYOUT_VALUE(l, WEFT_DLPACK_CUDA_HOST);
-  WEFT_LAYOUT_VALUE(l, WEFT_DLPACK_CUDA_MANAGED);
-  WEFT_LAYOUT_ENUM(l, WeftDlpackFlags);
-  WEFT_LAYOUT_VALUE(l, WEFT_DLPACK_VERSIONED);
-  WEFT_LAYOUT_VALUE(l, WEFT_DLPACK_FREE_DATA);
-  WEFT_LAYOUT_ENUM(l, WeftDlpackLimits);
-  WEFT_LAYOUT_VALUE(l, WEFT_DLPACK_MAX_NDIM);
-  WEFT_LAYOUT_ENUM(l, WeftMoeFlags);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_ROUTE);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_NORMALIZE);
-  WEFT_LAYOUT_ENUM(l, WeftMoeLimits);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_MAX_EXPERTS);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_BLOCK_ROWS);
-  WEFT_LAYOUT_ENUM(l, WeftMoeFailure);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_FAIL_TIMEOUT);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_FAIL_ABORTED);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_FAIL_MISMATCH);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_FAIL_BAD_EXPERT);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_FAIL_PEER_BAD_EXPERT);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_FAIL_CAPACITY);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_FAIL_NO_LAYOUT);
-  WEFT_LAYOUT_ENUM(l, WeftMoeStage);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_STAGE_ENTRY);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_STAGE_LAYOUT);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_STAGE_ARRIVALS);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_STAGE_BARRIER);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_STAGE_READY);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_STAGE_RETURN);
-  WEFT_LAYOUT_ENUM(l, WeftMoeField);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_FIELD_EXPERTS);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_FIELD_TOPK);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_FIELD_HIDDEN);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_FIELD_WORLD);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_FIELD_CAPACITY);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_FIELD_MAX_TOKENS);
-  WEFT_LAYOUT_VALUE(l, WEFT_MOE_FIELD_EPOCH);
+  WEFT_LAYOUT_STRUCT(WeftDlpackDesc, WEFT_DLPACK_DESC_INIT, size, version, data, device_type, device_id, ndim, dtype,
+                     dl_dtype, read_only, shape, strides);
+  WEFT_LAYOUT_STRUCT(WeftMoeRouteParams, WEFT_MOE_ROUTE_PARAMS_INIT, size, version, logits, logits_dtype, flags,
+                     tokens, experts, topk, ids, weights, stream, done, seq, arrivals);
+  WEFT_LAYOUT_STRUCT(WeftMoeDispatchParams, WEFT_MOE_DISPATCH_PARAMS_INIT, size, version, flags, experts, topk,
+                     hidden, tokens, max_tokens, capacity, x, ids, weights, logits, logits_dtype, ctas, workspace,
+                     workspace_bytes, stream);
+  WEFT_LAYOUT_STRUCT(WeftMoeDispatchChoice, WEFT_MOE_DISPATCH_CHOICE_INIT, size, version, ctas, local_experts,
+                     capacity, max_tokens, workspace_bytes, recv_offset, row_source_offset, expert_offsets_offset,
+                     expert_counts_offset, source_counts_offset, arrivals_offset);
+  WEFT_LAYOUT_STRUCT(WeftMoeCombineParams, WEFT_MOE_COMBINE_PARAMS_INIT, size, version, dispatch, hidden, weights,
+                     out, ctas, reserved, workspace, workspace_bytes, stream);
+  WEFT_LAYOUT_STRUCT(WeftMoeCombineChoice, WEFT_MOE_COMBINE_CHOICE_INIT, size, version, ctas, reserved,
+                     workspace_bytes, returned_offset);
+  WEFT_LAYOUT_STRUCT(WeftEmbeddingParams, WEFT_EMBEDDING_PARAMS_INIT, size, version, table, ids, out, rows, vocab,
+                     dim, stream);
+  WEFT_LAYOUT_STRUCT(WeftRmsNormParams, WEFT_RMS_NORM_PARAMS_INIT, size, version, x, residual, weight, out, rows, dim,
+                     eps, reserved, stream);
+  WEFT_LAYOUT_STRUCT(WeftRopeParams, WEFT_ROPE_PARAMS_INIT, size, version, x, positions, rows, heads, head_dim,
+                     row_stride, theta, reserved, stream);
+  WEFT_LAYOUT_STRUCT(WeftSwigluParams, WEFT_SWIGLU_PARAMS_INIT, size, version, x, out, rows, dim, stream);
+  WEFT_LAYOUT_STRUCT(WeftKvAppendParams, WEFT_KV_APPEND_PARAMS_INIT, size, version, k, v, k_cache, v_cache, slot_ids,
+                     positions, rows, width, src_stride, slots, max_seq, stream);
+  WEFT_LAYOUT_STRUCT(WeftCacheAttentionParams, WEFT_CACHE_ATTENTION_PARAMS_INIT, size, version, q, k_cache, v_cache,
+                     slot_ids, positions, out, rows, heads, kv_heads, head_dim, q_stride, out_stride, slots, max_seq,
+                     scale, reserved, stream);
+  WEFT_LAYOUT_STRUCT(WeftSampleParams, WEFT_SAMPLE_PARAMS_INIT, size, version, logits, dtype, reserved, rows, vocab,
+                     row_stride, temperature, top_k, top_p, seed, counter, tokens, logprobs, done, seq, arrivals,
+                     stream);
+  WEFT_LAYOUT_STRUCT(WeftNcclParams, WEFT_NCCL_PARAMS_INIT, size, version, kind, dtype, count, inputs, outputs,
+                     streams, root, reserved);
+  WEFT_LAYOUT_ENUM(WeftDlpackDevice, WEFT_DLPACK_CPU, WEFT_DLPACK_CUDA, WEFT_DLPACK_CUDA_HOST,
+                     WEFT_DLPACK_CUDA_MANAGED);
+  WEFT_LAYOUT_ENUM(WeftDlpackFlags, WEFT_DLPACK_VERSIONED, WEFT_DLPACK_FREE_DATA);
+  WEFT_LAYOUT_CONSTANTS(WeftDlpackLimits);
+  WEFT_LAYOUT_CONSTANT(WEFT_DLPACK_MAX_NDIM);
+  WEFT_LAYOUT_CONSTANTS(WeftMoeFlags);
+  WEFT_LAYOUT_CONSTANT(WEFT_MOE_ROUTE);
+  WEFT_LAYOUT_CONSTANT(WEFT_MOE_NORMALIZE);
+  WEFT_LAYOUT_CONSTANTS(WeftMoeLimits);
+  WEFT_LAYOUT_CONSTANT(WEFT_MOE_MAX_EXPERTS);
+  WEFT_LAYOUT_CONSTANT(WEFT_MOE_BLOCK_ROWS);
+  WEFT_LAYOUT_ENUM(WeftMoeFailure, WEFT_MOE_FAIL_TIMEOUT, WEFT_MOE_FAIL_ABORTED, WEFT_MOE_FAIL_MISMATCH,
+                     WEFT_MOE_FAIL_BAD_EXPERT, WEFT_MOE_FAIL_PEER_BAD_EXPERT, WEFT_MOE_FAIL_CAPACITY,
+                     WEFT_MOE_FAIL_NO_LAYOUT);
+  WEFT_LAYOUT_ENUM(WeftMoeStage, WEFT_MOE_STAGE_ENTRY, WEFT_MOE_STAGE_LAYOUT, WEFT_MOE_STAGE_ARRIVALS,
+                     WEFT_MOE_STAGE_BARRIER, WEFT_MOE_STAGE_READY, WEFT_MOE_STAGE_RETURN);
+  WEFT_LAYOUT_ENUM(WeftMoeField, WEFT_MOE_FIELD_EXPERTS, WEFT_MOE_FIELD_TOPK, WEFT_MOE_FIELD_HIDDEN,
+                     WEFT_MOE_FIELD_WORLD, WEFT_MOE_FIELD_CAPACITY, WEFT_MOE_FIELD_MAX_TOKENS, WEFT_MOE_FIELD_EPOCH);
 }
 
 }  // namespace weft::abi_layout
