@@ -16,7 +16,7 @@
 // GPU, then cuStreamWriteValue64(flag, 1). The holder reports whether, and how soon, it was released.
 // Cases: copy kinds (1-D, 2-D, cudaMemcpyPeerAsync to the same device, cudaMemcpyBatchAsync with
 // cudaMemcpyFlagPreferOverlapWithCompute, no copy at all, and a copy to GPU 1 when there is one) x
-// 64 KiB / 4 MiB / 64 MiB x the holder on every SM / on all but two SMs / as two kernels of half the
+// 64 KiB / 4 MiB / 64 MiB x the holder on every SM / leaving two SMs' worth of warps / as two kernels of half the
 // SMs on two streams (two ranks). Every copy's bytes are checked afterwards.
 //
 //   nvcc -arch=sm_90a -O2 -std=c++17 -o /tmp/shared-gpu-copy bench/repro/shared-gpu-copy.cu \
@@ -80,7 +80,7 @@ enum Kind { kMemcpy1d, kMemcpy2d, kPeerSameDevice, kBatchOverlapHint, kNoCopy, k
 const char* kKindNames[] = {"cudaMemcpyAsync D2D", "cudaMemcpy2DAsync D2D", "cudaMemcpyPeerAsync 0->0",
                             "cudaMemcpyBatchAsync + PreferOverlapWithCompute", "no copy (control)", "copy to GPU 1 (control)"};
 enum Hold { kEverySm, kAllButTwo, kTwoRanks, kHolds };
-const char* kHoldNames[] = {"every SM held", "all but 2 SMs held", "every SM held by 2 kernels (2 ranks)"};
+const char* kHoldNames[] = {"every SM held", "2 SMs' worth of warps free", "every SM held by 2 kernels (2 ranks)"};
 
 using WriteValue = CUresult (*)(CUstream, CUdeviceptr, cuuint64_t, unsigned);
 
