@@ -31,7 +31,7 @@ import { Communicator } from "../lib/comm.ts";
 import { Completion } from "../lib/completion.ts";
 import { deviceCount } from "../lib/device.ts";
 import { check, native } from "../lib/native.ts";
-import { gemmConfigFor, packGemmParams, planGemm } from "../lib/ops/gemm.ts";
+import { gemmConfigFor, packGemmParams, packOpLaunch, planGemm } from "../lib/ops/gemm.ts";
 import { TpPlan, type TpConfig } from "../lib/ops/tp.ts";
 import { Stream } from "../lib/stream.ts";
 import { Tensor } from "../lib/tensor.ts";
@@ -109,14 +109,16 @@ for (const { op, shape, mover } of CASES) {
       variants.push({ name, issue: () => TpPlan.launchAll(plans) });
     };
     const gOut = comms.map((c) => keep(Tensor.empty([M, N], "bf16", { device: c.device })));
-    // Packed once per rank (packGemmParams returns a shared buffer: copied).
+    // Packed once per rank (packGemmParams and packOpLaunch return shared buffers: copied).
+    type Packed = { params: Uint8Array; launch: Uint8Array | null };
+    const withSlot = (params: Uint8Array, r: number, done = true): Packed =>
+      ({ params: new Uint8Array(params), launch: done ? new Uint8Array(packOpLaunch(completions[r]!.slot())) : null });
     const packed = (done: boolean, tileN?: number) => comms.map((c, r) => {
       const plan = planGemm(a[r]!, b[r]!, gOut[r]!, tileN ? { config: { tileN: tileN as 256 } } : {}, "tp-split");
-      const slot = done ? completions[r]!.slot() : undefined;
-      return new Uint8Array(packGemmParams(plan, a[r]!, b[r]!, gOut[r]!, c.stream, slot));
+      return withSlot(packGemmParams(plan, a[r]!, b[r]!, gOut[r]!, c.stream), r, done);
     });
     const gemmParams = packed(false), doneParams = packed(true);
-    const launchGemm = (ps: Uint8Array[]) => () => ps.forEach((p) => check(native().weft_gemm(p), "tp-split gemm"));
+    const launchGemm = (ps: Packed[]) => () => ps.forEach((p) => check(native().weft_gemm(p.params, p.launch), "tp-split gemm"));
     if (want("gemm")) variants.push({ name: "gemm", issue: launchGemm(gemmParams) });
     if (want("gemm+done")) variants.push({ name: "gemm+done", issue: launchGemm(doneParams) });
     const opTile = opPlans[0]!.choice.tileN;
@@ -131,11 +133,11 @@ for (const { op, shape, mover } of CASES) {
       const symOut = comms.map((c) => keep(c.empty([M, N], "bf16")));
       const symParams = comms.map((c, r) => {
         const plan = planGemm(symA[r]!, symB[r]!, symOut[r]!, {}, "tp-split");
-        return new Uint8Array(packGemmParams(plan, symA[r]!, symB[r]!, symOut[r]!, c.stream, completions[r]!.slot()));
+        return withSlot(packGemmParams(plan, symA[r]!, symB[r]!, symOut[r]!, c.stream), r);
       });
       const outOnly = comms.map((c, r) => {
         const plan = planGemm(a[r]!, b[r]!, symOut[r]!, {}, "tp-split");
-        return new Uint8Array(packGemmParams(plan, a[r]!, b[r]!, symOut[r]!, c.stream, completions[r]!.slot()));
+        return withSlot(packGemmParams(plan, a[r]!, b[r]!, symOut[r]!, c.stream), r);
       });
       variants.push({ name: "gemm+done sym out", issue: launchGemm(outOnly) }, { name: "gemm+done sym all", issue: launchGemm(symParams) });
     }

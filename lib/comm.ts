@@ -29,7 +29,7 @@ import { checkIdentity, checkSpin, resolveOptions, type CommunicatorOptions, typ
 import { Completion, type FailureDescriber } from "./completion.ts";
 import { requireDevice } from "./device.ts";
 import { DTYPES, type DType } from "./dtype.ts";
-import { ArgumentError } from "./errors.ts";
+import { ArgumentError, checkInt } from "./errors.ts";
 import { NativeHandle, teardownAsync } from "./handle.ts";
 import { HeapAllocator, SymmetricTensor, type SymmetricOwner } from "./heap.ts";
 import { check, native, outPointer } from "./native.ts";
@@ -411,6 +411,19 @@ export class Communicator extends NativeHandle<Promise<void>> implements Symmetr
   /** out [M, N] = Σ over ranks a · b on every rank. Collective. */
   gemmAllReduce(args: GemmScatterArgs): TpPlan {
     return createTpPlan(this, this.#internals, "gemmAllReduce", args);
+  }
+
+  /** Declares rank `failedRank` (a rank of this communicator, global across nodes) failed: what the
+   * failure watchdog calls when the store reports a rank gone. Every wait of this rank's running
+   * kernels (collectives, tensor-parallel ops, MoE plans) gives up at its next poll, within
+   * microseconds, and their launches reject with a PeerError naming the rank; every later launch and
+   * plan creation on this communicator throws one at once. The first rank declared stays. Returns at
+   * once (one store into host-mapped memory); dispose() still works afterwards. */
+  abort(failedRank: number): void {
+    const op = "Communicator.abort";
+    this.guard(op);
+    checkInt(op, "failedRank", failedRank, 0, this.size - 1);
+    check(native().weft_comm_abort(this.#internals.handle, failedRank), op);
   }
 
   /** What a plan of `op` for these arguments would run (path, mover, tiles), without creating it. */

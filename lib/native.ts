@@ -13,7 +13,7 @@ import { errorFromStatus, LibraryError } from "./errors.ts";
 import { runtime, T, type NativeLibrary, type SymbolTable } from "./runtime/index.ts";
 
 /** weft.h WEFT_ABI_VERSION this package was written against. */
-export const ABI_VERSION = 4;
+export const ABI_VERSION = 5;
 
 // Pointers are T.ptr: a JS number (device/host address), a TypedArray (passed by the address of its
 // bytes for the duration of the call) or null. 64-bit sizes are T.u64 (number or bigint). offThread:
@@ -55,7 +55,7 @@ export const symbols = {
   // test support
   weft_fill_random: { args: [T.ptr /* dst */, T.i32 /* dtype */, T.u64 /* count */, T.u64 /* seed */, T.f32 /* lo */, T.f32 /* hi */, T.ptr /* stream */], returns: T.i32 },
   weft_diff_norms: { args: [T.ptr /* a */, T.i32, T.ptr /* b */, T.i32, T.u64 /* count */, T.ptr /* double[3] device */, T.ptr /* stream */], returns: T.i32 },
-  // communicator, symmetric heap, collectives (issue 3)
+  // communicator, symmetric heap, collectives
   weft_comm_create: { args: [T.ptr /* const WeftCommConfig* */, T.ptr /* WeftComm** */], returns: T.i32 },
   weft_comm_info: { args: [T.ptr /* comm */, T.ptr /* WeftCommInfo* */], returns: T.i32 },
   weft_comm_export: { args: [T.ptr /* comm */, T.ptr /* WeftPeerHandle* */], returns: T.i32 },
@@ -63,22 +63,28 @@ export const symbols = {
   weft_comm_connect: { args: [T.ptr /* comm */], returns: T.i32 },
   weft_comm_close_peers: { args: [T.ptr /* comm */], returns: T.i32 },
   weft_comm_destroy: { args: [T.ptr /* comm */], returns: T.i32 },
+  weft_comm_abort: { args: [T.ptr /* comm */, T.i32 /* failed_rank */], returns: T.i32 },
   weft_collective: { args: [T.ptr /* comm */, T.ptr /* const WeftCollectiveParams* */], returns: T.i32 },
   weft_accumulate: { args: [T.ptr /* float* acc */, T.ptr /* src */, T.i32 /* src dtype */, T.u64 /* count */, T.ptr /* stream */], returns: T.i32 },
 
-  // GEMM engine (issue 4)
-  weft_gemm: { args: [T.ptr /* const WeftGemmParams* */], returns: T.i32 },
+  // GEMM engine
   weft_gemm_choose: { args: [T.ptr /* const WeftGemmParams* */, T.ptr /* WeftGemmChoice* out */], returns: T.i32 },
+  weft_gemm_plan_create: { args: [T.ptr /* const WeftGemmParams* */, T.ptr /* WeftGemmPlan** */], returns: T.i32 },
+  weft_gemm_plan_launch: { args: [T.ptr /* WeftGemmPlan* */, T.ptr /* const WeftOpLaunch* (or NULL) */], returns: T.i32 },
+  weft_gemm_plan_destroy: { args: [T.ptr /* WeftGemmPlan* */], returns: T.i32 },
+  weft_gemm: { args: [T.ptr /* const WeftGemmParams* */, T.ptr /* const WeftOpLaunch* (or NULL) */], returns: T.i32 },
   weft_reference_gemm: { args: [T.ptr /* a */, T.ptr /* b */, T.ptr /* float* c */, T.i64 /* m */, T.i64 /* n */, T.i64 /* k */, T.i64 /* lda */, T.i64 /* ldb */, T.i64 /* ldc */, T.i32 /* b_nk */, T.ptr /* stream */], returns: T.i32 },
 
-  // fused tensor-parallel ops over NVLink (issue 5)
+  // fused tensor-parallel ops
   weft_tp_choose: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftTpParams* */, T.ptr /* WeftTpChoice* out */], returns: T.i32 },
   weft_tp_plan_create: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftTpParams* */, T.ptr /* WeftTpPlan** */], returns: T.i32 },
-  weft_tp_plan_launch: { args: [T.ptr /* WeftTpPlan* */, T.ptr /* const WeftTpLaunch* */], returns: T.i32 },
-  weft_tp_plans_launch: { args: [T.ptr /* WeftTpPlan* const* */, T.ptr /* const WeftTpLaunch* */, T.i32], returns: T.i32 },
+  weft_tp_plan_launch: { args: [T.ptr /* WeftTpPlan* */, T.ptr /* const WeftOpLaunch* */], returns: T.i32 },
+  weft_tp_plans_launch: { args: [T.ptr /* WeftTpPlan* const* */, T.ptr /* const WeftOpLaunch* */, T.i32], returns: T.i32 },
   weft_tp_plan_destroy: { args: [T.ptr /* WeftTpPlan* */], returns: T.i32 },
+  // Test support: the choice on a described machine (no GPU needed); never called by lib/.
+  weft_testing_tp_choose: { args: [T.ptr /* const WeftTestingTpMachine* */, T.ptr /* const WeftTpParams* */, T.ptr /* WeftTpChoice* out */, T.ptr /* const char** detail */], returns: T.i32 },
 
-  // inter-node: command FIFO, proxy, transport (issue 6)
+  // inter-node: transport, command FIFO and proxy, multi-node communicator
   weft_transport_open: { args: [T.ptr /* const WeftTransportParams* */, T.ptr /* WeftTransport** */], returns: T.i32 },
   weft_transport_close: { args: [T.ptr /* WeftTransport* */], returns: T.i32 },
   weft_transport_info: { args: [T.ptr /* transport */, T.ptr /* const char** json */], returns: T.i32 },
@@ -106,34 +112,34 @@ export const symbols = {
   weft_comm_internode_bytes: { args: [T.i32 /* nodes */, T.u64 /* slot_bytes */, T.ptr /* uint64_t* send_bytes */, T.ptr /* uint64_t* recv_bytes */], returns: T.i32 },
   weft_comm_set_internode: { args: [T.ptr /* comm */, T.ptr /* const WeftCommInterNode* */], returns: T.i32 },
 
-  // DLPack hand-over (issue 27)
+  // DLPack hand-over
   weft_dlpack_export: { args: [T.ptr /* const WeftDlpackDesc* */, T.u32 /* WeftDlpackFlags */, T.ptr /* WeftDlpackRelease */, T.ptr /* ctx */, T.ptr /* void** managed */], returns: T.i32 },
   weft_dlpack_import: { args: [T.ptr /* const managed tensor */, T.u32 /* WeftDlpackFlags */, T.ptr /* WeftDlpackDesc* */], returns: T.i32 },
   weft_dlpack_delete: { args: [T.ptr /* managed tensor */, T.u32 /* WeftDlpackFlags */], returns: T.i32 },
   weft_dlpack_live: { args: [T.ptr /* int64_t* */], returns: T.i32 },
 
-  // MoE expert parallelism (issue 26)
+  // MoE expert parallelism
   weft_moe_route: { args: [T.ptr /* const WeftMoeRouteParams* */], returns: T.i32 },
   weft_moe_dispatch_choose: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftMoeDispatchParams* */, T.ptr /* WeftMoeDispatchChoice* out */], returns: T.i32 },
   weft_moe_dispatch_create: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftMoeDispatchParams* */, T.ptr /* WeftMoeDispatchPlan** */], returns: T.i32 },
-  weft_moe_dispatch_launch: { args: [T.ptr /* WeftMoeDispatchPlan* */, T.ptr /* const WeftTpLaunch* */], returns: T.i32 },
+  weft_moe_dispatch_launch: { args: [T.ptr /* WeftMoeDispatchPlan* */, T.ptr /* const WeftOpLaunch* */], returns: T.i32 },
   weft_moe_dispatch_destroy: { args: [T.ptr /* WeftMoeDispatchPlan* */], returns: T.i32 },
   weft_moe_dispatch_report: { args: [T.ptr /* WeftMoeDispatchPlan* */, T.ptr /* const uint64_t** */], returns: T.i32 },
   weft_moe_combine_choose: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftMoeCombineParams* */, T.ptr /* WeftMoeCombineChoice* out */], returns: T.i32 },
   weft_moe_combine_create: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftMoeCombineParams* */, T.ptr /* WeftMoeCombinePlan** */], returns: T.i32 },
-  weft_moe_combine_launch: { args: [T.ptr /* WeftMoeCombinePlan* */, T.ptr /* const WeftTpLaunch* */], returns: T.i32 },
+  weft_moe_combine_launch: { args: [T.ptr /* WeftMoeCombinePlan* */, T.ptr /* const WeftOpLaunch* */], returns: T.i32 },
   weft_moe_combine_destroy: { args: [T.ptr /* WeftMoeCombinePlan* */], returns: T.i32 },
   weft_moe_combine_report: { args: [T.ptr /* WeftMoeCombinePlan* */, T.ptr /* const uint64_t** */], returns: T.i32 },
   weft_grouped_gemm: { args: [T.ptr /* const WeftGroupedGemmParams* */], returns: T.i32 },
   weft_grouped_gemm_choose: { args: [T.ptr /* const WeftGroupedGemmParams* */, T.ptr /* WeftGroupedGemmChoice* out */], returns: T.i32 },
   weft_moe_dispatch_gemm_choose: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftMoeDispatchParams* */, T.ptr /* const WeftMoeExpertGemmParams* */, T.ptr /* WeftMoeDispatchChoice* out */, T.ptr /* WeftMoeExpertGemmChoice* out */], returns: T.i32 },
   weft_moe_dispatch_gemm_create: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftMoeDispatchParams* */, T.ptr /* const WeftMoeExpertGemmParams* */, T.ptr /* WeftMoeDispatchGemmPlan** */], returns: T.i32 },
-  weft_moe_dispatch_gemm_launch: { args: [T.ptr /* WeftMoeDispatchGemmPlan* */, T.ptr /* const WeftTpLaunch* */], returns: T.i32 },
+  weft_moe_dispatch_gemm_launch: { args: [T.ptr /* WeftMoeDispatchGemmPlan* */, T.ptr /* const WeftOpLaunch* */], returns: T.i32 },
   weft_moe_dispatch_gemm_destroy: { args: [T.ptr /* WeftMoeDispatchGemmPlan* */], returns: T.i32 },
   weft_moe_dispatch_gemm_report: { args: [T.ptr /* WeftMoeDispatchGemmPlan* */, T.ptr /* const uint64_t** */], returns: T.i32 },
   weft_moe_gemm_combine_choose: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftMoeCombineParams* */, T.ptr /* const WeftMoeExpertGemmParams* */, T.ptr /* WeftMoeCombineChoice* out */, T.ptr /* WeftMoeExpertGemmChoice* out */], returns: T.i32 },
   weft_moe_gemm_combine_create: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftMoeCombineParams* */, T.ptr /* const WeftMoeExpertGemmParams* */, T.ptr /* WeftMoeGemmCombinePlan** */], returns: T.i32 },
-  weft_moe_gemm_combine_launch: { args: [T.ptr /* WeftMoeGemmCombinePlan* */, T.ptr /* const WeftTpLaunch* */], returns: T.i32 },
+  weft_moe_gemm_combine_launch: { args: [T.ptr /* WeftMoeGemmCombinePlan* */, T.ptr /* const WeftOpLaunch* */], returns: T.i32 },
   weft_moe_gemm_combine_destroy: { args: [T.ptr /* WeftMoeGemmCombinePlan* */], returns: T.i32 },
   weft_moe_gemm_combine_report: { args: [T.ptr /* WeftMoeGemmCombinePlan* */, T.ptr /* const uint64_t** */], returns: T.i32 },
   weft_graph_capture_begin: { args: [T.ptr /* stream */], returns: T.i32 },
@@ -162,8 +168,8 @@ export const symbols = {
   weft_ring_attention_choose: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftRingAttentionParams* */, T.ptr /* WeftRingAttentionChoice* out */], returns: T.i32 },
   weft_ring_attention_plan_create: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftRingAttentionParams* */, T.ptr /* WeftRingAttentionPlan** */], returns: T.i32 },
   weft_ring_attention_plan_connect: { args: [T.ptr /* WeftRingAttentionPlan* */], returns: T.i32 },
-  weft_ring_attention_plan_launch: { args: [T.ptr /* WeftRingAttentionPlan* */, T.ptr /* const WeftTpLaunch* */], returns: T.i32 },
-  weft_ring_attention_plans_launch: { args: [T.ptr /* WeftRingAttentionPlan* const* */, T.ptr /* const WeftTpLaunch* */, T.i32 /* count */], returns: T.i32 },
+  weft_ring_attention_plan_launch: { args: [T.ptr /* WeftRingAttentionPlan* */, T.ptr /* const WeftOpLaunch* */], returns: T.i32 },
+  weft_ring_attention_plans_launch: { args: [T.ptr /* WeftRingAttentionPlan* const* */, T.ptr /* const WeftOpLaunch* */, T.i32 /* count */], returns: T.i32 },
   weft_ring_attention_plan_destroy: { args: [T.ptr /* WeftRingAttentionPlan* */], returns: T.i32 },
   weft_testing_attention_walk: { args: [T.ptr /* const int32_t* config */, T.ptr /* const int32_t* cu_q */, T.ptr /* const int32_t* cu_k */, T.ptr /* int32_t* out */, T.i64 /* capacity */, T.ptr /* int64_t* out_rows */], returns: T.i32 },
 

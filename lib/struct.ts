@@ -26,10 +26,13 @@ export class Struct<F extends Record<string, FieldType>> {
   readonly fields: F;
   readonly offsets: Readonly<Record<keyof F, number>>;
   readonly size: number;
+  /** The version the C side reads (its _INIT's); alloc() writes it. */
+  readonly version: number;
 
-  constructor(name: string, fields: F) {
+  constructor(name: string, fields: F, options: { version?: number } = {}) {
     this.name = name;
     this.fields = fields;
+    this.version = options.version ?? 1;
     let offset = 0;
     let maxAlign = 1;
     const offsets = {} as Record<keyof F, number>;
@@ -45,7 +48,7 @@ export class Struct<F extends Record<string, FieldType>> {
   }
 
   /** A zeroed buffer of this struct's size; `size` and `version` fields are filled when present. */
-  alloc(version = 1): Uint8Array {
+  alloc(version = this.version): Uint8Array {
     const buf = new Uint8Array(this.size);
     const dv = new DataView(buf.buffer);
     if ("size" in this.offsets) dv.setUint32(this.offsets["size" as keyof F], this.size, true);

@@ -86,13 +86,13 @@ int main() {
   }
   const auto gemm = [&](int d) {
     WeftGemmParams p = WEFT_GEMM_PARAMS_INIT;
-    p.a = g[d].a;
-    p.b = g[d].b;
-    p.c = g[d].c;
+    p.a = reinterpret_cast<uint64_t>(g[d].a);
+    p.b = reinterpret_cast<uint64_t>(g[d].b);
+    p.c = reinterpret_cast<uint64_t>(g[d].c);
     p.m = M, p.n = N, p.k = K;
     p.lda = K, p.ldb = N, p.ldc = N;
-    p.stream = g[d].gemm;
-    if (weft_gemm(&p) != WEFT_OK) std::printf("weft_gemm: %s\n", weft_last_error());
+    p.stream = reinterpret_cast<uint64_t>(g[d].gemm);
+    if (weft_gemm(&p, nullptr) != WEFT_OK) std::printf("weft_gemm: %s\n", weft_last_error());
   };
   // The push alone: how many CTAs fill the link (512 MiB per direction, both directions at once).
   for (int ctas : {1, 2, 4, 8, 16, 32}) {

@@ -104,13 +104,14 @@ if (agShapes.length > 0) {
     });
     // and with a completion published, as every plan's kernel does (tp-split's gemm+done)
     const { Completion } = await import("../../lib/completion.ts");
-    const { packGemmParams, planGemm } = await import("../../lib/ops/gemm.ts");
+    const { packGemmParams, packOpLaunch, planGemm } = await import("../../lib/ops/gemm.ts");
     const completion = Completion.create(0, { slots: 64 });
     const donePlan = planGemm(a, b, plainOut, {}, "ctas");
-    const doneParams = new Uint8Array(packGemmParams(donePlan, a, b, plainOut, cs, completion.slot()));
+    const doneParams = new Uint8Array(packGemmParams(donePlan, a, b, plainOut, cs));
+    const doneLaunch = new Uint8Array(packOpLaunch(completion.slot()));
     // launch(), not runSync(): no host wait between launches (tp.ts launches the same way)
     const issues = [...made.map(({ plan }) => () => { plan.launch(); }), ...plain,
-      () => { check(native().weft_gemm(doneParams), "gemm+done"); }];
+      () => { check(native().weft_gemm(doneParams, doneLaunch), "gemm+done"); }];
     const iters = issues.map((f) => Math.max(1, Math.ceil(1.0 / loop(f, 1))));
     const times = issues.map(() => [] as number[]);
     for (let r = 0; r < SAMPLES; r++) issues.forEach((f, i) => times[i]!.push(loop(f, iters[i]!)));

@@ -8,7 +8,7 @@
 //   gcc -O2 shm-stall.c -o shm-stall -lfabric
 //   SL=100 N=300000 W=1024 ./shm-stall shm
 //   SZ=65536 SL=0 N=5000 W=256 FI_TCP_IFACE=lo ./shm-stall 'tcp;ofi_rxm'
-// Evidence for the provider rule in ffi/src/transport/fabric_transport.cpp; not built by CMake.
+// Evidence for the provider rule in ffi/src/transport/fabric_endpoint.cpp; not built by CMake.
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
 #include <rdma/fi_endpoint.h>

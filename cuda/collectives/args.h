@@ -106,6 +106,8 @@ struct Args {
   char* const* peers;   // device table [world]: every rank's arena base, mapped here
   char* peer_inline[kInlinePeers];  // the same bases when world <= kInlinePeers
   const uint64_t* a2a;  // all-to-all, device [4][world]: send_off, send_count, recv_off, recv_count
+  // The communicator's host-mapped abort word (weft_comm_abort): non-zero = failed rank + 1.
+  const volatile uint64_t* host_abort;
   Layout layout;
   CompletionWords completion;
 };

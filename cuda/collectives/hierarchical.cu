@@ -23,7 +23,7 @@
 // loads (ld.volatile, see copy_in/sum_in) then see the data. Stores into the send staging are ordered before the
 // command by a __threadfence_system() in the pushing thread after __syncthreads (fifo.cuh).
 #include "collectives/hierarchical.h"
-#include "collectives/internode.cuh"
+#include "collectives/between_nodes.cuh"
 #include "collectives/move.cuh"
 #include "collectives/protocol.cuh"
 
@@ -66,6 +66,8 @@ __device__ inline bool await_remote(const Args& a, const Shared& s, const InterN
                                                 detail::word(s, a.rank, a.layout.abort), a.epoch, &status);
   if (r == sys::WaitResult::kOk) return true;
   if (status != 0) detail::fail(a, s, int32_t(status), WEFT_STAGE_REMOTE, 0, peer, a.epoch);
+  else if (r == sys::WaitResult::kAborted && inter::declared(x) != 0)
+    detail::fail(a, s, WEFT_E_PEER, WEFT_STAGE_ABORTED, WEFT_ABORT_HOST, inter::declared(x) - 1, a.epoch);
   else detail::report_wait(a, s, r == sys::WaitResult::kTimeout ? detail::Waited::kTimeout : detail::Waited::kAborted,
                            WEFT_STAGE_REMOTE, peer);
   return false;

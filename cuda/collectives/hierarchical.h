@@ -38,6 +38,8 @@ struct InterNode {
   char* recv;           // device alias of the receive staging
   uint64_t slot_bytes;
   proxy::FifoDevice fifo;  // the proxy's device lane
+  // The communicator's host-mapped abort word (weft_comm_abort): non-zero = failed rank + 1.
+  const volatile uint64_t* host_abort;
 };
 
 struct HierArgs {

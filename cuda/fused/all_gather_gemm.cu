@@ -20,6 +20,7 @@
 // launch e only after r's launch e-1 has finished, and that launch waited for p's chunks of e-1,
 // which p sent only after its launch e-2 had finished reading slot e % 2.
 #include "collectives/move.cuh"
+#include "fused/abort.cuh"
 #include "fused/fused.h"
 #include "fused/launch.cuh"
 #include "gemm/kernel.cuh"
@@ -127,7 +128,7 @@ struct AgHooks : gemm::DefaultHooks {
     const int32_t chunk = (t.m0 - src * s.m_shard) / s.chunk_rows;
     if (src == ps.src && chunk == ps.chunk) return true;
     const gemm::RowSignalGate gate{s.flags[src] + int64_t(s.rank) * s.chunks, s.epoch, src * s.m_shard, s.chunk_rows,
-                                   sys::WaitBudget{s.timeout_ns, nullptr}};
+                                   budget(s.timeout_ns, s.abort, s.rank, s.epoch)};
     const bool ok = gate.wait(t);
     // The chunk was written by another agent (a copy engine or a peer's stores); TMA reads it next.
     cta::fence_proxy_async_global();
@@ -140,13 +141,17 @@ struct AgHooks : gemm::DefaultHooks {
     if (!s.wait_outgoing) return true;
     // Copy-engine mover: this rank's copies read `a`; the launch may complete (and the caller
     // reuse `a`) only once the last chunk to every peer has landed (the stream writes in order).
-    const sys::WaitBudget budget{s.timeout_ns, nullptr};
+    const sys::WaitBudget bound = budget(s.timeout_ns, s.abort, s.rank, s.epoch);
     for (int32_t q = 0; q < s.world; ++q) {
       if (q == s.rank) continue;
       const uint64_t* last = s.flags[s.rank] + int64_t(q) * s.chunks + (s.chunks - 1);
-      if (sys::wait_at_least(last, s.epoch, budget) != sys::WaitResult::kOk) return false;
+      if (sys::wait_at_least(last, s.epoch, bound) != sys::WaitResult::kOk) return false;
     }
     return true;
+  }
+
+  static __device__ void on_wait_failed(const State& s, const Completion& c, uint32_t stage) {
+    report_wait_failure(s.abort, s.rank, s.world, s.epoch, c, stage);
   }
 };
 

@@ -28,6 +28,17 @@ namespace weft::fused {
 // The fused kernels keep one tensor map or pointer per rank in kernel parameters.
 constexpr int kMaxRanks = 8;
 
+// What every fused kernel's waits give up on (cuda/fused/abort.cuh): the communicator's host-mapped
+// word (non-zero = failed_rank + 1, raised by weft_comm_abort), and the plan's abort word in every
+// rank's workspace (as this process maps it), which a rank raises to abort_tag(epoch, itself) when
+// one of its waits runs out, so that the peers waiting on it stop within a poll. The plan words
+// only grow and are compared with the launch's epoch, so a later launch is not affected.
+struct AbortWords {
+  const volatile uint64_t* host;
+  uint64_t* plan[kMaxRanks];
+};
+__host__ __device__ constexpr uint64_t abort_tag(uint64_t epoch, int raiser) { return (epoch << 16) | uint64_t(raiser + 1); }
+
 // ---- all-gather + GEMM (all_gather_gemm.cu) ------------------------------------------------------
 
 struct AgState {
@@ -50,6 +61,7 @@ struct AgState {
   uint64_t* entered;
   // The last wave's tiles split along K over the GEMM CTAs (gemm/tail_split.cuh); tiles = 0: none.
   gemm::TailSplit tail;
+  AbortWords abort;
 };
 
 struct AgLaunch {
@@ -155,6 +167,7 @@ struct ScatterState {
   uint64_t* ce_count;   // [2]: by epoch parity
   uint64_t* ce_ready;
   const uint64_t* ce_sent[kMaxRanks];  // ce_sent[r]: rank r's [world] words as mapped here
+  AbortWords abort;
 };
 
 // The side streams' work is a CUDA graph per launch class (epoch mod 4), so every value they wait for
@@ -201,7 +214,7 @@ bool gemm_all_reduce_supported(int tile_n);
 // failed, or if it never published `scratch_seq` (reason WEFT_TP_FAIL_STAGE_MISSING).
 cudaError_t launch_publish(const uint64_t* scratch, uint64_t scratch_seq, const gemm::CompletionWords& completion,
                            cudaStream_t stream);
-// Loads the publisher's module now (see preload() in ffi/src/tp/plan.cpp).
+// Loads the publisher's module now (see build_and_preload() in ffi/src/tp/abi.cpp).
 cudaError_t preload_publish();
 
 // The launch functions above with zero CTAs (AgLaunch::gemm_ctas and state.comm_ctas, or

@@ -27,7 +27,7 @@
 // which only pays when they are this few (m = 16: 256 KiB per peer).
 //
 // With two ranks and exactly two waves (M = 512), the first wave's deferred tiles go to the peer by
-// copy engine instead (State::ce_tile_cols, launched by ffi/src/tp/plan.cpp): SM-issued NVLink
+// copy engine instead (State::ce_tile_cols, launched by ffi/src/tp/exchange.cpp): SM-issued NVLink
 // stores slowed the second wave's math on the sending GPU by ~8 us, the receiving GPU's by <= 1 us
 // (bench/DECISIONS.md, "The first wave of a two-wave exchange goes by copy engine (two ranks)").
 // Those tiles' own partials wait in out, where the copy engine reads them and the
@@ -38,13 +38,14 @@
 // launch e - 1 after my launch e - 2 (the last reader of slot e % 2, own slot included) had finished.
 // Flags are epochs.
 //
-// Layout (ffi/src/tp/choice.cpp): recv [2][world][slot_rows][n] bf16 (slot_rows = m rounded up to
+// Layout (ffi/src/tp/exchange.cpp): recv [2][world][slot_rows][n] bf16 (slot_rows = m rounded up to
 // whole 128-row tiles, so that a tile's boxes never reach into the next rank's slot; rows past m
 // hold whatever the rows of A's stage past m computed and are never stored to out); State::recv
 // points at this launch's parity half; stored (the flags) [world][tiles_m * 2][tiles_n].
 #pragma once
 
 #include "fused/exchange_epilogue.cuh"
+#include "fused/abort.cuh"
 #include "fused/fused.h"
 #include "fused/gemm_scatter.cuh"
 #include "primitives/flagged.cuh"
@@ -69,7 +70,14 @@ struct ExchangeHooks : RoutedHooks {
   static __device__ __forceinline__ int32_t slot_row(const State& s, int32_t q, const gemm::TileCoord& t, int consumer) {
     return s.recv_row0 + q * s.slot_rows + t.m0 + consumer * (gemm::kTileM / 2);
   }
-  static __device__ __forceinline__ sys::WaitBudget budget(const State& s) { return sys::WaitBudget{s.timeout_ns, nullptr}; }
+  static __device__ __forceinline__ sys::WaitBudget budget(const State& s) {
+    return fused::budget(s.timeout_ns, s.abort, s.rank, s.epoch);
+  }
+  // After the report, the first wave's side streams are released (they wait on ce_ready).
+  static __device__ void on_wait_failed(const State& s, const Completion& c, uint32_t stage) {
+    report_wait_failure(s.abort, s.rank, s.world, s.epoch, c, stage);
+    if (s.ce_tile_cols) atomicMax(reinterpret_cast<unsigned long long*>(s.ce_ready), s.epoch);
+  }
   // Waits (bounded) until word(q) >= epoch for every peer q; false if one ran out.
   template <class Word>
   static __device__ __forceinline__ bool wait_every_peer(const State& s, Word word) {
@@ -263,7 +271,7 @@ struct ExchangeHooks : RoutedHooks {
             }
             if (ready) break;
             if (spins == 0) start = sys::globaltimer_ns();
-            else if ((spins & 15) == 0 && sys::globaltimer_ns() - start > limit) ok = false;
+            else if ((spins & 15) == 0 && (sys::globaltimer_ns() - start > limit || sys::aborted(budget(s)))) ok = false;
           }
           if (!ok) break;
 #pragma unroll
@@ -323,8 +331,9 @@ struct ExchangeHooks : RoutedHooks {
   // The kernel ends only after this rank's own copies have landed (the peers' next launch rewrites
   // its slots here): one CTA waits.
   static __device__ __forceinline__ bool before_finish(const State& s) {
-    if (s.ce_tile_cols == 0 || blockIdx.x != 0) return true;
-    return wait_own_copies(s);
+    if (blockIdx.x != 0) return true;
+    if (s.world > 1 && peer_gave_up(s.abort, s.rank, s.epoch)) return false;
+    return s.ce_tile_cols == 0 || wait_own_copies(s);
   }
 };
 

@@ -38,6 +38,7 @@
 // rank's all-reduce output has the same bits (the same store, then the same single add).
 #pragma once
 
+#include "fused/abort.cuh"
 #include "fused/fused.h"
 #include "fused/launch.cuh"
 #include "fused/routed_epilogue.cuh"
@@ -131,7 +132,12 @@ struct ScatterHooks : RoutedHooks {
     return (t.tile_m * s.tiles_n + t.tile_n) % s.world;
   }
 
-  static __device__ __forceinline__ sys::WaitBudget budget(const State& s) { return sys::WaitBudget{s.timeout_ns, nullptr}; }
+  static __device__ __forceinline__ sys::WaitBudget budget(const State& s) {
+    return fused::budget(s.timeout_ns, s.abort, s.rank, s.epoch);
+  }
+  static __device__ void on_wait_failed(const State& s, const Completion& c, uint32_t stage) {
+    report_wait_failure(s.abort, s.rank, s.world, s.epoch, c, stage);
+  }
 
   static __device__ void on_kernel_start(const State& s) {
     if (!s.all_reduce || blockIdx.x != 0) return;
@@ -189,7 +195,7 @@ struct ScatterHooks : RoutedHooks {
       if (q == s.rank) continue;
       if (sys::wait_at_least(s.done[s.rank] + q * ctas + c, s.epoch, budget(s)) != sys::WaitResult::kOk) return false;
     }
-    return true;
+    return !(c == 0 && s.world > 1 && peer_gave_up(s.abort, s.rank, s.epoch));
   }
 };
 

@@ -51,6 +51,7 @@
 // streams.
 #pragma once
 
+#include "fused/abort.cuh"
 #include "fused/fused.h"
 #include "fused/gemm_scatter.cuh"
 #include "fused/launch.cuh"
@@ -143,7 +144,19 @@ struct CeScatterHooks : RoutedHooks {
   static __device__ __forceinline__ uint64_t* counts_of(const State& s, uint64_t epoch) {
     return s.counts + int64_t(epoch & 1) * s.world * s.chunks;
   }
-  static __device__ __forceinline__ sys::WaitBudget budget(const State& s) { return sys::WaitBudget{s.timeout_ns, nullptr}; }
+  static __device__ __forceinline__ sys::WaitBudget budget(const State& s) {
+    return fused::budget(s.timeout_ns, s.abort, s.rank, s.epoch);
+  }
+  // After the report, the side streams are released: they wait on this launch's chunk counts and on
+  // the direct peer's entered word, which this kernel (or a peer that stopped) will never raise now;
+  // a stream stuck on them would hold every later launch of the plan and its teardown.
+  static __device__ void on_wait_failed(const State& s, const Completion& c, uint32_t stage) {
+    report_wait_failure(s.abort, s.rank, s.world, s.epoch, c, stage);
+    uint64_t* counts = counts_of(s, s.epoch);
+    for (int32_t i = 0; i < s.world * s.chunks; ++i)
+      atomicMax(reinterpret_cast<unsigned long long*>(counts + i), 1ull << 40);
+    for (int32_t q = 0; q < s.world; ++q) atomicMax(reinterpret_cast<unsigned long long*>(s.entered[s.rank] + q), s.epoch);
+  }
 
   // Destination q < kMaxRanks: rank q's out (this rank's, and every peer's for all-reduce's direct
   // bands); destination kStagingDest: the local staging buffer (peer tiles). Own tiles of an
@@ -275,7 +288,7 @@ struct CeScatterHooks : RoutedHooks {
       // failed).
       sys::signal_store(s.entered[s.rank] + s.direct_from, s.epoch);
     }
-    if (!s.all_reduce) return ok;
+    if (!s.all_reduce) return ok && !(cta == 0 && peer_gave_up(s.abort, s.rank, s.epoch));
     // Every peer's final rows have landed here: its copy engines' chunks, and the direct stores of
     // its CTA with this index (so, over all CTAs, of every CTA).
     for (int32_t q = 0; q < s.world; ++q) {
@@ -284,7 +297,7 @@ struct CeScatterHooks : RoutedHooks {
       if (s.direct_chunks > 0)
         ok = ok && sys::wait_at_least(s.done[s.rank] + q * ctas + cta, s.epoch, budget(s)) == sys::WaitResult::kOk;
     }
-    return ok;
+    return ok && !(cta == 0 && peer_gave_up(s.abort, s.rank, s.epoch));
   }
 };
 

@@ -83,7 +83,7 @@ cudaError_t launch_persistent(const gemm::KernelParams<State>& p, int ctas, cuda
     if (e != cudaSuccess) return e;
     opted_in[device].store(true, std::memory_order_relaxed);
   }
-  if (ctas == 0) return cudaSuccess;  // opt-in only: loads the kernel (see preload() in ffi/src/tp/plan.cpp)
+  if (ctas == 0) return cudaSuccess;  // opt-in only: loads the kernel (see build_and_preload() in ffi/src/tp/abi.cpp)
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = dim3(static_cast<unsigned>(ctas));
   cfg.blockDim = dim3(Cfg::kThreads);

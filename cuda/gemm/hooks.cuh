@@ -44,8 +44,13 @@
 //       the peers I am done adding into their outputs, then wait until they are done with mine".
 //   static void on_kernel_start(const State&);                                 9. kernel start
 //       Thread 0 of every CTA, first (e.g. "this rank has entered the launch").
-// Every bool above is false when a bounded wait ran out: the kernel then reports kFailHookWait and
-// drains instead of hanging.
+//   static void on_wait_failed(const State&, const Completion&, uint32_t stage);  10. a wait gave up
+//       Called once by the CTA role whose hook (or epilogue policy) returned false, with the role's
+//       stage: report why (DefaultHooks: kFailHookWait at that stage). An op with peers reports an
+//       abort as the peer's failure instead, raises its peers' abort words after a timeout so that
+//       they stop within a poll, and releases any side-stream work that waits on the kernel.
+// Every bool above is false when a bounded wait ran out or was aborted: the kernel then calls
+// on_wait_failed and drains instead of hanging.
 //
 // The epilogue policy, as the engine drives it (kernel.cuh), for every tile t of one warpgroup:
 //     Epilogue e(p, shared, consumer, cluster_rank);
@@ -117,7 +122,9 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "../primitives/completion.cuh"
 #include "../primitives/signal.cuh"
+#include "params.cuh"
 
 namespace weft::gemm {
 
@@ -180,6 +187,10 @@ struct DefaultHooks {
   static __device__ __forceinline__ void after_tile_stored(const S&, const T&, int) {}
   template <class S>
   static __device__ __forceinline__ bool before_finish(const S&) { return true; }
+  template <class S>
+  static __device__ __forceinline__ void on_wait_failed(const S&, const Completion& c, uint32_t stage) {
+    cta::fail(c, kFailHookWait, stage);
+  }
 };
 
 // Building blocks for hooks.

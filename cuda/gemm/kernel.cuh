@@ -37,7 +37,7 @@ __device__ __forceinline__ void finish_cta(const KernelParams<typename Hooks::St
     __syncthreads();
   }
   if (threadIdx.x == wg::kThreads && !Hooks::before_finish(p.hooks)) {
-    cta::fail(p.completion, kFailHookWait, kStageFinish);
+    Hooks::on_wait_failed(p.hooks, p.completion, kStageFinish);
   }
   grid::allow_next();
   cta::finish(p.completion);
@@ -112,7 +112,7 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
       bool hook_ok = true;
       const bool ok = produce<Cfg, Hooks>(p, s, rank, hook_ok);
       if (!ok) cta::fail(p.completion, kFailBarrierTimeout, kStageProducer);
-      if (!hook_ok) cta::fail(p.completion, kFailHookWait, kStageProducer);
+      if (!hook_ok) Hooks::on_wait_failed(p.hooks, p.completion, kStageProducer);
     }
     __syncwarp();
     finish_cta<Cfg, Hooks>(p);
@@ -144,7 +144,7 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
       cta::bulk_wait<0>();
       cta::fence_proxy_async_global();
       if (!ok) cta::fail(p.completion, kFailBarrierTimeout, kStageConsumer);
-      if (!epilogue.ok()) cta::fail(p.completion, kFailHookWait, kStageEpilogue);
+      if (!epilogue.ok()) Hooks::on_wait_failed(p.hooks, p.completion, kStageEpilogue);
     }
     finish_cta<Cfg, Hooks>(p);
   }

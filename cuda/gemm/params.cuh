@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "../primitives/completion.cuh"
+#include "weft.h"
 
 namespace weft::gemm {
 
@@ -40,8 +41,14 @@ struct KernelParams {
   HookState hooks;
 };
 
-// Reasons a CTA reports through cta::fail (low 32 bits of done[1]); the stage field says which role.
-enum FailureCode : int32_t { kFailBarrierTimeout = 1, kFailHookWait = 2 };
-enum FailureStage : uint32_t { kStageProducer = 1, kStageConsumer = 2, kStageEpilogue = 3, kStageFinish = 4 };
+// Reasons a CTA reports through cta::fail (low 32 bits of done[1]); the stage field says which role
+// (weft.h: WeftGemmFailure, WeftGemmStage).
+enum FailureCode : int32_t { kFailBarrierTimeout = WEFT_GEMM_FAIL_BARRIER_TIMEOUT, kFailHookWait = WEFT_GEMM_FAIL_HOOK_WAIT };
+enum FailureStage : uint32_t {
+  kStageProducer = WEFT_GEMM_STAGE_PRODUCER,
+  kStageConsumer = WEFT_GEMM_STAGE_CONSUMER,
+  kStageEpilogue = WEFT_GEMM_STAGE_EPILOGUE,
+  kStageFinish = WEFT_GEMM_STAGE_FINISH,
+};
 
 }  // namespace weft::gemm

@@ -64,9 +64,9 @@ __device__ inline bool await_ready(const CombineArgs& a, const Shared& s, int q,
   if (reinterpret_cast<volatile int*>(s.ready_seen)[q]) return true;
   char* me = s.peers[a.peer.rank];
   const Waited w = wait_at_least(at<uint64_t>(me, a.layout.ready) + q, epoch, at<uint64_t>(me, a.layout.abort), epoch,
-                                 a.peer.timeout_ns);
+                                 a.peer);
   if (w != Waited::kOk) {
-    wait_failed(s.fail, w, WEFT_MOE_STAGE_READY, q);
+    wait_failed(s.fail, w, WEFT_MOE_STAGE_READY, q, a.peer);
     return false;
   }
   reinterpret_cast<volatile int*>(s.ready_seen)[q] = 1;
@@ -122,8 +122,8 @@ __device__ inline void reduce_rows(const CombineArgs& a, const Shared& s, uint64
     if (threadIdx.x == 0) {
       const uint64_t target = epoch * uint64_t(nt) * a.topk * uint64_t(max(1, a.pieces));
       const Waited w = wait_at_least(at<uint64_t>(me, a.layout.arrived) + b, target, at<uint64_t>(me, a.layout.abort),
-                                     epoch, a.peer.timeout_ns);
-      if (w != Waited::kOk) wait_failed(s.fail, w, WEFT_MOE_STAGE_RETURN, 0xffff);
+                                     epoch, a.peer);
+      if (w != Waited::kOk) wait_failed(s.fail, w, WEFT_MOE_STAGE_RETURN, 0xffff, a.peer);
     }
     __syncthreads();
     if (s.fail->code != 0) return;

@@ -165,9 +165,9 @@ __device__ inline void await_descriptors(const DispatchArgs& a, const Shared& s,
   const uint64_t* abort_word = at<uint64_t>(s.peers[a.peer.rank], a.layout.abort);
   for (int q = threadIdx.x; q < a.peer.world; q += blockDim.x) {
     const Desc* slot = at<Desc>(s.peers[a.peer.rank], a.layout.desc) + parity * a.peer.world + q;
-    const Waited w = wait_at_least(&slot->epoch, epoch, abort_word, epoch, a.peer.timeout_ns);
+    const Waited w = wait_at_least(&slot->epoch, epoch, abort_word, epoch, a.peer);
     if (w != Waited::kOk) {
-      wait_failed(s.fail, w, WEFT_MOE_STAGE_ENTRY, q);
+      wait_failed(s.fail, w, WEFT_MOE_STAGE_ENTRY, q, a.peer);
       continue;
     }
     // Acquired the epoch word: the payload and counts the same peer thread released are visible.
@@ -381,9 +381,9 @@ __device__ inline void await_rows(const DispatchArgs& a, const Shared& s, uint64
   const uint64_t* abort_word = at<uint64_t>(me, a.layout.abort);
   const int used = s.owner_total[a.peer.rank] / kBlockRows;
   for (int b = blockIdx.x * blockDim.x + threadIdx.x; b < used; b += gridDim.x * blockDim.x) {
-    const Waited w = wait_at_least(arrivals + b, epoch * kBlockRows, abort_word, epoch, a.peer.timeout_ns);
+    const Waited w = wait_at_least(arrivals + b, epoch * kBlockRows, abort_word, epoch, a.peer);
     if (w != Waited::kOk) {
-      wait_failed(s.fail, w, WEFT_MOE_STAGE_ARRIVALS, 0xffff);
+      wait_failed(s.fail, w, WEFT_MOE_STAGE_ARRIVALS, 0xffff, a.peer);
       break;
     }
   }

@@ -113,15 +113,17 @@ struct DispatchGemmHooks : gemm::DefaultHooks {
   using Epilogue = BoundedEpilogue<Cfg, H>;
 
   // The tile's block has all 128 of this launch's rows (real rows landed or announced, padding
-  // credited): bounded, abortable; then the async-proxy fence before TMA reads what st.global wrote.
+  // credited): bounded, abortable (the plan's abort word and the host's, peer.cuh); then the
+  // async-proxy fence before TMA reads what st.global wrote. A wait that gave up reports here (the
+  // engine's on_wait_failed that follows finds the reason taken: the first one wins).
   static __device__ bool before_tile_loads(const State& s, ProducerState& ps, const GroupTile& t) {
     if (ps.epoch == 0) ps.epoch = mem_cg::load(s.groups.status) >> 8;
     const Waited w = wait_at_least(s.arrivals + t.m0 / kBlockRows, ps.epoch * kBlockRows, s.abort_word, ps.epoch,
-                                   s.dispatch.peer.timeout_ns);
+                                   s.dispatch.peer);
     if (w != Waited::kOk) {
       const bool timeout = w == Waited::kTimeout;
-      cta::fail(s.completion, timeout ? WEFT_MOE_FAIL_TIMEOUT : WEFT_MOE_FAIL_ABORTED,
-                uint32_t(WEFT_MOE_STAGE_ARRIVALS) | (0xffffu << 16));
+      const WaitFailure why = failure_of(w, 0xffff, s.dispatch.peer.host_abort);
+      cta::fail(s.completion, why.code, reason_bits(why, WEFT_MOE_STAGE_ARRIVALS));
       if (timeout) {
         const PeerArgs& peer = s.dispatch.peer;
         for (int q = 0; q < peer.world; ++q)
@@ -135,11 +137,15 @@ struct DispatchGemmHooks : gemm::DefaultHooks {
   }
 };
 
-// Thread 0: waits until CTA 0 has published this launch's layout; true when it is valid.
-__device__ inline bool layout_published(const DispatchArgs& a, const char* me, uint64_t epoch) {
+// Thread 0: waits until CTA 0 has published this launch's layout; true when it is valid. A wait that
+// was aborted (a peer gave up, or the host declared a rank failed) is recorded in `fail`; one that
+// ran out is not: CTA 0, which never published, reports why.
+__device__ inline bool layout_published(const DispatchArgs& a, const char* me, uint64_t epoch, Failures* fail) {
   const uint64_t* status = reinterpret_cast<const uint64_t*>(me + a.layout.status);
   const uint64_t* abort_word = reinterpret_cast<const uint64_t*>(me + a.layout.abort);
-  if (wait_at_least(status, epoch << 8, abort_word, epoch, a.peer.timeout_ns) != Waited::kOk) return false;
+  const Waited w = wait_at_least(status, epoch << 8, abort_word, epoch, a.peer);
+  if (w == Waited::kAborted || w == Waited::kDeclared) wait_failed(fail, w, WEFT_MOE_STAGE_LAYOUT, 0xffff, a.peer);
+  if (w != Waited::kOk) return false;
   return sys::signal_load(status) == epoch << 8;
 }
 
@@ -152,10 +158,11 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const steps::Shared s = steps::carve(smem, a.experts, a.peer.world);
   const bool pushed = steps::run_steps(a, s);
   if (threadIdx.x == 0) {
-    report(a.peer, *s.fail);  // the dispatch's failure first: the first reason reported wins
+    const bool published = pushed && layout_published(a, s.peers[a.peer.rank], *s.epoch, s.fail);
+    report(a.peer, *s.fail);  // the dispatch's failure first (record keeps the first), then the wait's
     // scalars[3] is free in the dispatch's shared memory, which the engine reuses only after the
     // __syncthreads below and its own barrier set-up.
-    s.scalars[3] = pushed && layout_published(a, s.peers[a.peer.rank], *s.epoch);
+    s.scalars[3] = published;
   }
   __syncthreads();
   if (!s.scalars[3]) {

@@ -187,6 +187,7 @@ struct PeerArgs {
   uint64_t timeout_ns;
   CompletionWords completion;  // done == nullptr: untracked (graph capture)
   uint64_t* report;       // device alias of the plan's 4 host-mapped report words
+  const volatile uint64_t* host_abort;  // the communicator's (weft_comm_abort): failed rank + 1, or 0
 };
 
 struct DispatchArgs {
@@ -297,6 +298,7 @@ struct RoutedRows {
   uint64_t ws_offset;      // the combine plan's workspace, from the arena base
   uint64_t returned, arrived, ready, abort, epoch;
   uint64_t timeout_ns;
+  const volatile uint64_t* host_abort;  // the communicator's (weft_comm_abort): failed rank + 1, or 0
   int32_t world, rank, topk, hidden;
 };
 
@@ -327,7 +329,7 @@ cudaError_t launch_route(const RouteArgs& a, cudaStream_t stream);
 // shared memory for E experts and W ranks. Every MoE plan calls it at creation, before its setup
 // barrier: with lazy module loading a kernel's first load may wait for the device to go idle, and a
 // barrier or an MoE kernel of this rank that waits for a peer this thread has yet to serve never
-// lets it (see preload() in ffi/src/tp/plan.cpp).
+// lets it (see build_and_preload() in ffi/src/tp/abi.cpp).
 cudaError_t preload_kernels(int experts, int world);
 cudaError_t preload_dispatch(int experts, int world);
 cudaError_t preload_combine();

@@ -4,8 +4,10 @@
 //
 // Contract (functions named cta_* are called by every thread of the CTA, warp_* by all 32 lanes):
 //   - cta_peers() copies every rank's workspace base into shared memory.
-//   - wait_at_least() spins until *word >= target, gives up after timeout_ns or as soon as the
-//     plan's abort word (local, raised by any rank that gives up) reaches this launch's epoch.
+//   - wait_at_least() spins until *word >= target, gives up after the plan's timeout_ns, as soon as
+//     the plan's abort word (local, raised by any rank that gives up) reaches this launch's epoch, or
+//     when the host declared a rank failed (weft_comm_abort: failure_of() then names that rank). The
+//     PeerArgs form reads the timeout and the host's word from the plan's PeerArgs.
 //   - raise_abort() sets every rank's abort word to at least `epoch` (atomicMax at system scope), so
 //     that peers waiting for this rank stop within a poll instead of their own timeout.
 //   - warp_copy_row() copies one row with 16-byte loads (ld.global.nc: the source is not written
@@ -26,7 +28,7 @@
 
 namespace weft::moe {
 
-enum class Waited { kOk, kTimeout, kAborted };
+enum class Waited { kOk, kTimeout, kAborted, kDeclared };
 
 __device__ __forceinline__ Completion completion_of(const PeerArgs& p) {
   return Completion{p.completion.done, p.completion.seq, p.completion.arrivals};
@@ -39,7 +41,7 @@ __device__ inline void cta_peers(const PeerArgs& p, char** peers) {
 }
 
 __device__ inline Waited wait_at_least(const uint64_t* word, uint64_t target, const uint64_t* abort_word,
-                                       uint64_t epoch, uint64_t timeout_ns) {
+                                       uint64_t epoch, uint64_t timeout_ns, const volatile uint64_t* host_abort) {
   if (sys::signal_load(word) >= target) return Waited::kOk;
   const uint64_t start = sys::globaltimer_ns();
   unsigned sleep_ns = 32;
@@ -48,6 +50,7 @@ __device__ inline Waited wait_at_least(const uint64_t* word, uint64_t target, co
     // The abort word and the clock every 16 polls: each is one more memory round trip.
     if ((spins & 15) == 0) {
       if (sys::signal_load(abort_word) >= epoch) return Waited::kAborted;
+      if (host_abort && *host_abort) return Waited::kDeclared;
       if (sys::globaltimer_ns() - start > timeout_ns) return Waited::kTimeout;
     }
     // Hot for the first 64 polls (a peer on its way shows up within a few us), then a backoff that
@@ -57,6 +60,22 @@ __device__ inline Waited wait_at_least(const uint64_t* word, uint64_t target, co
       if (sleep_ns < 512) sleep_ns <<= 1;
     }
   }
+}
+
+__device__ __forceinline__ Waited wait_at_least(const uint64_t* word, uint64_t target, const uint64_t* abort_word,
+                                                uint64_t epoch, const PeerArgs& p) {
+  return wait_at_least(word, target, abort_word, epoch, p.timeout_ns, p.host_abort);
+}
+
+// What a wait that gave up reports: the code, and the field and peer of the reason word. kDeclared:
+// WEFT_MOE_FAIL_ABORTED with field WEFT_ABORT_HOST and the declared rank as the peer.
+struct WaitFailure {
+  int code, field, peer;
+};
+__device__ inline WaitFailure failure_of(Waited w, int peer, const volatile uint64_t* host_abort) {
+  if (w == Waited::kTimeout) return WaitFailure{WEFT_MOE_FAIL_TIMEOUT, 0, peer};
+  if (w == Waited::kDeclared) return WaitFailure{WEFT_MOE_FAIL_ABORTED, WEFT_ABORT_HOST, int(*host_abort - 1)};
+  return WaitFailure{WEFT_MOE_FAIL_ABORTED, WEFT_ABORT_PEER, peer};
 }
 
 __device__ inline void raise_abort(char* const* peers, int world, uint64_t abort_offset, uint64_t epoch) {
@@ -85,10 +104,17 @@ __device__ inline void report(const PeerArgs& p, const Failures& f) {
             uint32_t(f.stage) | (uint32_t(f.field) << 8) | (uint32_t(f.peer & 0xffff) << 16));
 }
 
-__device__ inline Waited wait_failed(Failures* f, Waited w, int stage, int peer) {
-  if (w == Waited::kTimeout) record(f, WEFT_MOE_FAIL_TIMEOUT, stage, 0, peer);
-  else if (w == Waited::kAborted) record(f, WEFT_MOE_FAIL_ABORTED, stage, 0, peer);
+// Records a wait that gave up (failure_of) as the CTA's failure.
+__device__ inline Waited wait_failed(Failures* f, Waited w, int stage, int peer, const PeerArgs& p) {
+  if (w == Waited::kOk) return w;
+  const WaitFailure why = failure_of(w, peer, p.host_abort);
+  record(f, why.code, stage, why.field, why.peer);
   return w;
+}
+
+// The reason-word bits above the code (stage | field << 8 | peer << 16) of a wait that gave up.
+__device__ __forceinline__ uint32_t reason_bits(const WaitFailure& why, int stage) {
+  return uint32_t(stage) | (uint32_t(why.field) << 8) | (uint32_t(why.peer & 0xffff) << 16);
 }
 
 namespace mem {

@@ -4,9 +4,10 @@
 // counter that the source's reduction waits on (combine.cu).
 //
 // Per consumer half-tile (64 rows of one group, row_end bounding them):
-//   1. the first time: the leader waits (bounded, abortable) until every rank has started this
-//      launch (ready[q] >= epoch in this rank's combine workspace, which rank q raises at its kernel
-//      start: its reduction of the launch before has read its slots, stream order);
+//   1. the first time: the leader waits (bounded, abortable: the plan's abort word and the host's,
+//      peer.cuh) until every rank has started this launch (ready[q] >= epoch in this rank's combine
+//      workspace, which rank q raises at its kernel start: its reduction of the launch before has
+//      read its slots, stream order);
 //   2. box by box (64 columns): the accumulators are staged (gemm::stage_for_store, one of the
 //      consumer's two swizzled buffers) and every thread copies 16-byte chunks of its 4 rows (rows
 //      t / 8 + 16 i, chunk t % 8) to the rows' destinations with st.global: 128 threads x 16 B per
@@ -110,11 +111,11 @@ class RoutedRowsEpilogue {
       const uint64_t* abort_word = reinterpret_cast<const uint64_t*>(me + r.abort);
       for (int q = 0; q < r.world && ok_; ++q) {
         const Waited w = wait_at_least(reinterpret_cast<const uint64_t*>(me + r.ready) + q, epoch_, abort_word, epoch_,
-                                       r.timeout_ns);
+                                       r.timeout_ns, r.host_abort);
         if (w == Waited::kOk) continue;
         ok_ = false;
-        const int code = w == Waited::kTimeout ? WEFT_MOE_FAIL_TIMEOUT : WEFT_MOE_FAIL_ABORTED;
-        cta::fail(Completion{r.failure.done, 0, r.failure.arrivals}, code, uint32_t(WEFT_MOE_STAGE_READY) | (uint32_t(q) << 16));
+        const WaitFailure why = failure_of(w, q, r.host_abort);
+        cta::fail(Completion{r.failure.done, 0, r.failure.arrivals}, why.code, reason_bits(why, WEFT_MOE_STAGE_READY));
         if (w == Waited::kTimeout) raise_abort(r.peers, r.world, r.ws_offset + r.abort, epoch_);
       }
     }

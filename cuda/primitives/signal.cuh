@@ -8,9 +8,10 @@
 //     to whoever observes the new value with sys::signal_load().
 //   - Values only grow. Each launch of an op advances its epoch, and a waiter waits for
 //     `value >= epoch`, so no signal is ever reset between runs.
-//   - Every wait is bounded: sys::wait_at_least() spins with __nanosleep backoff, polls an optional
-//     host abort word, and gives up after `budget` nanoseconds (globaltimer) with a WaitResult that
-//     the caller reports (rank, peer, stage) instead of hanging the GPU.
+//   - Every wait is bounded: sys::wait_at_least() spins with __nanosleep backoff, polls the
+//     budget's abort words (a host-mapped word the host raises with weft_comm_abort, and a word the
+//     peers raise when they give up), and gives up after `budget` nanoseconds (globaltimer) with a
+//     WaitResult that the caller reports (rank, peer, stage) instead of hanging the GPU.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +23,8 @@ enum class WaitResult : int { kOk = 0, kTimeout = 1, kAborted = 2 };
 struct WaitBudget {
   uint64_t timeout_ns;          // 0 = default (see kDefaultTimeoutNs)
   const volatile uint64_t* abort;  // optional: non-zero means "give up now" (host-written)
+  const uint64_t* peer_abort = nullptr;  // optional: give up once this word reaches abort_at
+  uint64_t abort_at = 0;
 };
 
 constexpr uint64_t kDefaultTimeoutNs = 10ull * 1000 * 1000 * 1000;  // 10 s
@@ -48,6 +51,8 @@ __device__ __forceinline__ uint4 load_volatile16(const void* src);
 __device__ __forceinline__ void store_volatile16(void* dst, const uint4& v);
 __device__ __forceinline__ uint64_t globaltimer_ns();
 __device__ inline WaitResult wait_at_least(const uint64_t* addr, uint64_t target, WaitBudget budget);
+// Whether either of the budget's abort words says "give up" (for loops that poll on their own).
+__device__ inline bool aborted(const WaitBudget& budget);
 // The general form: wait until done(value) holds, bounded the same way (for values that are not
 // monotonic, e.g. written with a per-parity tag).
 template <class Done>

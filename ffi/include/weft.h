@@ -1,5 +1,7 @@
 /*
- * weft.h — the one contract between the TypeScript layer (lib/native.ts) and the native library.
+ * weft.h — the one contract between the bindings (lib/native.ts, ffi/python) and the native library,
+ * and the shared base of ffi/ and cuda/: device code includes it for the status, stage and dtype
+ * codes its kernels report, so those codes are defined once, here.
  *
  * Rules (DESIGN.md, "Native library and build"):
  *   - Every function returns int status: WEFT_OK (0) or a negative WEFT_E_* code. Results come back
@@ -11,8 +13,14 @@
  *   - The library never calls exit() or abort(), and it loads on a machine with no GPU and no driver
  *     (libcudart is linked statically; driver entry points are looked up at run time).
  *
- * Pointers to device memory are plain `void*` in unified address space. Streams are the CUDA
- * runtime's cudaStream_t passed as void*; NULL means the legacy default stream of that device.
+ * Addresses inside ABI structs are uint64_t (device or host addresses in unified address space;
+ * streams as their cudaStream_t value, 0 = the legacy default stream of that device); function
+ * arguments may be pointers. Every enum value and constant below is published by weft_abi_layout()
+ * too, so the bindings' mirrors are checked, never copied by hand unchecked.
+ *
+ * Every op has the same shape: a Params struct, `choose` (the configuration it would run, launching
+ * nothing), a plan (`plan_create`, `plan_launch`, `plan_destroy`) where preparing once pays, and one
+ * launch-and-completion struct, WeftOpLaunch, for every launch.
  */
 #ifndef WEFT_H
 #define WEFT_H
@@ -31,7 +39,7 @@ extern "C" {
 #endif
 
 /* Bumped on any change to a signature or an ABI struct. lib/native.ts refuses a mismatch. */
-#define WEFT_ABI_VERSION 4
+#define WEFT_ABI_VERSION 5
 
 enum WeftStatus {
   WEFT_OK = 0,
@@ -52,8 +60,25 @@ WEFT_API int weft_abi_version(int32_t* out_version);
 WEFT_API const char* weft_last_error(void);
 /* Library version string ("0.1.0"), CUDA runtime and driver versions (0 when no driver). */
 WEFT_API int weft_version(const char** out_version, int32_t* out_runtime, int32_t* out_driver);
-/* JSON object {"Struct": {"size": n, "field": offset, ...}, ...} describing every ABI struct. */
+/* JSON {"structs": {"WeftX": {"sizeof": n, "init": {"size": s, "version": v}, "fields": {"f": offset,
+ * ...}}, ...}, "enums": {"WeftTpMover": {"WEFT_TP_MOVER_AUTO": 0, ...}, ...}}: every ABI struct as the
+ * C compiler lays it out (with its _INIT's size and version), every enum and constant. */
 WEFT_API int weft_abi_layout(const char** out_json);
+
+/* ---- launch and completion ------------------------------------------------------------------- */
+
+/* One launch of an op (cuda/primitives/completion.cuh): the kernel's last CTA writes `seq` to done[0]
+ * with release semantics (seq | 1<<63 on a device-side failure, the reason in done[1]: code in bits
+ * 0..31, stage in 32..39, field in 40..47, peer rank in 48..63). done = 0: no completion (some ops
+ * allow it, e.g. for CUDA-graph capture); `arrivals` is then unused. */
+typedef struct WeftOpLaunch {
+  uint32_t size;     /* sizeof(WeftOpLaunch) */
+  uint32_t version;  /* 1 */
+  uint64_t done;     /* device alias of 2 host-mapped uint64 words */
+  uint64_t seq;
+  uint64_t arrivals; /* 2 device uint32 words, 0 between launches */
+} WeftOpLaunch;
+#define WEFT_OP_LAUNCH_INIT {sizeof(WeftOpLaunch), 1, 0, 0, 0}
 
 /* ---- devices and topology -------------------------------------------------------------------- */
 
@@ -130,7 +155,7 @@ WEFT_API int weft_event_elapsed(void* start, void* end, float* out_ms);
  * device's legacy default stream. Equal streams: nothing to do. (DLPack's stream hand-over.) */
 WEFT_API int weft_stream_order(int32_t device, void* producer, void* consumer);
 
-/* ---- transports ---------------------------------------------------------------------------- */
+/* ---- transport providers --------------------------------------------------------------------- */
 
 /* JSON {"libfabric": "1.20" | null, "providers": [{"name": "tcp;ofi_rxm", "hmem": false}, ...]}:
  * the libfabric providers that offer reliable RMA endpoints here. */
@@ -149,12 +174,12 @@ WEFT_API int weft_fill_random(void* dst, int32_t dtype, uint64_t count, uint64_t
 WEFT_API int weft_diff_norms(const void* a, int32_t a_dtype, const void* b, int32_t b_dtype,
                              uint64_t count, double* out_device, void* stream);
 
-/* GEMM reference for tests (issue 4): C (fp32, row stride ldc) = A · op(B) on CUDA cores, same
+/* GEMM reference for tests: C (fp32, row stride ldc) = A · op(B) on CUDA cores, same
  * layouts as weft_gemm (b_nk = 1: B is [N, K]). Slow and simple on purpose. */
 WEFT_API int weft_reference_gemm(const void* a, const void* b, float* c, int64_t m, int64_t n, int64_t k,
                                  int64_t lda, int64_t ldb, int64_t ldc, int32_t b_nk, void* stream);
 
-/* ---- communicator, symmetric heap, collectives (issue 3) ------------------------------------- */
+/* ---- communicator, symmetric heap, collectives ----------------------------------------------- */
 
 /* A communicator is one rank's view of a group of GPUs on one host: a symmetric heap (one device
  * arena of the same size on every rank), the peers' arenas mapped into this process (CUDA IPC
@@ -190,7 +215,10 @@ typedef struct WeftCommInfo {
   uint64_t staged_bytes;
   int32_t sm_count;
   int32_t max_ctas;     /* most CTAs one collective may use */
+  int32_t shares_device; /* 1 (after connect): some two ranks run on the same GPU */
+  int32_t reserved;
 } WeftCommInfo;
+#define WEFT_COMM_INFO_INIT {sizeof(WeftCommInfo), 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /* What one rank tells the others so that they can map its arena. */
 typedef struct WeftPeerHandle {
@@ -203,6 +231,7 @@ typedef struct WeftPeerHandle {
   uint64_t arena_bytes;
   uint8_t ipc[64]; /* cudaIpcMemHandle_t of the arena */
 } WeftPeerHandle;
+#define WEFT_PEER_HANDLE_INIT {sizeof(WeftPeerHandle), 1, 0, 0, 0, 0, 0, {0}}
 
 WEFT_API int weft_comm_create(const WeftCommConfig* config, WeftComm** out_comm);
 WEFT_API int weft_comm_info(WeftComm* comm, WeftCommInfo* out);
@@ -216,6 +245,14 @@ WEFT_API int weft_comm_connect(WeftComm* comm);
 WEFT_API int weft_comm_close_peers(WeftComm* comm);
 /* Frees the arena and the handle. Call after every peer has closed its mappings (a barrier). */
 WEFT_API int weft_comm_destroy(WeftComm* comm);
+/* Declares rank `failed_rank` (0 <= failed_rank < 65535; a global rank on a multi-node communicator)
+ * failed: one store into a host-mapped word that every kernel of this rank polls (collectives, fused
+ * TP ops, MoE plans). Their waits give up at the next poll (within microseconds of the store reaching
+ * the GPU) and fail with WEFT_E_PEER, stage WEFT_STAGE_ABORTED, field WEFT_ABORT_HOST, peer
+ * failed_rank; every later launch and plan creation on this communicator fails with WEFT_E_PEER at
+ * once. Teardown still works. Does not block and may be called from any thread, while kernels run;
+ * the first declared rank is kept. (The failure watchdog calls it when the store reports a rank gone.) */
+WEFT_API int weft_comm_abort(WeftComm* comm, int32_t failed_rank);
 
 enum WeftCollectiveKind {
   WEFT_ALL_GATHER = 0,     /* in: count elements; out: world*count (symmetric) */
@@ -227,9 +264,9 @@ enum WeftCollectiveKind {
 };
 enum WeftAlgorithm { WEFT_ALGO_AUTO = 0, WEFT_ALGO_STAGED = 1, WEFT_ALGO_DIRECT = 2 };
 
-/* One collective launch: one persistent kernel on `stream`. When `done` is set, the kernel's
- * last CTA publishes `seq` there (seq | 1<<63 on failure, with the reason in done[1]: code in
- * the low 32 bits, stage above; see cuda/primitives/completion.cuh). */
+/* One collective launch: one persistent kernel on `stream`. A collective is one call, so its
+ * completion words (done, seq, arrivals: WeftOpLaunch's three) travel inside its params, where the
+ * one-kernel launch graph compares the whole call bytewise (ffi/src/comm/collectives.cpp). */
 typedef struct WeftCollectiveParams {
   uint32_t size;
   uint32_t version;
@@ -249,6 +286,7 @@ typedef struct WeftCollectiveParams {
   uint64_t seq;
   uint64_t arrivals;    /* 2 device uint32 words, 0 between launches (required when done != 0) */
 } WeftCollectiveParams;
+#define WEFT_COLLECTIVE_PARAMS_INIT {sizeof(WeftCollectiveParams), 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 WEFT_API int weft_collective(WeftComm* comm, const WeftCollectiveParams* params);
 /* A failed collective's reason word (done[1]): code (a WEFT_E_*) in bits 0..31, then the stage
@@ -261,6 +299,10 @@ enum WeftCollectiveStage {
   WEFT_STAGE_STAGED = 4,  /* waiting for a peer's staged data */
   WEFT_STAGE_ABORTED = 5  /* another rank failed this collective and told everyone to stop */
 };
+/* A WEFT_STAGE_ABORTED reason's field: who stopped the launch. PEER: another rank gave up on it and
+ * raised this rank's abort word (the peer field names that rank where the op knows it); HOST: the
+ * host declared the peer rank failed (weft_comm_abort). Collectives and fused ops report both so. */
+enum WeftAbortSource { WEFT_ABORT_PEER = 0, WEFT_ABORT_HOST = 1 };
 enum WeftCollectiveField {
   WEFT_FIELD_KIND = 1, WEFT_FIELD_DTYPE = 2, WEFT_FIELD_COUNT = 3, WEFT_FIELD_CTAS = 4,
   WEFT_FIELD_ROOT = 5, WEFT_FIELD_WORLD = 6, WEFT_FIELD_ALGORITHM = 7, WEFT_FIELD_EPOCH = 8,
@@ -271,7 +313,7 @@ enum WeftCollectiveField {
 WEFT_API int weft_accumulate(float* acc, const void* src, int32_t src_dtype, uint64_t count,
                              void* stream);
 
-/* ---- GEMM engine (issue 4) ------------------------------------------------------------------- */
+/* ---- GEMM engine ------------------------------------------------------------------------------ */
 
 /* C = A · op(B), bf16 inputs, fp32 accumulation, bf16 (or fp32) output, on one device.
  *   A [M, K] row-major, row stride lda elements (lda >= K)
@@ -280,20 +322,31 @@ WEFT_API int weft_accumulate(float* acc, const void* src, int32_t src_dtype, uin
  *   C [M, N] row-major, row stride ldc (>= N); elements outside the M x N region are not touched.
  * Any M, N, K >= 1. The copy engine (TMA) needs 16-byte aligned base pointers and row strides
  * (lda, ldb multiples of 8; ldc a multiple of 8 for bf16, 4 for fp32): pad rows to get there.
- * The call is stream-ordered and returns after the launch. With `done` set, the last CTA writes
- * `seq` (or seq | 1<<63 on a device-side failure) to done[0] with release semantics; `arrivals` is
- * then two device words that are 0 before the launch (the kernel leaves them 0 again). */
+ * The call is stream-ordered and returns after the launch; its completion is a WeftOpLaunch (or
+ * NULL: none). */
 enum WeftGemmFlags {
   WEFT_GEMM_B_NK = 1,    /* B is [N, K] row-major */
   WEFT_GEMM_OUT_F32 = 2  /* C is fp32 */
 };
+/* A failed launch of the engine (the plain GEMM, and the fused ops built on it): the reason word's
+ * code and stage (the role of the CTA that gave up). */
+enum WeftGemmFailure {
+  WEFT_GEMM_FAIL_BARRIER_TIMEOUT = 1, /* a shared-memory pipeline barrier wait ran out */
+  WEFT_GEMM_FAIL_HOOK_WAIT = 2        /* an op's wait (for a peer's signal) ran out */
+};
+enum WeftGemmStage {
+  WEFT_GEMM_STAGE_PRODUCER = 1, /* the producer, before a tile's loads */
+  WEFT_GEMM_STAGE_CONSUMER = 2, /* a consumer (shared-memory pipeline) */
+  WEFT_GEMM_STAGE_EPILOGUE = 3, /* the epilogue, before a tile's stores */
+  WEFT_GEMM_STAGE_FINISH = 4    /* the end of the kernel (before-finish) */
+};
 
 typedef struct WeftGemmParams {
   uint32_t size;    /* sizeof(WeftGemmParams) */
-  uint32_t version; /* 1 */
-  const void* a;
-  const void* b;
-  void* c;
+  uint32_t version; /* 2 */
+  uint64_t a;       /* device addresses */
+  uint64_t b;
+  uint64_t c;
   int64_t m, n, k;
   int64_t lda, ldb, ldc; /* row strides in elements */
   uint32_t flags;        /* WeftGemmFlags */
@@ -303,13 +356,9 @@ typedef struct WeftGemmParams {
   int32_t cluster_n; /* 1 or 2: pairs on neighbouring N tiles multicast the shared A tile */
   int32_t group_m;   /* tile-order band height in cluster tiles (L2 reuse), >= 1 */
   int32_t max_ctas;  /* cap on the persistent grid; 0 = every SM */
-  /* Completion (optional): host-mapped done[2] (device alias), value to publish, device arrivals[2]. */
-  uint64_t* done;
-  uint64_t seq;
-  uint32_t* arrivals;
-  void* stream; /* cudaStream_t on the operands' device; NULL = legacy default stream */
+  uint64_t stream;   /* cudaStream_t on the operands' device; 0 = legacy default stream */
 } WeftGemmParams;
-#define WEFT_GEMM_PARAMS_INIT {sizeof(WeftGemmParams), 1, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, NULL, 0, NULL, NULL}
+#define WEFT_GEMM_PARAMS_INIT {sizeof(WeftGemmParams), 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /* The configuration a call with these params runs (override fields applied, the rest chosen). */
 typedef struct WeftGemmChoice {
@@ -323,11 +372,18 @@ typedef struct WeftGemmChoice {
 } WeftGemmChoice;
 #define WEFT_GEMM_CHOICE_INIT {sizeof(WeftGemmChoice), 1, 0, 0, 0, 0, 0, 0, 0, 0}
 
-WEFT_API int weft_gemm(const WeftGemmParams* params);
 /* Validates params exactly as weft_gemm does and reports the configuration, launching nothing. */
 WEFT_API int weft_gemm_choose(const WeftGemmParams* params, WeftGemmChoice* out);
+/* A GEMM prepared once (validated, configured, its tensor maps encoded) and launched as often as
+ * needed on params->stream: the operands' addresses are fixed at creation. */
+typedef struct WeftGemmPlan WeftGemmPlan;
+WEFT_API int weft_gemm_plan_create(const WeftGemmParams* params, WeftGemmPlan** out_plan);
+WEFT_API int weft_gemm_plan_launch(WeftGemmPlan* plan, const WeftOpLaunch* launch);
+WEFT_API int weft_gemm_plan_destroy(WeftGemmPlan* plan);
+/* One launch without a plan (the plan made, launched and freed in one call). launch may be NULL. */
+WEFT_API int weft_gemm(const WeftGemmParams* params, const WeftOpLaunch* launch);
 
-/* ---- fused tensor-parallel ops over NVLink (issue 5) ----------------------------------------- */
+/* ---- fused tensor-parallel ops (one node over NVLink; across nodes through the proxy) --------- */
 
 /* One rank's part of a tensor-parallel GEMM with its communication, as one persistent kernel
  * ("fused") or as our own GEMM and collective in sequence ("sequential"). W = world size, and
@@ -382,6 +438,7 @@ typedef struct WeftTpParams {
   uint64_t workspace_bytes; /* at least WeftTpChoice.workspace_bytes */
   uint64_t stream;          /* cudaStream_t on this rank's device: where the plan runs */
 } WeftTpParams;
+#define WEFT_TP_PARAMS_INIT {sizeof(WeftTpParams), 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 typedef struct WeftTpChoice {
   uint32_t size;    /* sizeof(WeftTpChoice) */
@@ -399,31 +456,44 @@ typedef struct WeftTpChoice {
   double predicted_sequential_us;
   char reason[128]; /* why the fused path is not available, or "" */
 } WeftTpChoice;
-
-typedef struct WeftTpLaunch {
-  uint32_t size;    /* sizeof(WeftTpLaunch) */
-  uint32_t version; /* 1 */
-  uint64_t done;     /* completion (cuda/primitives/completion.cuh): device alias of 2 host-mapped words */
-  uint64_t seq;
-  uint64_t arrivals; /* 2 device uint32 words, 0 between launches */
-} WeftTpLaunch;
+#define WEFT_TP_CHOICE_INIT {sizeof(WeftTpChoice), 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0, {0}}
 
 typedef struct WeftTpPlan WeftTpPlan;
 /* The configuration a plan with these params would run (workspace, stream ignored). */
 WEFT_API int weft_tp_choose(WeftComm* comm, const WeftTpParams* params, WeftTpChoice* out);
 WEFT_API int weft_tp_plan_create(WeftComm* comm, const WeftTpParams* params, WeftTpPlan** out_plan);
-WEFT_API int weft_tp_plan_launch(WeftTpPlan* plan, const WeftTpLaunch* launch);
+WEFT_API int weft_tp_plan_launch(WeftTpPlan* plan, const WeftOpLaunch* launch);
 /* Several plans of this process (one per rank of a one-process communicator group) as one step:
  * every plan's kernels first, then every plan's copy-engine work, so that no rank's kernel is queued
  * behind another rank's host-side copy enqueue. Otherwise the same as weft_tp_plan_launch on each. */
-WEFT_API int weft_tp_plans_launch(WeftTpPlan* const* plans, const WeftTpLaunch* launches, int32_t count);
+WEFT_API int weft_tp_plans_launch(WeftTpPlan* const* plans, const WeftOpLaunch* launches, int32_t count);
 /* Waits for the plan's work on its streams, then frees it (not the workspace, which the caller owns). */
 WEFT_API int weft_tp_plan_destroy(WeftTpPlan* plan);
-/* A failed launch's reason word: code in bits 0..31 (WEFT_TP_FAIL_*, or a collective's WEFT_E_*
- * with the collective's stage/field/peer above it), stage in bits 32..39. */
+/* A failed launch's reason word: code in bits 0..31 (WEFT_TP_FAIL_*, the engine's WeftGemmFailure
+ * codes, with a WeftGemmStage in bits 32..39; or a collective's WEFT_E_* with the collective's
+ * stage/field/peer above it). */
 enum WeftTpFailure { WEFT_TP_FAIL_BARRIER = 1, WEFT_TP_FAIL_PEER_WAIT = 2, WEFT_TP_FAIL_STAGE_MISSING = 3 };
 
-/* ---- inter-node: command FIFO, proxy, transport (issue 6) ------------------------------------ */
+/* Test support: the choice weft_tp_choose would make on a described machine, with no GPU and no
+ * communicator (the cost model is a pure function of the call and the placement). out_detail
+ * (optional): the configuration beside the choice as text (split tail, ownership, chunking,
+ * padding, workspace regions), valid until the calling thread's next call; its form may change. */
+typedef struct WeftTestingTpMachine {
+  uint32_t size;         /* sizeof(WeftTestingTpMachine) */
+  uint32_t version;      /* 1 */
+  int32_t world;         /* ranks per node (the communicator's world) */
+  int32_t rank;
+  int32_t sm_count;      /* the device's SMs */
+  int32_t sm_budget;     /* the communicator's smBudget (0 = every SM) */
+  int32_t nodes;         /* 1, or the nodes of a multi-node communicator */
+  int32_t shares_device; /* 1: some two ranks of the communicator run on the same GPU */
+  uint64_t slot_bytes;   /* multi-node: inter-node staging per (rank, peer node) */
+} WeftTestingTpMachine;
+#define WEFT_TESTING_TP_MACHINE_INIT {sizeof(WeftTestingTpMachine), 1, 1, 0, 132, 0, 1, 0, 0}
+WEFT_API int weft_testing_tp_choose(const WeftTestingTpMachine* machine, const WeftTpParams* params, WeftTpChoice* out,
+                                    const char** out_detail);
+
+/* ---- inter-node: transport, command FIFO and proxy, multi-node communicator ------------------- */
 
 /* Transport: one libfabric RDM endpoint per rank (ffi/src/transport/). Set-up is collective:
  *   1. weft_transport_open on every rank;
@@ -444,9 +514,9 @@ typedef struct WeftTransportParams {
   int32_t same_host;    /* 1 when every rank runs on this host: lets the shm provider qualify */
   uint32_t timeout_ms;  /* bound on every transport operation; 0 = 30000 */
   uint32_t reserved;    /* 0 */
-  const char* provider; /* NULL or "" = automatic */
+  uint64_t provider;    /* address of a NUL-terminated provider name; 0 or "" = automatic */
 } WeftTransportParams;
-#define WEFT_TRANSPORT_PARAMS_INIT {sizeof(WeftTransportParams), 1, 0, 1, -1, 0, 0, 0, NULL}
+#define WEFT_TRANSPORT_PARAMS_INIT {sizeof(WeftTransportParams), 1, 0, 1, -1, 0, 0, 0, 0}
 
 WEFT_API int weft_transport_open(const WeftTransportParams* params, WeftTransport** out);
 /* WEFT_E_INVALID while a proxy still runs on it. Closes the endpoint first: no transfer touches
@@ -486,6 +556,7 @@ typedef struct WeftTransportCounters {
   int64_t proxy_threads; /* proxy threads running */
   int64_t host_buffers;  /* FIFOs, control regions and weft_transport_host_alloc blocks */
 } WeftTransportCounters;
+#define WEFT_TRANSPORT_COUNTERS_INIT {sizeof(WeftTransportCounters), 1, 0, 0, 0, 0}
 WEFT_API int weft_transport_counters(WeftTransportCounters* out);
 
 /* Test support (fault injection; never called by the library itself): from now on every
@@ -535,21 +606,23 @@ typedef struct WeftProxyCommand {
   uint64_t signal_value;  /* epoch: values only grow */
   uint64_t cookie;        /* opaque, quoted in errors */
 } WeftProxyCommand;
+#define WEFT_PROXY_COMMAND_INIT {sizeof(WeftProxyCommand), 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 typedef struct WeftProxyFifo {
   uint32_t size;       /* sizeof(WeftProxyFifo) */
   uint32_t version;    /* 1 */
   uint32_t capacity;   /* slots per lane */
   uint32_t slot_bytes; /* 64 */
-  void* host_control;  /* host lane control block: head @0, tail @64, completed @128, error @192 */
-  void* host_slots;
-  /* Device lane (all NULL without a GPU): its control block as the host sees it (for polling
+  uint64_t host_control; /* host lane control block: head @0, tail @64, completed @128, error @192 */
+  uint64_t host_slots;
+  /* Device lane (all 0 without a GPU): its control block as the host sees it (for polling
    * `completed`), then the device addresses a kernel's FifoDevice (primitives/fifo.cuh) takes. */
-  void* device_control_host;
-  void* device_control;
-  void* device_slots;
-  void* device_head;    /* ticket counter, in device memory */
+  uint64_t device_control_host;
+  uint64_t device_control;
+  uint64_t device_slots;
+  uint64_t device_head;  /* ticket counter, in device memory */
 } WeftProxyFifo;
+#define WEFT_PROXY_FIFO_INIT {sizeof(WeftProxyFifo), 1, 0, 0, 0, 0, 0, 0, 0, 0}
 
 typedef struct WeftProxyStats {
   uint32_t size;    /* sizeof(WeftProxyStats) */
@@ -568,6 +641,7 @@ typedef struct WeftProxyStats {
   uint64_t transport_bytes;         /* data bytes */
   uint64_t transport_signal_writes; /* signal writes posted (coalesced) */
 } WeftProxyStats;
+#define WEFT_PROXY_STATS_INIT {sizeof(WeftProxyStats), 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 /* Starts the proxy thread on a connected transport. */
 WEFT_API int weft_proxy_start(WeftTransport* transport, const WeftProxyParams* params,
@@ -638,6 +712,7 @@ typedef struct WeftCommInterNode {
   uint32_t fifo_capacity;
   uint32_t reserved;
 } WeftCommInterNode;
+#define WEFT_COMM_INTER_NODE_INIT {sizeof(WeftCommInterNode), 1, 0, 1, 0, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 WEFT_API int weft_comm_internode_bytes(int32_t nodes, uint64_t slot_bytes, uint64_t* out_send_bytes,
                                        uint64_t* out_recv_bytes);
@@ -648,7 +723,7 @@ WEFT_API int weft_comm_set_internode(WeftComm* comm, const WeftCommInterNode* in
  * the peer in the reason word is a global rank; code WEFT_E_TIMEOUT, or the proxy's WEFT_E_*. */
 #define WEFT_STAGE_REMOTE 6
 
-/* ---- DLPack: tensors shared with other runtimes in one process (issue 27) --------------------- */
+/* ---- DLPack: tensors shared with other runtimes in one process ------------------------------- */
 
 /* A strided tensor as DLPack (dlpack.h 1.x) describes it, flattened into an ABI struct. Export turns
  * one into a DLManagedTensorVersioned (or a legacy DLManagedTensor) whose deleter is native code;
@@ -681,6 +756,7 @@ typedef struct WeftDlpackDesc {
   int64_t strides[WEFT_DLPACK_MAX_NDIM]; /* in elements; import gives compact row-major strides when
                                             the producer passed none */
 } WeftDlpackDesc;
+#define WEFT_DLPACK_DESC_INIT {sizeof(WeftDlpackDesc), 1, 0, 0, 0, 0, 0, 0, 0, {0}, {0}}
 
 /* Called once by the exported tensor's deleter, on whichever thread the consumer drops it, so the
  * producer can let go of what kept the memory alive. May be NULL. */
@@ -697,7 +773,7 @@ WEFT_API int weft_dlpack_delete(void* managed, uint32_t flags);
 /* Tensors exported by weft_dlpack_export whose deleter has not run yet (leak checks). */
 WEFT_API int weft_dlpack_live(int64_t* out_count);
 
-/* ---- MoE expert parallelism (issue 26) ------------------------------------------------------- */
+/* ---- MoE expert parallelism -------------------------------------------------------------------- */
 
 /* Each rank holds `tokens` rows x [tokens, hidden] (bf16) and their top-k routing over E experts;
  * E / W experts live on each rank (expert e on rank e / (E / W)). Everything below runs on the GPU:
@@ -724,10 +800,11 @@ typedef struct WeftMoeRouteParams {
   uint64_t ids;         /* out: [tokens, topk] int32 */
   uint64_t weights;     /* out: [tokens, topk] f32 */
   uint64_t stream;
-  uint64_t done;        /* completion (WeftTpLaunch's words), optional: 0 = none */
+  uint64_t done;        /* completion (WeftOpLaunch's words: a one-call op, as a collective), 0 = none */
   uint64_t seq;
   uint64_t arrivals;
 } WeftMoeRouteParams;
+#define WEFT_MOE_ROUTE_PARAMS_INIT {sizeof(WeftMoeRouteParams), 1, 0, WEFT_F32, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 WEFT_API int weft_moe_route(const WeftMoeRouteParams* params);
 
 /* Dispatch: one persistent kernel per launch. It routes (WEFT_MOE_ROUTE) or reads `ids`, counts the
@@ -765,6 +842,8 @@ typedef struct WeftMoeDispatchParams {
   uint64_t workspace_bytes;
   uint64_t stream;          /* where the plan runs */
 } WeftMoeDispatchParams;
+#define WEFT_MOE_DISPATCH_PARAMS_INIT \
+  {sizeof(WeftMoeDispatchParams), 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, WEFT_F32, 0, 0, 0, 0}
 
 typedef struct WeftMoeDispatchChoice {
   uint32_t size;    /* sizeof(WeftMoeDispatchChoice) */
@@ -782,6 +861,7 @@ typedef struct WeftMoeDispatchChoice {
   uint64_t source_counts_offset;
   uint64_t arrivals_offset;
 } WeftMoeDispatchChoice;
+#define WEFT_MOE_DISPATCH_CHOICE_INIT {sizeof(WeftMoeDispatchChoice), 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 typedef struct WeftMoeDispatchPlan WeftMoeDispatchPlan;
 WEFT_API int weft_moe_dispatch_choose(WeftComm* comm, const WeftMoeDispatchParams* params,
@@ -792,7 +872,7 @@ WEFT_API int weft_moe_dispatch_create(WeftComm* comm, const WeftMoeDispatchParam
                                       WeftMoeDispatchPlan** out_plan);
 /* launch->done = 0: no completion (CUDA-graph capture); failures then show only in the layout's
  * status, which the combine checks. Every rank launches its MoE plans in the same order. */
-WEFT_API int weft_moe_dispatch_launch(WeftMoeDispatchPlan* plan, const WeftTpLaunch* launch);
+WEFT_API int weft_moe_dispatch_launch(WeftMoeDispatchPlan* plan, const WeftOpLaunch* launch);
 WEFT_API int weft_moe_dispatch_destroy(WeftMoeDispatchPlan* plan);
 /* Host address of 4 host-mapped uint64 words a failed launch fills before it reports (see
  * WeftMoeFailure for what each holds); valid until destroy. */
@@ -815,6 +895,7 @@ typedef struct WeftMoeCombineParams {
   uint64_t workspace_bytes;
   uint64_t stream;
 } WeftMoeCombineParams;
+#define WEFT_MOE_COMBINE_PARAMS_INIT {sizeof(WeftMoeCombineParams), 1, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 typedef struct WeftMoeCombineChoice {
   uint32_t size;    /* sizeof(WeftMoeCombineChoice) */
@@ -824,13 +905,14 @@ typedef struct WeftMoeCombineChoice {
   uint64_t workspace_bytes;
   uint64_t returned_offset; /* bf16 [max_tokens x topk, hidden]: row token x topk + k */
 } WeftMoeCombineChoice;
+#define WEFT_MOE_COMBINE_CHOICE_INIT {sizeof(WeftMoeCombineChoice), 1, 0, 0, 0, 0}
 
 typedef struct WeftMoeCombinePlan WeftMoeCombinePlan;
 WEFT_API int weft_moe_combine_choose(WeftComm* comm, const WeftMoeCombineParams* params,
                                      WeftMoeCombineChoice* out);
 WEFT_API int weft_moe_combine_create(WeftComm* comm, const WeftMoeCombineParams* params,
                                      WeftMoeCombinePlan** out_plan);
-WEFT_API int weft_moe_combine_launch(WeftMoeCombinePlan* plan, const WeftTpLaunch* launch);
+WEFT_API int weft_moe_combine_launch(WeftMoeCombinePlan* plan, const WeftOpLaunch* launch);
 WEFT_API int weft_moe_combine_destroy(WeftMoeCombinePlan* plan);
 WEFT_API int weft_moe_combine_report(WeftMoeCombinePlan* plan, const uint64_t** out_words);
 
@@ -857,7 +939,7 @@ typedef struct WeftGroupedGemmParams {
   int32_t tile_n;   /* 0 = chosen, 128 or 256 */
   int32_t max_ctas; /* 0 = every SM */
   uint64_t stream;  /* cudaStream_t on the operands' device; 0 = legacy default stream */
-  uint64_t done;    /* completion (WeftTpLaunch's words), optional: 0 = none */
+  uint64_t done;    /* completion (WeftOpLaunch's words), optional: 0 = none */
   uint64_t seq;
   uint64_t arrivals;
 } WeftGroupedGemmParams;
@@ -930,7 +1012,7 @@ WEFT_API int weft_moe_dispatch_gemm_choose(WeftComm* comm, const WeftMoeDispatch
                                            WeftMoeExpertGemmChoice* out_gemm);
 WEFT_API int weft_moe_dispatch_gemm_create(WeftComm* comm, const WeftMoeDispatchParams* dispatch,
                                            const WeftMoeExpertGemmParams* gemm, WeftMoeDispatchGemmPlan** out_plan);
-WEFT_API int weft_moe_dispatch_gemm_launch(WeftMoeDispatchGemmPlan* plan, const WeftTpLaunch* launch);
+WEFT_API int weft_moe_dispatch_gemm_launch(WeftMoeDispatchGemmPlan* plan, const WeftOpLaunch* launch);
 WEFT_API int weft_moe_dispatch_gemm_destroy(WeftMoeDispatchGemmPlan* plan);
 WEFT_API int weft_moe_dispatch_gemm_report(WeftMoeDispatchGemmPlan* plan, const uint64_t** out_words);
 
@@ -942,7 +1024,7 @@ WEFT_API int weft_moe_gemm_combine_choose(WeftComm* comm, const WeftMoeCombinePa
                                           WeftMoeExpertGemmChoice* out_gemm);
 WEFT_API int weft_moe_gemm_combine_create(WeftComm* comm, const WeftMoeCombineParams* combine,
                                           const WeftMoeExpertGemmParams* gemm, WeftMoeGemmCombinePlan** out_plan);
-WEFT_API int weft_moe_gemm_combine_launch(WeftMoeGemmCombinePlan* plan, const WeftTpLaunch* launch);
+WEFT_API int weft_moe_gemm_combine_launch(WeftMoeGemmCombinePlan* plan, const WeftOpLaunch* launch);
 WEFT_API int weft_moe_gemm_combine_destroy(WeftMoeGemmCombinePlan* plan);
 WEFT_API int weft_moe_gemm_combine_report(WeftMoeGemmCombinePlan* plan, const uint64_t** out_words);
 
@@ -1255,6 +1337,8 @@ typedef struct WeftRingAttentionParams {
   uint64_t workspace_bytes; /* at least WeftRingAttentionChoice.workspace_bytes */
   uint64_t stream;          /* cudaStream_t on this rank's device */
 } WeftRingAttentionParams;
+#define WEFT_RING_ATTENTION_PARAMS_INIT \
+  {sizeof(WeftRingAttentionParams), 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, WEFT_RING_ZIGZAG, 0, 0.0f, WEFT_RING_MOVER_AUTO, 0, 0, 0, 0, 0}
 
 typedef struct WeftRingAttentionChoice {
   uint32_t size;    /* sizeof(WeftRingAttentionChoice) */
@@ -1271,6 +1355,7 @@ typedef struct WeftRingAttentionChoice {
   uint64_t receive_bytes;
   double predicted_us; /* the cost model's estimate of one launch (0: none) */
 } WeftRingAttentionChoice;
+#define WEFT_RING_ATTENTION_CHOICE_INIT {sizeof(WeftRingAttentionChoice), 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0}
 
 typedef struct WeftRingAttentionPlan WeftRingAttentionPlan;
 /* starts (chunks + 1 int32): the first token of every chunk and S; out_chunks: 2W or W. Fails when
@@ -1281,10 +1366,10 @@ WEFT_API int weft_ring_attention_choose(WeftComm* comm, const WeftRingAttentionP
 WEFT_API int weft_ring_attention_plan_create(WeftComm* comm, const WeftRingAttentionParams* params,
                                              WeftRingAttentionPlan** out_plan);
 WEFT_API int weft_ring_attention_plan_connect(WeftRingAttentionPlan* plan);
-WEFT_API int weft_ring_attention_plan_launch(WeftRingAttentionPlan* plan, const WeftTpLaunch* launch);
+WEFT_API int weft_ring_attention_plan_launch(WeftRingAttentionPlan* plan, const WeftOpLaunch* launch);
 /* Several plans of this process (one per rank of a one-process group): every kernel first, then
  * every plan's copy-engine work. */
-WEFT_API int weft_ring_attention_plans_launch(WeftRingAttentionPlan* const* plans, const WeftTpLaunch* launches,
+WEFT_API int weft_ring_attention_plans_launch(WeftRingAttentionPlan* const* plans, const WeftOpLaunch* launches,
                                               int32_t count);
 WEFT_API int weft_ring_attention_plan_destroy(WeftRingAttentionPlan* plan);
 /* Test support: the attention kernel's tiles and key blocks for a described launch, listed on the
@@ -1325,6 +1410,7 @@ typedef struct WeftNcclParams {
   int32_t root;
   int32_t reserved;
 } WeftNcclParams;
+#define WEFT_NCCL_PARAMS_INIT {sizeof(WeftNcclParams), 1, 0, 0, 0, 0, 0, 0, 0, 0}
 WEFT_API int weft_nccl_collective(WeftNccl* nccl, const WeftNcclParams* params);
 
 #ifdef __cplusplus

@@ -44,7 +44,7 @@ export function checkPeerHandle(op: string, value: unknown, from: number, mine: 
 
 const ADDRESS_MAGIC = "weftadr1";
 const REGION_MAGIC = "weftreg1";
-/** AddressHeader of ffi/src/transport/fabric_transport.cpp: magic[8], provider[48], i32 rank,
+/** AddressHeader of ffi/src/transport/fabric_transport.hpp: magic[8], provider[48], i32 rank,
  * u32 addrlen, u64 control address, bytes, key. The provider's own address follows. */
 const ADDRESS_HEADER = 8 + 48 + 4 + 4 + 8 + 8 + 8;
 /** The longest provider address weft accepts (libfabric names are tens of bytes). */

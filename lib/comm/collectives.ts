@@ -33,9 +33,9 @@ export interface BroadcastOptions extends CollectiveOptions {
   root?: number;
 }
 
-const Kind = { allGather: 0, reduceScatter: 1, allReduce: 2, allToAll: 3, broadcast: 4, barrier: 5 } as const;
+export const Kind = { allGather: 0, reduceScatter: 1, allReduce: 2, allToAll: 3, broadcast: 4, barrier: 5 } as const;
 type KindName = keyof typeof Kind;
-const ALGORITHMS: Record<Algorithm, number> = { auto: 0, staged: 1, direct: 2 };
+export const ALGORITHMS: Record<Algorithm, number> = { auto: 0, staged: 1, direct: 2 };
 const SUM_DTYPES: readonly DType[] = ["bf16", "f16", "f32"];
 /** Collectives up to this many bytes per rank get the eager completion spin. */
 const EAGER_SPIN_MAX_BYTES = 256 * 1024;

@@ -1,5 +1,6 @@
 // failure.ts — what a failed collective's reason word means, as the error its Promise rejects with
 // (the word's fields: lib/completion.ts decodeReason; stages: cuda/collectives/args.h).
+import { WeftAbortSource, WeftCollectiveStage } from "../abi/enums.ts";
 import { decodeReason } from "../completion.ts";
 import { errorFromStatus, PeerError, Status, TimeoutError, WeftError } from "../errors.ts";
 
@@ -9,8 +10,8 @@ const STAGE_WAIT: Record<number, string> = {
   4: "to deliver its staged data",
   6: "(on another node) to deliver its data through the proxy (did it make this call? is it alive?)",
 };
-const STAGE_ABORTED = 5;
-const STAGE_REMOTE = 6;
+const STAGE_ABORTED = WeftCollectiveStage.WEFT_STAGE_ABORTED;
+const STAGE_REMOTE = WeftCollectiveStage.WEFT_STAGE_REMOTE;
 const FIELD_NAMES: Record<number, string> = {
   1: "the collective (one rank called a different one)",
   2: "the dtype",
@@ -49,7 +50,11 @@ export function describeCollectiveFailure(self: FailingRank, op: string, reason:
       { code: "E_PEER", op });
   }
   if (stage === STAGE_ABORTED) {
-    return new PeerError(`${who} stopped because another rank failed this collective (its own error says why)`, { code: "E_PEER", op });
+    if (field === WeftAbortSource.WEFT_ABORT_HOST) {
+      return new PeerError(`${who} stopped: rank ${peer} was declared failed (Communicator.abort), so it will not take part`,
+        { code: "E_PEER", op });
+    }
+    return new PeerError(`${who} stopped because another rank failed this op (its own error says why)`, { code: "E_PEER", op });
   }
   return new WeftError(`${who}: the GPU reported status ${code} at stage ${stage} with rank ${peer}`, { code: "E_INTERNAL", op });
 }

@@ -9,7 +9,7 @@
 // out) must be a multiple of 8 elements (4 for an f32 out). For other sizes, allocate padded
 // tensors and pass the logical size: gemm(a, b, out, { shape: { m, n, k } }) reads and writes only
 // the leading m x k, ... region of each tensor; elements outside it are left as they were.
-import { GemmChoice, GemmParams } from "../abi.ts";
+import { GemmChoice, GemmParams, OpLaunch, WeftGemmFailure, WeftGemmFlags } from "../abi.ts";
 import { Completion, decodeReason, type FailureDescriber } from "../completion.ts";
 import type { DType } from "../dtype.ts";
 import { ArgumentError, TimeoutError, WeftError } from "../errors.ts";
@@ -70,8 +70,8 @@ export interface GemmPlan {
   config: Required<Record<keyof GemmConfig, number>>;
 }
 
-const FLAG_B_NK = 1;
-const FLAG_OUT_F32 = 2;
+const FLAG_B_NK = WeftGemmFlags.WEFT_GEMM_B_NK;
+const FLAG_OUT_F32 = WeftGemmFlags.WEFT_GEMM_OUT_F32;
 const DEFAULT_TIMEOUT_MS = 60_000;
 
 function isPositiveInt(x: unknown): x is number {
@@ -214,19 +214,23 @@ export function requireTensors(op: string, a: unknown, b: unknown, out: unknown)
 }
 
 const paramsBuffer = GemmParams.alloc();
+const launchBuffer = OpLaunch.alloc();
 
 /** Packs a validated plan into the shared WeftGemmParams buffer (valid until the next call). */
-export function packGemmParams(plan: GemmPlan, a: Tensor, b: Tensor, out: Tensor, stream: Stream | null | undefined,
-  completion?: { done: number; seq: number; arrivals: number }): Uint8Array {
+export function packGemmParams(plan: GemmPlan, a: Tensor, b: Tensor, out: Tensor, stream: Stream | null | undefined): Uint8Array {
   return GemmParams.write(paramsBuffer, {
     a: a.ptr, b: b.ptr, c: out.ptr,
     m: plan.m, n: plan.n, k: plan.k, lda: plan.lda, ldb: plan.ldb, ldc: plan.ldc,
     flags: plan.flags,
     tile_n: plan.config.tileN, cluster_m: plan.config.clusterM, cluster_n: plan.config.clusterN,
     group_m: plan.config.groupM, max_ctas: plan.config.maxCtas,
-    done: completion?.done ?? 0, seq: completion?.seq ?? 0, arrivals: completion?.arrivals ?? 0,
     stream: stream ? stream.handle : 0,
   });
+}
+
+/** Packs a completion slot into the shared WeftOpLaunch buffer (valid until the next call). */
+export function packOpLaunch(slot: { done: number; seq: number; arrivals: number }): Uint8Array {
+  return OpLaunch.write(launchBuffer, { done: slot.done, seq: slot.seq, arrivals: slot.arrivals });
 }
 
 /** Enqueues out = a · op(b) on the stream and returns `out` at once (no host wait): for benchmarks
@@ -235,7 +239,7 @@ export function gemmSync(a: Tensor, b: Tensor, out: Tensor, opts: GemmOptions = 
   const op = "gemmSync";
   requireTensors(op, a, b, out);
   const plan = planGemm(a, b, out, opts, op);
-  check(native().weft_gemm(packGemmParams(plan, a, b, out, opts.stream)), op);
+  check(native().weft_gemm(packGemmParams(plan, a, b, out, opts.stream), null), op);
   return out;
 }
 
@@ -252,8 +256,8 @@ function completionFor(device: number): Completion {
 const describeGemmFailure: FailureDescriber = (reason) => {
   const op = "gemm";
   const { code, stage } = decodeReason(reason);
-  if (code === 1 || code === 2) {
-    const what = code === 1 ? "a shared-memory barrier wait timed out" : "a hook's signal wait timed out";
+  if (code === WeftGemmFailure.WEFT_GEMM_FAIL_BARRIER_TIMEOUT || code === WeftGemmFailure.WEFT_GEMM_FAIL_HOOK_WAIT) {
+    const what = code === WeftGemmFailure.WEFT_GEMM_FAIL_BARRIER_TIMEOUT ? "a shared-memory barrier wait timed out" : "a hook's signal wait timed out";
     return new TimeoutError(`the kernel reported a failure: ${what} (stage ${stage})`, { code: "E_TIMEOUT", op });
   }
   return new WeftError(`the kernel reported a failure: code ${code} (stage ${stage})`, { code: "E_INTERNAL", op });
@@ -266,7 +270,7 @@ export async function gemm(a: Tensor, b: Tensor, out: Tensor, opts: GemmOptions 
   const plan = planGemm(a, b, out, opts, op);
   const completion = completionFor(plan.device);
   const slot = completion.slot();
-  check(native().weft_gemm(packGemmParams(plan, a, b, out, opts.stream, slot)), op);
+  check(native().weft_gemm(packGemmParams(plan, a, b, out, opts.stream), packOpLaunch(slot)), op);
   await completion.promise(slot.seq, op, describeGemmFailure, 0, opts.timeoutMs ?? DEFAULT_TIMEOUT_MS);
   return out;
 }

@@ -18,7 +18,7 @@
 // Plans are collective, like the TP ops: their workspace comes from the symmetric heap (every rank
 // creates and disposes its MoE plans in the same order), creation zeroes it and runs a barrier.
 // Run whatever reads layout.recv (the experts' GEMMs) on comm.stream, or before the next dispatch.
-import { MoeCombineChoice, MoeCombineParams, MoeDispatchChoice, MoeDispatchParams, TpLaunch } from "../abi.ts";
+import { MoeCombineChoice, MoeCombineParams, MoeDispatchChoice, MoeDispatchParams, OpLaunch, WeftAbortSource } from "../abi.ts";
 import { Communicator } from "../comm.ts";
 import { Completion, decodeReason, type FailureDescriber } from "../completion.ts";
 import { DTYPES } from "../dtype.ts";
@@ -90,7 +90,7 @@ export interface MoeLayout {
 
 const FLAG_ROUTE = 1;
 export const FLAG_NORMALIZE = 2;
-const LAUNCH = { done: TpLaunch.offsets.done / 4, seq: TpLaunch.offsets.seq / 4, arrivals: TpLaunch.offsets.arrivals / 4 };
+const LAUNCH = { done: OpLaunch.offsets.done / 4, seq: OpLaunch.offsets.seq / 4, arrivals: OpLaunch.offsets.arrivals / 4 };
 
 const FIELDS: Record<number, string> = {
   1: "the number of experts", 2: "topk", 3: "the hidden size", 4: "the world size",
@@ -113,6 +113,9 @@ export function describer(comm: Communicator, op: string, report: () => BigUint6
         return new TimeoutError(`${who} waited ${comm.timeoutMs} ms for ${peer === 0xffff ? "a peer" : `rank ${peer}`} ${STAGES[stage] ?? `(stage ${stage})`}`,
           { code: "E_TIMEOUT", op });
       case 2:
+        if (field === WeftAbortSource.WEFT_ABORT_HOST) {
+          return new PeerError(`${who} stopped: rank ${peer} was declared failed (Communicator.abort)`, { code: "E_PEER", op });
+        }
         return new PeerError(`${who} stopped because another rank gave up on this launch (its own error says why)`, { code: "E_PEER", op });
       case 3:
         return new PeerError(`${who} and rank ${peer} created different MoE plans: ${FIELDS[field] ?? `field ${field}`} differs`, { code: "E_PEER", op });
@@ -150,7 +153,7 @@ export abstract class MoePlan extends LaunchPlan implements Disposable {
   protected readonly completion: Completion;
   protected readonly describe: FailureDescriber;
   readonly #op: string;
-  readonly #launch = TpLaunch.alloc();
+  readonly #launch = OpLaunch.alloc();
   readonly #words = new Uint32Array(this.#launch.buffer);
   readonly #workspace: SymmetricTensor;
   readonly #owned: readonly Tensor[];
@@ -211,7 +214,7 @@ export abstract class MoePlan extends LaunchPlan implements Disposable {
    * (lib/graph.ts). A failure then shows only as a failed layout in the next tracked combine. */
   enqueue(): void {
     this.checkUsable();
-    check(this.nativeLaunch(this.#handle, TpLaunch.alloc()), this.#op);
+    check(this.nativeLaunch(this.#handle, OpLaunch.alloc()), this.#op);
   }
 
   /** Waits for the plan's work, frees it and gives its workspace back (every rank disposes its MoE

@@ -15,7 +15,7 @@
 //   shard_r rows of each sequence are read). Symmetric tensors must be allocated alike on every
 //   rank: when S is not a multiple of 128 x chunks the shards differ by a block, so allocate k and v
 //   with kvRows = ringShardCapacity(S, W, layout) everywhere, and pass `seqlen`.
-import { RingAttentionChoice, RingAttentionParams, TpLaunch } from "../abi.ts";
+import { RingAttentionChoice, RingAttentionParams, OpLaunch } from "../abi.ts";
 import { Communicator } from "../comm.ts";
 import type { Completion, FailureDescriber } from "../completion.ts";
 import { ArgumentError, checkInt, DisposedError } from "../errors.ts";
@@ -256,7 +256,7 @@ export interface RingChoiceInfo {
   predictedUs: number;
 }
 
-const LAUNCH = { done: TpLaunch.offsets.done / 4, seq: TpLaunch.offsets.seq / 4, arrivals: TpLaunch.offsets.arrivals / 4 };
+const LAUNCH = { done: OpLaunch.offsets.done / 4, seq: OpLaunch.offsets.seq / 4, arrivals: OpLaunch.offsets.arrivals / 4 };
 
 /** One rank's prepared ring attention: launch it as often as needed (each launch takes the next
  * epoch; every rank launches its plans in the same order). */
@@ -270,7 +270,7 @@ export class RingAttentionPlan extends LaunchPlan implements Disposable {
   #handle: number;
   readonly #workspace: SymmetricTensor;
   readonly #tensors: Tensor[];
-  readonly #launch = TpLaunch.alloc();
+  readonly #launch = OpLaunch.alloc();
   readonly #words: Uint32Array;
   readonly #setup: { wait(): void };
   #connected = false;
@@ -324,10 +324,10 @@ export class RingAttentionPlan extends LaunchPlan implements Disposable {
     }
     for (const p of plans) p.#ready(op);
     const handles = new BigUint64Array(plans.length);
-    const launches = new Uint8Array(TpLaunch.size * plans.length);
+    const launches = new Uint8Array(OpLaunch.size * plans.length);
     const seqs = plans.map((p, i) => {
       const seq = p.#takeSlot();
-      launches.set(p.#launch, i * TpLaunch.size);
+      launches.set(p.#launch, i * OpLaunch.size);
       handles[i] = BigInt(p.#handle);
       return seq;
     });

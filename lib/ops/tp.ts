@@ -20,7 +20,7 @@
 // Creating a plan is collective: it takes symmetric workspace from the heap (so every rank must
 // create and dispose its plans in the same order), zeroes it on the communicator's stream and
 // launches a barrier there, so no peer's first launch can see the old contents.
-import { TpChoice, TpLaunch, TpParams } from "../abi.ts";
+import { TpChoice, OpLaunch, TpParams } from "../abi.ts";
 import type { Communicator } from "../comm.ts";
 import type { CommInternals } from "../comm/internals.ts";
 import { decodeReason, type Completion, type FailureDescriber } from "../completion.ts";
@@ -58,7 +58,7 @@ export interface TpChoiceInfo {
   predictedSequentialUs: number;
 }
 
-const ENGINE_STAGE: Record<number, string> = {
+export const ENGINE_STAGE: Record<number, string> = {
   1: "the producer, waiting for a peer's data (all-gather: its rows of A; reduce-scatter and all-reduce with the copy-engine mover: its partials of this rank's rows)",
   2: "a consumer (shared-memory pipeline)",
   3: "the epilogue, waiting for a tile's owner to store it or for the peers to enter the launch",
@@ -104,7 +104,7 @@ export class TpPlan extends LaunchPlan implements Disposable {
   readonly #native: NativeTpPlan;
   readonly #workspace: readonly SymmetricTensor[];
   readonly #tensors: readonly Tensor[];
-  readonly #launch = TpLaunch.alloc();
+  readonly #launch = OpLaunch.alloc();
   readonly #words: Uint32Array;
   protected readonly describe: FailureDescriber;
   protected readonly completion: Completion;
@@ -155,10 +155,10 @@ export class TpPlan extends LaunchPlan implements Disposable {
     if (new Set(plans).size !== plans.length) throw new ArgumentError(op, "plans", "must not hold the same plan twice");
     for (const p of plans) p.#checkUsable(opName(p.op));  // before any plan takes a completion slot
     const handles = new BigUint64Array(plans.length);
-    const launches = new Uint8Array(TpLaunch.size * plans.length);
+    const launches = new Uint8Array(OpLaunch.size * plans.length);
     const seqs = plans.map((p, i) => {
       const seq = p.#takeSlot();
-      launches.set(p.#launch, i * TpLaunch.size);
+      launches.set(p.#launch, i * OpLaunch.size);
       handles[i] = BigInt(p.#native.handle(op));
       return seq;
     });
@@ -215,7 +215,7 @@ export class TpPlan extends LaunchPlan implements Disposable {
   }
 }
 
-const LAUNCH = { done: TpLaunch.offsets.done / 4, seq: TpLaunch.offsets.seq / 4, arrivals: TpLaunch.offsets.arrivals / 4 };
+const LAUNCH = { done: OpLaunch.offsets.done / 4, seq: OpLaunch.offsets.seq / 4, arrivals: OpLaunch.offsets.arrivals / 4 };
 
 
 function desc(t: Tensor | undefined, comm: Communicator): TpTensorDesc | undefined {

@@ -3,7 +3,11 @@ import { describe, expect, test } from "../support/test-api.ts";
 
 import { cublasLtAvailable } from "../../lib/baselines/cublaslt.ts";
 import { ArgumentError } from "../../lib/errors.ts";
-import { gemm, gemmConfigFor, gemmSync, planGemm, type GemmConfig, type GemmOptions, type TensorDesc } from "../../lib/ops/gemm.ts";
+import { Completion } from "../../lib/completion.ts";
+import { check, native, outPointer } from "../../lib/native.ts";
+import {
+  gemm, gemmConfigFor, gemmSync, packGemmParams, packOpLaunch, planGemm, type GemmConfig, type GemmOptions, type TensorDesc,
+} from "../../lib/ops/gemm.ts";
 import { Stream } from "../../lib/stream.ts";
 import { Tensor } from "../../lib/tensor.ts";
 import { describeGpu } from "../support/gpu.ts";
@@ -262,6 +266,41 @@ describeGpu("gemm on one GPU", 1, () => {
       expect(errors[i]!.rel).toBeLessThanOrEqual(1e-2);
       // The accumulation order is fixed, so every run gives the same bits as the first.
       expect(drift[i]!.rel).toBe(0);
+    }
+  });
+
+  test("a GEMM plan (weft_gemm_plan_*): 100 launches with completion words, each checked, the same bits as gemmSync", () => {
+    const c: Case = { m: 1000, n: 2056, k: 520, transB: false };
+    using t = setup(c);
+    using s = Stream.create(0);
+    using viaSync = Tensor.empty([c.m, c.n], "bf16");
+    gemmSync(t.a, t.b, viaSync, { stream: s });
+    s.synchronize();
+    const params = new Uint8Array(packGemmParams(planGemm(t.a, t.b, t.out), t.a, t.b, t.out, s));
+    const out = new BigUint64Array(1);
+    check(native().weft_gemm_plan_create(params, out), "weft_gemm_plan_create");
+    const plan = outPointer(out);
+    using completion = Completion.create(0);
+    const runs = 100;
+    using vsRef = Tensor.empty([6 * runs], "f32");
+    using vsSync = Tensor.empty([6 * runs], "f32");
+    try {
+      for (let i = 0; i < runs; i++) {
+        t.out.fill(NaN);  // synchronous, before the launch
+        const slot = completion.slot();
+        check(native().weft_gemm_plan_launch(plan, packOpLaunch(slot)), "weft_gemm_plan_launch");
+        completion.wait(slot.seq, 10_000, "gemm plan");
+        deviceErrorAsync(t.out, t.ref, vsRef, i);
+        deviceErrorAsync(t.out, viaSync, vsSync, i);
+      }
+    } finally {
+      check(native().weft_gemm_plan_destroy(plan), "weft_gemm_plan_destroy");
+    }
+    const errors = readErrors(vsRef, runs), same = readErrors(vsSync, runs);
+    for (let i = 0; i < runs; i++) {
+      expect(errors[i]!.nonFinite).toBe(0);
+      expect(errors[i]!.rel).toBeLessThanOrEqual(1e-2);
+      expect(same[i]!.rel).toBe(0);
     }
   });
 

@@ -4,30 +4,18 @@
 import { afterAll, beforeAll, describe, expect, test } from "../support/test-api.ts";
 import { join } from "node:path";
 
-import { LocalStore } from "../../lib/bootstrap.ts";
 import { Communicator } from "../../lib/comm.ts";
 import { ArgumentError } from "../../lib/errors.ts";
 import { TpPlan, validateTp, validateTpConfig, type TpTensorDesc } from "../../lib/ops/tp.ts";
-import { deviceInfo } from "../../lib/device.ts";
 import { describeGpu } from "../support/gpu.ts";
 import { runCheckWorkers } from "../support/report-channel.ts";
-import { backToBack, checkOddSizes, checkProblem, TP_CHECKS, type TpContext } from "../support/tp-checks.ts";
+import { backToBack, checkOddSizes, checkProblem, ranksOnOneGpu, TP_CHECKS, type TpContext } from "../support/tp-checks.ts";
 
 const GPU_TIMEOUT_MS = Number(process.env.WEFT_COMM_TIMEOUT_MS ?? 10_000);
 const LONG = 600_000;
 
 const t = (shape: number[], extra: Partial<TpTensorDesc> = {}): TpTensorDesc => ({ shape, dtype: "bf16", device: 0, ...extra });
 const sym = (shape: number[]) => t(shape, { symmetric: true });
-
-/** `world` ranks of one communicator, all on GPU 0 in this process. shareSms: each rank plans for a
- * 1/W share of the SMs (smBudget), so that every rank's persistent kernels are resident together. */
-async function ranksOnOneGpu(world: number, heapBytes: number, shareSms = false): Promise<Communicator[]> {
-  const stores = LocalStore.group(world, { timeoutMs: 60_000 });
-  const smBudget = shareSms ? Math.floor(deviceInfo(0).smCount / world) : undefined;
-  return Promise.all(stores.map((store, rank) => Communicator.create(store,
-    { rank, worldSize: world, localRank: rank, localWorldSize: world, nodeId: "gpu0" }, 0,
-    { heapBytes, timeoutMs: GPU_TIMEOUT_MS, smBudget })));
-}
 
 describe("tensor-parallel ops: validation (CPU)", () => {
   test("allGatherGemm: shapes follow out's M, b's layout and the world size", () => {

@@ -6,7 +6,9 @@
 // Rules (DESIGN.md "Testing"): fresh random inputs, outputs poisoned with NaN, every element checked
 // on the GPU (‖out − ref‖ / ‖ref‖ in fp64 and a count of non-finite outputs), references from the
 // CUDA-core fp32 GEMM (weft_reference_gemm) summed in fp32 (weft_accumulate).
-import type { Communicator } from "../../lib/comm.ts";
+import { LocalStore } from "../../lib/bootstrap.ts";
+import { Communicator } from "../../lib/comm.ts";
+import { deviceInfo } from "../../lib/device.ts";
 import { DTYPES } from "../../lib/dtype.ts";
 import { check, native } from "../../lib/native.ts";
 import { TpPlan, tpChoice, type TpConfig, type TpOp } from "../../lib/ops/tp.ts";
@@ -23,6 +25,18 @@ export interface TpContext {
 export type TpCheck = NamedCheck<TpContext>;
 
 const TOL = 1e-2;
+const GPU_TIMEOUT_MS = Number(process.env.WEFT_COMM_TIMEOUT_MS ?? 10_000);
+
+/** `world` ranks of one communicator, all on GPU 0 in this process. shareSms: each rank plans for a
+ * 1/W share of the SMs (smBudget), so that every rank's persistent kernels are resident together. */
+export async function ranksOnOneGpu(world: number, heapBytes: number, shareSms = false): Promise<Communicator[]> {
+  const stores = LocalStore.group(world, { timeoutMs: 60_000 });
+  const smBudget = shareSms ? Math.floor(deviceInfo(0).smCount / world) : undefined;
+  return Promise.all(stores.map((store, rank) => Communicator.create(store,
+    { rank, worldSize: world, localRank: rank, localWorldSize: world, nodeId: "gpu0" }, 0,
+    { heapBytes, timeoutMs: GPU_TIMEOUT_MS, smBudget })));
+}
+
 const BF16_NAN = 0x7fc0;
 
 /** (M, N, K) of the issue: the global problem; n = N / W (all-gather) and k = K / W (the others). */
@@ -240,8 +254,10 @@ export interface BackToBackResult {
  * the cases (run i is case i mod C, in its configuration floor(i / C) mod its count): each launch is
  * preceded by a NaN poison of its output and followed by a GPU-side check into its own error slot;
  * every `every` launches a standalone allReduce runs on the same communicator (checked too). All
- * results are read at the end, and every one is counted. */
-export async function backToBackCases(ctx: TpContext, cases: BackToBackCase[], runs: number, every = 10): Promise<BackToBackResult> {
+ * results are read at the end, and every one is counted. inspect: called once with each (case,
+ * configuration)'s plans, one per rank, before the first launch. */
+export async function backToBackCases(ctx: TpContext, cases: BackToBackCase[], runs: number, every = 10,
+  inspect?: (plans: TpPlan[]) => void): Promise<BackToBackResult> {
   const W = ctx.world;
   const data = await Promise.all(cases.map((cs) => each(ctx, (c) => prepare(c, cs.problem, W))));
   const slots = runs + Math.ceil(runs / every);
@@ -253,6 +269,7 @@ export async function backToBackCases(ctx: TpContext, cases: BackToBackCase[], r
   // Which case each error slot checks (-1: an allReduce), for the report.
   const slotCase: number[] = [];
   try {
+    plans.forEach((perCase) => perCase.forEach((set) => inspect?.(set)));
     const seqs: number[][] = ctx.comms.map(() => []);
     for (let i = 0; i < runs; i++) {
       const j = i % cases.length;
@@ -299,8 +316,9 @@ export async function backToBackCases(ctx: TpContext, cases: BackToBackCase[], r
 }
 
 /** backToBackCases for one problem; throws on the first failed check. */
-export async function backToBack(ctx: TpContext, p: Problem, configs: TpConfig[], runs: number, every = 10): Promise<string> {
-  const r = await backToBackCases(ctx, [{ problem: p, configs }], runs, every);
+export async function backToBack(ctx: TpContext, p: Problem, configs: TpConfig[], runs: number, every = 10,
+  inspect?: (plans: TpPlan[]) => void): Promise<string> {
+  const r = await backToBackCases(ctx, [{ problem: p, configs }], runs, every, inspect);
   if (r.failed > 0) throw new Error(`${r.failed} of ${r.runs} checks failed; first: ${r.firstFailure}`);
   return `${runs} runs (${configs.map((c) => `${c.path ?? "auto"}${c.mover ? `/${c.mover}` : ""}`).join(" + ")}) and ${Math.ceil(runs / every)} allReduces, worst rel ${r.worst.toExponential(2)}`;
 }

@@ -7,7 +7,8 @@ namespace weft::coll {
 
 namespace detail {
 
-enum class Waited { kOk, kTimeout, kAborted };
+// kAborted: a rank raised the arena's abort word; kDeclared: the host declared a rank failed.
+enum class Waited { kOk, kTimeout, kAborted, kDeclared };
 
 __device__ __forceinline__ uint64_t* word(const Shared& s, uint32_t rank, uint64_t offset) {
   return reinterpret_cast<uint64_t*>(s.peers[rank] + offset);
@@ -37,6 +38,7 @@ __device__ inline Waited wait_epoch(const Args& a, const Shared& s, const uint64
     if (sys::signal_load(w) >= a.epoch) return Waited::kOk;
     if ((spins & 15) == 0) {
       if (sys::signal_load(abort_word) >= a.epoch) return Waited::kAborted;
+      if (a.host_abort && *a.host_abort) return Waited::kDeclared;
       if (sys::globaltimer_ns() - start > a.timeout_ns) return Waited::kTimeout;
     }
     if (spins >= 64) {
@@ -61,7 +63,8 @@ __device__ inline void fail(const Args& a, const Shared& s, int32_t code, uint32
 __device__ inline void report_wait(const Args& a, const Shared& s, Waited w, uint32_t stage,
                                    uint32_t peer) {
   if (w == Waited::kTimeout) fail(a, s, WEFT_E_TIMEOUT, stage, 0, peer, a.epoch);
-  else fail(a, s, WEFT_E_PEER, WEFT_STAGE_ABORTED, 0, peer, a.epoch);
+  else if (w == Waited::kDeclared) fail(a, s, WEFT_E_PEER, WEFT_STAGE_ABORTED, WEFT_ABORT_HOST, uint32_t(*a.host_abort - 1), a.epoch);
+  else fail(a, s, WEFT_E_PEER, WEFT_STAGE_ABORTED, WEFT_ABORT_PEER, peer, a.epoch);
 }
 
 __device__ __forceinline__ uint64_t a2a(const Args& a, uint32_t table, uint32_t peer) {

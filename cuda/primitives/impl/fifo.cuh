@@ -29,7 +29,7 @@ __device__ inline sys::WaitResult bounded_wait(const FifoDevice& f, const uint64
         if (status) *status = e;
         return sys::WaitResult::kAborted;
       }
-      if (budget.abort && *budget.abort) return sys::WaitResult::kAborted;
+      if (sys::aborted(budget)) return sys::WaitResult::kAborted;
       if (sys::globaltimer_ns() - start > limit) return sys::WaitResult::kTimeout;
     }
   }

@@ -62,6 +62,10 @@ __device__ __forceinline__ uint64_t globaltimer_ns() {
   return t;
 }
 
+__device__ inline bool aborted(const WaitBudget& budget) {
+  return (budget.abort && *budget.abort) || (budget.peer_abort && signal_load(budget.peer_abort) >= budget.abort_at);
+}
+
 __device__ inline WaitResult wait_at_least(const uint64_t* addr, uint64_t target, WaitBudget budget) {
   if (signal_load(addr) >= target) return WaitResult::kOk;
   const uint64_t limit = budget.timeout_ns ? budget.timeout_ns : kDefaultTimeoutNs;
@@ -75,7 +79,7 @@ __device__ inline WaitResult wait_at_least(const uint64_t* addr, uint64_t target
     if (sleep_ns < 1024) sleep_ns <<= 1;
     // The timer and the abort word are checked every 64 polls: both cost a memory round trip.
     if ((spins & 63) == 63) {
-      if (budget.abort && *budget.abort) return WaitResult::kAborted;
+      if (aborted(budget)) return WaitResult::kAborted;
       if (globaltimer_ns() - start > limit) return WaitResult::kTimeout;
     }
   }
@@ -92,7 +96,7 @@ __device__ inline WaitResult wait_until(const uint64_t* addr, Done done, WaitBud
     __nanosleep(sleep_ns);
     if (sleep_ns < 1024) sleep_ns <<= 1;
     if ((spins & 63) == 63) {
-      if (budget.abort && *budget.abort) return WaitResult::kAborted;
+      if (aborted(budget)) return WaitResult::kAborted;
       if (globaltimer_ns() - start > limit) return WaitResult::kTimeout;
     }
   }

@@ -2,6 +2,7 @@
 lib/ops/tp.ts, so a failure reads the same from Bun and from Python)."""
 from __future__ import annotations
 
+from . import _abi
 from ._completion import Describer, decode_reason
 from .errors import STATUS, PeerError, TimeoutError, WeftError
 
@@ -42,8 +43,10 @@ def collective(rank: int, timeout_s: float, op: str) -> Describer:
             return PeerError(f"{who} and rank {peer} made different calls: {_FIELDS.get(field, f'field {field}')} "
                              "differs. Every rank must make the same collective calls, in the same order, with the "
                              "same sizes and dtypes", code="E_PEER", op=op)
-        if stage == 5:
-            return PeerError(f"{who} stopped because another rank failed this collective (its own error says why)",
+        if stage == _abi.ENUMS["WeftCollectiveStage"]["WEFT_STAGE_ABORTED"]:
+            if field == _abi.ENUMS["WeftAbortSource"]["WEFT_ABORT_HOST"]:
+                return PeerError(f"{who} stopped: rank {peer} was declared failed (weft_comm_abort)", code="E_PEER", op=op)
+            return PeerError(f"{who} stopped because another rank failed this op (its own error says why)",
                              code="E_PEER", op=op)
         return WeftError(f"{who}: the GPU reported status {code} at stage {stage} with rank {peer}",
                          code="E_INTERNAL", op=op)

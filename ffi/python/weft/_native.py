@@ -19,7 +19,7 @@ from typing import Callable, Dict, List, Optional
 from .errors import LibraryError, error_from_status
 
 #: weft.h WEFT_ABI_VERSION this package was written against.
-ABI_VERSION = 4
+ABI_VERSION = 5
 
 #: WeftDlpackRelease: void (*)(void* ctx).
 DLPACK_RELEASE = CFUNCTYPE(None, c_void_p)
@@ -68,7 +68,7 @@ SYMBOLS: Dict[str, List[object]] = {
     # fused tensor-parallel ops (issue 5)
     "weft_tp_choose": [c_void_p, c_void_p, c_void_p],  # comm, const WeftTpParams*, WeftTpChoice*
     "weft_tp_plan_create": [c_void_p, c_void_p, _vpp],  # comm, const WeftTpParams*, WeftTpPlan**
-    "weft_tp_plan_launch": [c_void_p, c_void_p],  # plan, const WeftTpLaunch*
+    "weft_tp_plan_launch": [c_void_p, c_void_p],  # plan, const WeftOpLaunch*
     "weft_tp_plan_destroy": [c_void_p],
     # DLPack hand-over (issue 27)
     "weft_dlpack_export": [c_void_p, c_uint32, DLPACK_RELEASE, c_void_p, _vpp],  # desc, flags, release, ctx, out

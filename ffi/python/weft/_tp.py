@@ -84,7 +84,7 @@ class TpPlan:
             comm.free(self._ws, self._ws_bytes)
             raise
         self._handle = int(handle.value)
-        self._launch = _abi.new(_abi.TpLaunch)
+        self._launch = _abi.new(_abi.OpLaunch)
         self._describe = comm.describer(op, collective=False)
         self._op = op
         # The plan zeroed its workspace on `stream`; a barrier on the same stream orders that before any

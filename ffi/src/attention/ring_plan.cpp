@@ -181,9 +181,9 @@ void build(WeftRingAttentionPlan& plan) {
   b.ctas = l.ctas;
 }
 
-void launch_kernel(WeftRingAttentionPlan& plan, const WeftTpLaunch* l) {
+void launch_kernel(WeftRingAttentionPlan& plan, const WeftOpLaunch* l) {
   WEFT_REQUIRE(plan.connected, "%s: launch before weft_ring_attention_plan_connect", kOp);
-  WEFT_REQUIRE(l && l->size == sizeof(WeftTpLaunch) && l->version == 1, "launch must be a WeftTpLaunch of version 1");
+  WEFT_REQUIRE(l && l->size == sizeof(WeftOpLaunch) && l->version == 1, "launch must be a WeftOpLaunch of version 1");
   WEFT_REQUIRE((l->done == 0) == (l->arrivals == 0), "done and arrivals must be set together");
   plan.launch.state.epoch = ++plan.epoch;
   plan.launch.completion = attn::CompletionWords{reinterpret_cast<uint64_t*>(l->done), l->seq, reinterpret_cast<uint32_t*>(l->arrivals)};
@@ -303,7 +303,7 @@ WEFT_API int weft_ring_attention_plan_connect(WeftRingAttentionPlan* plan) {
   });
 }
 
-WEFT_API int weft_ring_attention_plan_launch(WeftRingAttentionPlan* plan, const WeftTpLaunch* launch) {
+WEFT_API int weft_ring_attention_plan_launch(WeftRingAttentionPlan* plan, const WeftOpLaunch* launch) {
   return guard([&] {
     WEFT_REQUIRE(plan, "plan must not be NULL");
     DeviceGuard g(plan->comm->device);
@@ -312,7 +312,7 @@ WEFT_API int weft_ring_attention_plan_launch(WeftRingAttentionPlan* plan, const 
   });
 }
 
-WEFT_API int weft_ring_attention_plans_launch(WeftRingAttentionPlan* const* plans, const WeftTpLaunch* launches, int32_t count) {
+WEFT_API int weft_ring_attention_plans_launch(WeftRingAttentionPlan* const* plans, const WeftOpLaunch* launches, int32_t count) {
   return guard([&] {
     WEFT_REQUIRE(plans && launches && count >= 1, "plans and launches must hold count >= 1 entries");
     for (int32_t i = 0; i < count; ++i) {

@@ -186,8 +186,9 @@ WEFT_API int weft_cublaslt_gemm(const WeftGemmParams* params) {
     }
     const Plan& pl = plan_for(*params, v.device, ds);
     const float alpha = 1.0f, beta = 0.0f;
-    CUBLASLT(x.matmul(ds.handle, pl.desc, &alpha, params->b, pl.a, params->a, pl.b, &beta, params->c, pl.c, params->c,
-                      pl.c, &pl.algo, ds.workspace, pl.workspace, static_cast<cudaStream_t>(params->stream)));
+    const auto addr = [](uint64_t a) { return reinterpret_cast<void*>(a); };
+    CUBLASLT(x.matmul(ds.handle, pl.desc, &alpha, addr(params->b), pl.a, addr(params->a), pl.b, &beta, addr(params->c), pl.c,
+                      addr(params->c), pl.c, &pl.algo, ds.workspace, pl.workspace, reinterpret_cast<cudaStream_t>(params->stream)));
   });
 }
 

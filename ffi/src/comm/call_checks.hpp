@@ -1,5 +1,5 @@
 // call_checks.hpp — what every collective call checks about its arguments, on one node
-// (collectives.cpp) and across nodes (internode.cpp) alike. Each check fails through WEFT_REQUIRE
+// (collectives.cpp) and across nodes (hierarchical_collective.cpp) alike. Each check fails through WEFT_REQUIRE
 // with a message that names the collective (`op`) and the argument.
 #pragma once
 

@@ -146,6 +146,7 @@ void set_collective_args(coll::Args& a, const WeftComm& c, const WeftCollectiveP
   if (c.world <= coll::kInlinePeers)
     for (uint32_t r = 0; r < c.world; ++r) a.peer_inline[r] = c.peer_base[r];
   a.a2a = c.a2a;
+  a.host_abort = c.abort_dev;
   a.layout = c.layout;
   a.timeout_ns = c.timeout_ns;
   a.completion = {reinterpret_cast<uint64_t*>(p.done), p.seq, reinterpret_cast<uint32_t*>(p.arrivals)};

@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -34,8 +35,17 @@ namespace weft::comm {
 WeftComm& require(WeftComm* comm, bool connected) {
   WEFT_REQUIRE(comm, "comm must not be NULL");
   WEFT_REQUIRE(comm->arena, "comm was destroyed");
-  if (connected) WEFT_REQUIRE(comm->connected, "comm is not connected yet (weft_comm_connect) or its peers were closed");
+  if (connected) {
+    WEFT_REQUIRE(comm->connected, "comm is not connected yet (weft_comm_connect) or its peers were closed");
+    if (const uint64_t declared = declared_failed(*comm))
+      WEFT_FAIL(WEFT_E_PEER, "rank %llu was declared failed (weft_comm_abort): this communicator runs nothing more; dispose it",
+                (unsigned long long)(declared - 1));
+  }
   return *comm;
+}
+
+uint64_t declared_failed(const WeftComm& c) {
+  return c.abort_host ? std::atomic_ref<uint64_t>(*c.abort_host).load(std::memory_order_acquire) : 0;
 }
 
 }  // namespace weft::comm
@@ -78,6 +88,13 @@ WEFT_API int weft_comm_create(const WeftCommConfig* config, WeftComm** out_comm)
     WEFT_CUDA(e);
     comm->arena = static_cast<char*>(arena);
     try {
+      void* abort_host = nullptr;
+      WEFT_CUDA(cudaHostAlloc(&abort_host, 64, cudaHostAllocMapped | cudaHostAllocPortable));
+      comm->abort_host = static_cast<uint64_t*>(abort_host);
+      *comm->abort_host = 0;
+      void* abort_dev = nullptr;
+      WEFT_CUDA(cudaHostGetDevicePointer(&abort_dev, abort_host, 0));
+      comm->abort_dev = static_cast<const volatile uint64_t*>(abort_dev);
       // Signals start at 0 once, here; after that the epoch rule means nothing is ever reset.
       WEFT_CUDA(cudaMemset(comm->arena, 0, comm->layout.heap));
       WEFT_CUDA(cudaMalloc(reinterpret_cast<void**>(&comm->peer_table), sizeof(char*) * comm->world));
@@ -86,12 +103,15 @@ WEFT_API int weft_comm_create(const WeftCommConfig* config, WeftComm** out_comm)
     } catch (...) {
       if (comm->peer_table) (void)cudaFree(comm->peer_table);
       if (comm->a2a) (void)cudaFree(comm->a2a);
+      if (comm->abort_host) (void)cudaFreeHost(comm->abort_host);
       (void)cudaFree(comm->arena);
       throw;
     }
     comm->peer_base.assign(comm->world, nullptr);
     comm->peer_ipc.assign(comm->world, false);
+    comm->peer_device.assign(comm->world, -1);
     comm->peer_base[comm->rank] = comm->arena;
+    comm->peer_device[comm->rank] = comm->device;
     *out_comm = comm.release();
   });
 }
@@ -108,6 +128,8 @@ WEFT_API int weft_comm_info(WeftComm* comm, WeftCommInfo* out) {
     out->staged_bytes = c.layout.staged_bytes;
     out->sm_count = c.sm_count;
     out->max_ctas = int32_t(c.max_ctas);
+    out->shares_device = c.shares_device ? 1 : 0;
+    out->reserved = 0;
   });
 }
 
@@ -144,6 +166,7 @@ WEFT_API int weft_comm_import(WeftComm* comm, const WeftPeerHandle* handle) {
     if (handle->process_token == process_token()) {
       if (handle->device != c.device) enable_peer_access(c.device, handle->device);
       c.peer_base[peer] = reinterpret_cast<char*>(handle->arena_base);
+      c.peer_device[peer] = handle->device;
       return;
     }
     cudaIpcMemHandle_t h;
@@ -158,6 +181,15 @@ WEFT_API int weft_comm_import(WeftComm* comm, const WeftPeerHandle* handle) {
     }
     c.peer_base[peer] = static_cast<char*>(p);
     c.peer_ipc[peer] = true;
+    // The peer's device ordinal is its own process's; where its arena lives, in this process's
+    // ordinals, is the mapping's (two processes on one GPU see the same device here).
+    cudaPointerAttributes attr{};
+    if (cudaPointerGetAttributes(&attr, p) == cudaSuccess) {
+      c.peer_device[peer] = attr.device;
+    } else {
+      (void)cudaGetLastError();
+      c.peer_device[peer] = handle->device;
+    }
   });
 }
 
@@ -167,6 +199,9 @@ WEFT_API int weft_comm_connect(WeftComm* comm) {
     for (uint32_t r = 0; r < c.world; ++r) WEFT_REQUIRE(c.peer_base[r], "rank %u has not been imported yet", r);
     DeviceGuard g(c.device);
     WEFT_CUDA(cudaMemcpy(c.peer_table, c.peer_base.data(), sizeof(char*) * c.world, cudaMemcpyHostToDevice));
+    c.shares_device = false;
+    for (uint32_t r = 0; r < c.world; ++r)
+      for (uint32_t q = r + 1; q < c.world; ++q) c.shares_device = c.shares_device || c.peer_device[r] == c.peer_device[q];
     comm::make_launch_graph(c);
     c.connected = true;
   });
@@ -209,6 +244,21 @@ WEFT_API int weft_comm_destroy(WeftComm* comm) {
     WEFT_CUDA(cudaFree(comm->a2a));
     WEFT_CUDA(cudaFree(comm->arena));
     comm->arena = nullptr;
+    if (comm->abort_host) WEFT_CUDA(cudaFreeHost(comm->abort_host));
+    comm->abort_host = nullptr;
+  });
+}
+
+WEFT_API int weft_comm_abort(WeftComm* comm, int32_t failed_rank) {
+  return guard([&] {
+    WeftComm& c = comm::require(comm, false);
+    const uint32_t world = c.inter.nodes > 1 ? c.inter.world : c.world;
+    WEFT_REQUIRE(failed_rank >= 0 && uint32_t(failed_rank) < world && failed_rank < 0xffff,
+                 "failed_rank must be a rank of this communicator, in [0, %u) (got %d)", world, failed_rank);
+    // The first declared rank stays; a plain store into host-mapped memory, which the kernels' next
+    // poll reads (PCIe ordering makes it visible to them as soon as it lands).
+    uint64_t expected = 0;
+    std::atomic_ref<uint64_t>(*c.abort_host).compare_exchange_strong(expected, uint64_t(failed_rank) + 1, std::memory_order_release);
   });
 }
 

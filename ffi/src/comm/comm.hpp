@@ -17,7 +17,7 @@ namespace weft::comm {
 // The one-kernel CUDA graph that small collectives launch through (ffi/src/comm/collectives.cpp):
 // its node's kernel, shape and parameters are set for each launch. Made at connect,
 // while nothing of this communicator runs (module loading may wait for the device to go idle,
-// see preload() in ffi/src/tp/plan.cpp); exec == nullptr: there is none, launches go direct.
+// see build_and_preload() in ffi/src/tp/abi.cpp); exec == nullptr: there is none, launches go direct.
 struct LaunchGraph {
   cudaGraph_t graph = nullptr;
   cudaGraphNode_t node = nullptr;
@@ -46,6 +46,14 @@ struct WeftComm {
   // peer_base[r]: rank r's arena as this process addresses it (peer_base[rank] == arena).
   std::vector<char*> peer_base;
   std::vector<bool> peer_ipc;  // opened with cudaIpcOpenMemHandle: closed at teardown
+  // peer_device[r]: the GPU (this process's ordinal) rank r's arena lives on, from its handle (same
+  // process) or from the mapping's pointer attributes (CUDA IPC); -1 until imported.
+  std::vector<int32_t> peer_device;
+  bool shares_device = false;  // some two ranks run on the same GPU (set at connect)
+  // weft_comm_abort's word, pinned and mapped: 0 while healthy, else the declared rank + 1. Every
+  // kernel of this rank polls its device alias; the host stores it once, with release semantics.
+  uint64_t* abort_host = nullptr;
+  const volatile uint64_t* abort_dev = nullptr;
   char** peer_table = nullptr; // device copy of peer_base
   uint64_t* a2a = nullptr;     // device [4][world], all-to-all offsets and counts
   uint64_t epoch = 0;          // last epoch launched; every rank advances it identically
@@ -62,15 +70,18 @@ struct WeftComm {
 
 namespace weft::comm {
 
-// Throws unless `comm` is a live, connected communicator (when `connected`).
+// Throws unless `comm` is a live, connected communicator (when `connected`; a communicator that
+// weft_comm_abort declared failed is then a WEFT_E_PEER that names the rank).
 WeftComm& require(WeftComm* comm, bool connected);
+// 0 while healthy, else the rank weft_comm_abort declared failed + 1.
+uint64_t declared_failed(const WeftComm& c);
 
 // Fills `a` with the kernel arguments of collective call `p` on this rank (elements of `elem` bytes,
 // `count` per rank), every byte of padding zeroed in place: the launch graph compares Args bytewise.
 // The caller sets what differs by path (epoch, CTAs, algorithm, debug flags).
 void set_collective_args(coll::Args& a, const WeftComm& c, const WeftCollectiveParams& p, uint32_t elem, uint64_t count);
 
-// weft_collective on a multi-node communicator (internode.cpp).
+// weft_collective on a multi-node communicator (hierarchical_collective.cpp).
 void hierarchical_collective(WeftComm& c, const WeftCollectiveParams& p);
 
 // Where symmetric address `local` of this rank lives on (local) rank q, as this process maps it.

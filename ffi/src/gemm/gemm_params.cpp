@@ -12,7 +12,7 @@ namespace weft::gemm_abi {
 
 namespace {
 
-bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+bool aligned16(uint64_t p) { return (p & 15u) == 0; }
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -31,9 +31,9 @@ void require_stride(const char* name, int64_t ld, int64_t min_ld, const char* mi
                static_cast<long long>(ld));
 }
 
-int device_of(const char* name, const void* ptr) {
-  const int dev = pointer_device(ptr);
-  WEFT_REQUIRE(dev >= 0, "%s (%p) must be device memory", name, ptr);
+int device_of(const char* name, uint64_t ptr) {
+  const int dev = pointer_device(reinterpret_cast<const void*>(ptr));
+  WEFT_REQUIRE(dev >= 0, "%s (%#llx) must be device memory", name, static_cast<unsigned long long>(ptr));
   return dev;
 }
 
@@ -43,8 +43,9 @@ Validated validate_problem(const WeftGemmParams* p) {
   WEFT_REQUIRE(p, "params must not be NULL");
   WEFT_REQUIRE(p->size == sizeof(WeftGemmParams), "params->size is %u but this library's WeftGemmParams has %zu bytes",
                p->size, sizeof(WeftGemmParams));
-  WEFT_REQUIRE(p->version == 1, "params->version is %u; this library reads version 1", p->version);
-  WEFT_REQUIRE(p->a && p->b && p->c, "a, b and c must not be NULL");
+  WEFT_REQUIRE(p->version == 2, "params->version is %u; this library reads version 2 (addresses as uint64_t, "
+               "completion in a WeftOpLaunch)", p->version);
+  WEFT_REQUIRE(p->a && p->b && p->c, "a, b and c must not be 0");
   WEFT_REQUIRE((p->flags & ~uint32_t(WEFT_GEMM_B_NK | WEFT_GEMM_OUT_F32)) == 0, "flags has unknown bits (0x%x)",
                p->flags);
   WEFT_REQUIRE(p->m >= 1 && p->n >= 1 && p->k >= 1, "m, n and k must be >= 1 (got %lld, %lld, %lld)",
@@ -60,10 +61,9 @@ Validated validate_problem(const WeftGemmParams* p) {
     require_stride("ldb", p->ldb, p->n, "n (B is [K, N])", 2);
   }
   require_stride("ldc", p->ldc, p->n, "n", v.out_f32 ? 4 : 2);
-  WEFT_REQUIRE(aligned16(p->a), "a (%p) must be 16-byte aligned (TMA)", p->a);
-  WEFT_REQUIRE(aligned16(p->b), "b (%p) must be 16-byte aligned (TMA)", p->b);
-  WEFT_REQUIRE(aligned16(p->c), "c (%p) must be 16-byte aligned (TMA)", p->c);
-  WEFT_REQUIRE((p->done == nullptr) == (p->arrivals == nullptr), "done and arrivals must be set together");
+  WEFT_REQUIRE(aligned16(p->a), "a (%#llx) must be 16-byte aligned (TMA)", static_cast<unsigned long long>(p->a));
+  WEFT_REQUIRE(aligned16(p->b), "b (%#llx) must be 16-byte aligned (TMA)", static_cast<unsigned long long>(p->b));
+  WEFT_REQUIRE(aligned16(p->c), "c (%#llx) must be 16-byte aligned (TMA)", static_cast<unsigned long long>(p->c));
 
   v.device = device_of("a", p->a);
   const int bd = device_of("b", p->b), cd = device_of("c", p->c);
@@ -71,7 +71,7 @@ Validated validate_problem(const WeftGemmParams* p) {
   WEFT_REQUIRE(cd == v.device, "c is on device %d but a is on device %d: operands must share a device", cd, v.device);
   if (p->stream) {
     int sd = -1;
-    WEFT_CUDA(cudaStreamGetDevice(static_cast<cudaStream_t>(p->stream), &sd));
+    WEFT_CUDA(cudaStreamGetDevice(reinterpret_cast<cudaStream_t>(p->stream), &sd));
     WEFT_REQUIRE(sd == v.device, "stream belongs to device %d but the operands are on device %d", sd, v.device);
   }
   return v;

@@ -109,7 +109,7 @@ WEFT_API int weft_moe_combine_create(WeftComm* comm, const WeftMoeCombineParams*
   });
 }
 
-WEFT_API int weft_moe_combine_launch(WeftMoeCombinePlan* plan, const WeftTpLaunch* launch) {
+WEFT_API int weft_moe_combine_launch(WeftMoeCombinePlan* plan, const WeftOpLaunch* launch) {
   return guard([&] {
     WEFT_REQUIRE(plan, "%s: plan must not be NULL", kOp);
     moe::launch_plan(*plan, launch, [&](moe::CompletionWords words) {

@@ -35,17 +35,18 @@ PeerArgs peer_args(const WeftComm& c, uint64_t workspace, const Report& report) 
   p.rank = int32_t(c.rank);
   p.timeout_ns = c.timeout_ns;
   p.report = report.device;
+  p.host_abort = c.abort_dev;
   return p;
 }
 
-CompletionWords completion_of(const WeftTpLaunch* launch) {
+CompletionWords completion_of(const WeftOpLaunch* launch) {
   return CompletionWords{reinterpret_cast<uint64_t*>(launch->done), launch->seq,
                          launch->done ? reinterpret_cast<uint32_t*>(launch->arrivals) : nullptr};
 }
 
-void require_launch(const WeftComm* comm, const WeftTpLaunch* launch) {
-  WEFT_REQUIRE(launch && launch->size == sizeof(WeftTpLaunch) && launch->version == 1,
-               "launch must be a WeftTpLaunch with size %zu and version 1", sizeof(WeftTpLaunch));
+void require_launch(const WeftComm* comm, const WeftOpLaunch* launch) {
+  WEFT_REQUIRE(launch && launch->size == sizeof(WeftOpLaunch) && launch->version == 1,
+               "launch must be a WeftOpLaunch with size %zu and version 1", sizeof(WeftOpLaunch));
   WEFT_REQUIRE(launch->done == 0 || launch->arrivals != 0, "launch: arrivals is required when done is set");
   comm::require(const_cast<WeftComm*>(comm), true);
 }

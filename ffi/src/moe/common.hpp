@@ -44,7 +44,7 @@ void check_workspace(const WeftComm& c, uint64_t workspace, uint64_t workspace_b
 
 // Checks a launch and makes the plan's device current for `launch(completion)`.
 template <class Launch>
-void launch_plan(PlanBase& plan, const WeftTpLaunch* launch, Launch&& run);
+void launch_plan(PlanBase& plan, const WeftOpLaunch* launch, Launch&& run);
 
 // Waits for the plan's stream, then frees what the plan owns (the caller deletes it).
 void destroy_plan(PlanBase& plan);
@@ -53,10 +53,10 @@ void destroy_plan(PlanBase& plan);
 PeerArgs peer_args(const WeftComm& c, uint64_t workspace, const Report& report);
 
 // launch->done may be 0 (untracked: graph capture); then arrivals is not used either.
-CompletionWords completion_of(const WeftTpLaunch* launch);
+CompletionWords completion_of(const WeftOpLaunch* launch);
 
 // Checks a launch struct and that the plan's communicator is still connected.
-void require_launch(const WeftComm* comm, const WeftTpLaunch* launch);
+void require_launch(const WeftComm* comm, const WeftOpLaunch* launch);
 
 // The communicator a plan may run on: connected, one node (the MoE ops are NVLink-only for now).
 WeftComm& require_comm(WeftComm* comm);
@@ -96,7 +96,7 @@ void write_gemm_choice(WeftMoeExpertGemmChoice* out, int ctas, int tile_n, int m
 #include "device_guard.hpp"
 
 template <class Launch>
-void weft::moe::launch_plan(PlanBase& plan, const WeftTpLaunch* launch, Launch&& run) {
+void weft::moe::launch_plan(PlanBase& plan, const WeftOpLaunch* launch, Launch&& run) {
   require_launch(plan.comm, launch);
   DeviceGuard g(plan.comm->device);
   run(completion_of(launch));

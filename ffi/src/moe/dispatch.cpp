@@ -170,7 +170,7 @@ WEFT_API int weft_moe_dispatch_create(WeftComm* comm, const WeftMoeDispatchParam
   });
 }
 
-WEFT_API int weft_moe_dispatch_launch(WeftMoeDispatchPlan* plan, const WeftTpLaunch* launch) {
+WEFT_API int weft_moe_dispatch_launch(WeftMoeDispatchPlan* plan, const WeftOpLaunch* launch) {
   return guard([&] {
     WEFT_REQUIRE(plan, "%s: plan must not be NULL", kOp);
     moe::launch_plan(*plan, launch, [&](moe::CompletionWords words) {

@@ -151,7 +151,7 @@ WEFT_API int weft_moe_dispatch_gemm_create(WeftComm* comm, const WeftMoeDispatch
   });
 }
 
-WEFT_API int weft_moe_dispatch_gemm_launch(WeftMoeDispatchGemmPlan* plan, const WeftTpLaunch* launch) {
+WEFT_API int weft_moe_dispatch_gemm_launch(WeftMoeDispatchGemmPlan* plan, const WeftOpLaunch* launch) {
   return guard([&] {
     WEFT_REQUIRE(plan, "%s: plan must not be NULL", kOp);
     moe::launch_plan(*plan, launch, [&](moe::CompletionWords words) {

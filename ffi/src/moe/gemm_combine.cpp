@@ -74,7 +74,7 @@ void build(WeftMoeGemmCombinePlan& plan, const WeftComm& c, const WeftMoeCombine
                                      reinterpret_cast<uint32_t*>(ws + cl.gemm_failure + 16)};
   l.routed = moe::RoutedRows{failure, reinterpret_cast<const int4*>(dws + d.layout.row_source), c.peer_table,
                              plan.reduce.peer.ws_offset, cl.returned, cl.arrived, cl.ready, cl.abort, cl.epoch,
-                             c.timeout_ns, int32_t(c.world), int32_t(c.rank), d.topk, d.hidden};
+                             c.timeout_ns, c.abort_dev, int32_t(c.world), int32_t(c.rank), d.topk, d.hidden};
   l.tile_n = tile_n;
   l.b_n_major = n_major;
   l.stream = plan.stream;
@@ -134,7 +134,7 @@ WEFT_API int weft_moe_gemm_combine_create(WeftComm* comm, const WeftMoeCombinePa
 // the GEMM goes untracked and the reduction, which runs after it on the stream and reads what it
 // sent, publishes the launch. The GEMM's epilogue reports its failures into the workspace
 // (CombineLayout::gemm_failure), and the reduction moves them into the launch's reason first.
-WEFT_API int weft_moe_gemm_combine_launch(WeftMoeGemmCombinePlan* plan, const WeftTpLaunch* launch) {
+WEFT_API int weft_moe_gemm_combine_launch(WeftMoeGemmCombinePlan* plan, const WeftOpLaunch* launch) {
   return guard([&] {
     WEFT_REQUIRE(plan, "%s: plan must not be NULL", kOp);
     moe::launch_plan(*plan, launch, [&](moe::CompletionWords words) {

@@ -126,13 +126,14 @@ WEFT_API int weft_proxy_fifo(WeftProxy* proxy, WeftProxyFifo* out) {
     out->version = 1;
     out->capacity = p.host_fifo().capacity();
     out->slot_bytes = sizeof(Command);
-    out->host_control = p.host_fifo().control();
-    out->host_slots = p.host_fifo().slots();
+    const auto addr = [](const void* a) { return reinterpret_cast<uint64_t>(a); };
+    out->host_control = addr(p.host_fifo().control());
+    out->host_slots = addr(p.host_fifo().slots());
     CommandFifo* d = p.device_fifo();
-    out->device_control_host = d ? d->control() : nullptr;
-    out->device_control = d ? d->control_device() : nullptr;
-    out->device_slots = d ? d->slots_device() : nullptr;
-    out->device_head = d ? d->device_head() : nullptr;
+    out->device_control_host = d ? addr(d->control()) : 0;
+    out->device_control = d ? addr(d->control_device()) : 0;
+    out->device_slots = d ? addr(d->slots_device()) : 0;
+    out->device_head = d ? addr(d->device_head()) : 0;
   });
 }
 

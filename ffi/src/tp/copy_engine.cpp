@@ -1,5 +1,18 @@
-// copy_engine.cpp — the copy-engine mover of GEMM + reduce-scatter / all-reduce (gemm_scatter_ce.cuh):
-// its part of the launch state and its side streams' copies, captured as a graph per launch class.
+// copy_engine.cpp — the copy-engine mover of GEMM + reduce-scatter / all-reduce (gemm_scatter_ce.cuh),
+// one candidate per op: its cost, its workspace, its part of the launch state and its side streams'
+// copies, captured as a graph per launch class.
+//
+// Workspace: counts u64 [2 parities][world][chunks], progress u64 [2][2][world], staging (this
+// rank's partials of the peers' rows, [m, n] by global row), recv (two parity slots of
+// [world][m_shard, n]: the peers' partials of this rank's rows), done u64 [world][gemm_ctas]
+// (all-reduce: the direct chunks' flags), entered u64 [world].
+//
+// Ranks that share a GPU: a copy between two buffers of one device does not go to a copy engine but
+// runs on that device's SMs. Every rank's persistent kernel waits for the peers' copies while its
+// CTAs hold their SMs, so with all SMs held (smBudget shares that add up to the GPU, a grid that
+// fills its share) those copies never start and the waits run out. "auto" never takes this mover
+// there, and a forced one leaves one SM of its share free (bench/repro/shared-gpu-copy.cu tells
+// which engine a same-device copy takes).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -11,6 +24,8 @@
 
 #include "status.hpp"
 #include "tensor_map.hpp"
+#include "tp/candidate.hpp"
+#include "tp/cost_model.hpp"
 #include "tp/plan.hpp"
 
 namespace weft::tp {
@@ -18,6 +33,59 @@ namespace weft::tp {
 using comm::on_rank;
 
 namespace {
+
+// The GEMM in its plain order, partials of the peers' rows staged locally and copied by the copy
+// engines while the own rows are computed; the own rows' epilogue reads W-1 received partials;
+// all-reduce then copies the last chunk of final rows after the math (the tail). Chunks of
+// ~ce_chunk_bytes (a 2-D copy each), at most 32 per owner (nodes of the side streams' graph).
+Estimate cost(const Call& call, Choice& c) {
+  const int reserve = call.place.shares_device && call.place.sm_count > 1 ? 1 : 0;
+  Estimate e = scatter_config(call, c, call.place.sm_count - reserve);
+  if (!e.available) return e;
+  const Problem& p = call.problem;
+  const int W = p.world;
+  if (p.m % (int64_t(gemm::kTileM) * W) != 0)
+    return Estimate::unavailable(format("mover 'copyEngine' needs m to be a multiple of 128 x world size (row ownership); got m = %lld",
+                                        static_cast<long long>(p.m)));
+  const bool all_reduce = p.op == WEFT_TP_GEMM_ALL_REDUCE;
+  const double gemm = e.us;
+  const int64_t tiles_n = ceil_div(p.n, c.tile_n);
+  const int64_t bands = c.shard_tiles / c.group_m;
+  const double slab_bytes = double(c.group_m) * gemm::kTileM * c.tile_n * 2;
+  int64_t slab = std::clamp<int64_t>(int64_t(std::llround(kMachine.ce_chunk_bytes / slab_bytes)), 1, tiles_n);
+  while (bands * ceil_div(tiles_n, slab) > kMachine.ce_max_chunks && slab < tiles_n) ++slab;
+  c.slab_tiles = int(slab);
+  c.slabs = int(ceil_div(tiles_n, slab));
+  c.chunks = int(bands * c.slabs);
+  const double out = double(p.m) * p.n * 2;
+  const double sent_ce = out * (W - 1) / W;  // per phase (reduce-scatter; all-reduce twice)
+  const double own_us = gemm / W;
+  // The peers' partials must land during the own rows' math; the broadcast's last chunk lands after.
+  const double late_us = std::max(0.0, transfer_us(sent_ce, kMachine.copy_engine_gbs) - (gemm - own_us));
+  const double tail = all_reduce ? transfer_us(slab_bytes * slab, kMachine.copy_engine_gbs) : 0;
+  e = Estimate::of(gemm * kMachine.ce_gemm_factor + late_us + tail + kMachine.all_gather_sync_us);
+  if (p.m_shard < kMachine.ce_min_shard_rows) {
+    e.auto_ok = false;
+    e.reason = format("auto takes the copy engines from %lld rows per rank", static_cast<long long>(kMachine.ce_min_shard_rows));
+  } else if (call.place.shares_device) {
+    e.auto_ok = false;
+    e.reason = "ranks share a GPU, where a same-device copy needs SMs that the ranks' kernels hold";
+  }
+  return e;
+}
+
+void layout(const Call& call, Choice& c) {
+  const Problem& p = call.problem;
+  const int W = p.world;
+  Layout& l = c.layout;
+  add(l, l.counts, 2ull * W * c.chunks * 8);  // [parity][W][chunks]
+  add(l, l.progress, 4ull * W * 8);
+  add(l, l.staging_ce, uint64_t(p.m) * p.n * 2);
+  add(l, l.recv, 2ull * W * p.m_shard * p.n * 2);
+  if (p.op == WEFT_TP_GEMM_ALL_REDUCE) add(l, l.done, uint64_t(W) * c.gemm_ctas * 8);  // direct chunks' flags
+  add(l, l.entered, uint64_t(W) * 8);  // entered[q]: rank q's kernel has started launch (value)
+  add_abort_word(l);
+}
 
 // Reduce-scatter with the copy-engine mover and two ranks: the peer, whose copy engines copy its
 // partials of my rows straight into my out (ScatterState::direct_from), or -1. A third rank's copy
@@ -47,14 +115,13 @@ void set_direct_bands(const WeftTpPlan& plan, fused::ScatterState& s) {
   s.direct_chunks = off ? 0 : int32_t((bands - band) * ch.slabs);
 }
 
-}  // namespace
-
 // The copy-engine mover's part of the scatter state (gemm_scatter_ce.cuh) and its side streams.
-void build_copy_engine(WeftTpPlan& plan, const gemm::Boxes& boxes) {
+void build_copy_engine(WeftTpPlan& plan) {
   const WeftComm& c = *plan.comm;
   const tp::Problem& p = plan.problem;
   const tp::Choice& ch = plan.choice;
   fused::ScatterState& s = plan.scatter.state;
+  const gemm::Boxes boxes = gemm::box_dims(tile_of(ch.tile_n), !p.b_nk, false, p.m);
   s.copy_engine = 1;
   s.direct_from = ce_direct_from(plan);
   set_direct_bands(plan, s);
@@ -80,7 +147,7 @@ void build_copy_engine(WeftTpPlan& plan, const gemm::Boxes& boxes) {
 // out), advance the progress word; all-reduce then does the same for this rank's final rows into the
 // peer's out. The peer tiles' counts come from tiles that wait for nothing, so these waits always
 // end (and the own tiles' counts of all-reduce from tiles whose waits are bounded).
-void enqueue_scatter_copies(WeftTpPlan& plan, uint64_t epoch) {
+void enqueue_copies(WeftTpPlan& plan, uint64_t epoch) {
   const WeftComm& c = *plan.comm;
   const tp::Problem& p = plan.problem;
   const tp::Choice& ch = plan.choice;
@@ -116,7 +183,7 @@ void enqueue_scatter_copies(WeftTpPlan& plan, uint64_t epoch) {
     cudaStream_t st = plan.side[j];
     char* recv = on_rank(c, dest, ws + ch.layout.recv.offset);
     // Two ranks, and I am the peer's direct_from: my partials of its rows go into its out
-    // (launch_scatter_copies made this stream wait until its kernel of this launch has started).
+    // (copies() made this stream wait until its kernel of this launch has started).
     const bool into_out = plan.scatter.state.direct_from >= 0;
     for (int32_t chunk = 0; chunk < ch.chunks; ++chunk) {
       // My partial of dest's rows (staging rows dest * m_shard ..) into dest's slot for me, or its out.
@@ -138,10 +205,10 @@ void enqueue_scatter_copies(WeftTpPlan& plan, uint64_t epoch) {
 
 // Captures the side streams' work of each launch class as a graph (one launch per kernel launch
 // instead of 3 driver calls per chunk and peer). A capture the driver refuses falls back to the
-// call-by-call path (enqueue_scatter_copies at every launch), which moves the same data;
+// call-by-call path (enqueue_copies at every launch), which moves the same data;
 // WEFT_LOG=info says so on stderr. (On the 2 x H200 host a launch's host time measured the same
 // with and without the graph, so whether the capture takes there is still open.)
-void capture_scatter_copies(WeftTpPlan& plan) {
+void capture_copies(WeftTpPlan& plan) {
   if (plan.side.empty()) return;
   const size_t n = plan.side.size();
   for (size_t j = 0; j < 2 * n; ++j) {
@@ -169,7 +236,7 @@ void capture_scatter_copies(WeftTpPlan& plan) {
     }
     if (!step) {
       try {
-        enqueue_scatter_copies(plan, k);
+        enqueue_copies(plan, k);
       } catch (const Error& e) {
         enqueue_failure = e.message;
         step = "enqueueing the copies";
@@ -199,5 +266,52 @@ void capture_scatter_copies(WeftTpPlan& plan) {
     std::fprintf(stderr, "weft: rank %d: the copy-engine mover's side streams run call by call: capturing them failed at %s: %s\n",
                  plan.problem.rank, step, enqueue_failure.empty() ? cudaGetErrorString(error) : enqueue_failure.c_str());
 }
+
+// After the kernel (weft_tp_plans_launch): a side stream that shared a hardware queue with the plan's
+// stream would otherwise hold the kernel back behind a wait that only the kernel can end.
+void copies(WeftTpPlan& plan) {
+  const fused::ScatterLaunch& l = plan.scatter;
+  // Both waits are on entered words in this rank's workspace, for this launch's epoch, so they stay
+  // out of the graph, whose values are those of the launch class.
+  const auto* entered = reinterpret_cast<const uint64_t*>(plan.workspace + plan.choice.layout.entered.offset);
+  // Behind everything before this launch on the plan's stream: this rank's kernel of this launch has
+  // started (it writes entered[rank] = epoch here after grid::wait_previous: gemm_scatter_ce.cuh).
+  // An event recorded before the kernel would do too, but it would keep the kernel from overlapping
+  // the previous launch's tail (primitives/grid_dependency.cuh).
+  const auto wait_start = [&](cudaStream_t st) {
+    stream_wait(st, entered + plan.problem.rank, plan.epoch, CU_STREAM_WAIT_VALUE_GEQ);
+  };
+  // Copies into the peer's out (direct_from, two ranks: side stream 0's peer, where the graph starts)
+  // also wait until its kernel of this launch has started: it raises entered[peer] here from
+  // on_kernel_start.
+  const auto wait_peer_entered = [&] {
+    if (l.state.direct_from >= 0) stream_wait(plan.side[0], entered + l.state.direct_from, plan.epoch, CU_STREAM_WAIT_VALUE_GEQ);
+  };
+  if (cudaGraphExec_t g = plan.copies[plan.epoch & 3]) {
+    wait_start(plan.side[0]);
+    wait_peer_entered();
+    WEFT_CUDA(cudaGraphLaunch(g, plan.side[0]));
+    return;
+  }
+  for (cudaStream_t st : plan.side) wait_start(st);
+  wait_peer_entered();
+  enqueue_copies(plan, plan.epoch);
+}
+
+void build(WeftTpPlan& plan) {
+  build_scatter(plan);
+  build_copy_engine(plan);
+  capture_copies(plan);
+  load_scatter(plan);
+}
+
+}  // namespace
+
+const Candidate kReduceScatterByCopyEngine{"GEMM + reduce-scatter, partials moved by the copy engines", WEFT_TP_GEMM_REDUCE_SCATTER,
+                                           WEFT_TP_PATH_FUSED, WEFT_TP_MOVER_COPY_ENGINE, forced_by(WEFT_TP_MOVER_COPY_ENGINE),
+                                           cost, layout, build, launch_scatter, copies};
+const Candidate kAllReduceByCopyEngine{"GEMM + all-reduce, partials and sums moved by the copy engines", WEFT_TP_GEMM_ALL_REDUCE,
+                                       WEFT_TP_PATH_FUSED, WEFT_TP_MOVER_COPY_ENGINE, forced_by(WEFT_TP_MOVER_COPY_ENGINE),
+                                       cost, layout, build, launch_scatter, copies};
 
 }  // namespace weft::tp

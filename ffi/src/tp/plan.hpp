@@ -1,15 +1,15 @@
-// plan.hpp — a tensor-parallel plan: WeftTpPlan, the ABI's opaque handle (weft.h), and the pieces
-// that build and launch one, one file per path:
-//   plan.cpp          the extern "C" entry points, validation, preload, the launch dispatch
-//   all_gather.cpp    all-gather + GEMM: its launch state, its copy-engine side streams
-//   scatter.cpp       GEMM + reduce-scatter / all-reduce: the state every mover shares (the CTA
-//                     mover needs nothing else), the kernel's launch and the copies after it
-//   copy_engine.cpp   the copy-engine mover: its state, its side streams' copies and their graphs
-//   exchange.cpp      the exchange mover (decode all-reduce): its state, its first wave by copy engine
-//   sequential.cpp    the sequential path: our GEMM and our collective, with padded copies
-//   side_streams.cpp  side streams, stream memory operations and completion words, shared by all
-// The choice of path and mover and the workspace layout are computed before any of this, in
-// choice.cpp (tp::choose); the inter-node path is internode.cpp.
+// plan.hpp — a tensor-parallel plan: WeftTpPlan, the ABI's opaque handle (weft.h), and what the
+// candidates' files share to build and launch one. The files, one per candidate (candidate.hpp):
+//   abi.cpp           the extern "C" entry points: validation, the plan's life, launches in order
+//   picker.cpp        tp::choose: every candidate's estimate, the forced or cheapest one
+//   cost_model.hpp    the machine numbers and helpers the estimates share
+//   all_gather.cpp    all-gather + GEMM: rows moved by the copy engines, or by CTAs of the kernel
+//   scatter.cpp       GEMM + reduce-scatter / all-reduce: the state every mover shares, and the CTA mover
+//   copy_engine.cpp   GEMM + reduce-scatter / all-reduce: partials moved by the copy engines
+//   exchange.cpp      GEMM + all-reduce at decode sizes: every partial tile exchanged
+//   sequential.cpp    our GEMM and our collective, with padded copies
+//   node_plan.cpp     allGatherGemm / gemmReduceScatter across nodes (NVLink, then the proxy)
+//   side_streams.cpp  side streams, stream memory operations and completion words
 #pragma once
 
 #include <cuda.h>
@@ -20,24 +20,37 @@
 #include <vector>
 
 #include "comm/comm.hpp"
+#include "fused/across_nodes.h"
 #include "fused/fused.h"
 #include "gemm/gemm.h"
+#include "tp/candidate.hpp"
 #include "tp/choice.hpp"
-#include "tp/internode.hpp"
 #include "weft.h"
+
+namespace weft::tp {
+
+// The inter-node TP plan's launch state (node_plan.cpp), by the communicator's epoch parity.
+struct NodePlanLaunch {
+  bool scatter = false;        // gemmReduceScatter, else allGatherGemm
+  fused::InterAgLaunch ag[2];  // landing / partial slots and staging by parity
+  fused::InterRsLaunch rs[2];
+};
+
+}  // namespace weft::tp
 
 struct WeftTpPlan {
   WeftComm* comm = nullptr;
   WeftTpParams params{};
+  weft::tp::Placement place{};
   weft::tp::Problem problem{};
-  weft::tp::Choice choice{};
+  weft::tp::Choice choice{};  // computed once, at creation; choice.candidate builds and launches
   cudaStream_t stream = nullptr;
   char* workspace = nullptr;
   uint64_t epoch = 0;  // last launch; the first launch is epoch 1 (flags start at 0)
-  // Fused.
+  // One node, fused.
   weft::fused::AgLaunch ag[2]{};  // by epoch parity (the landing slot)
   weft::fused::ScatterLaunch scatter{};
-  std::vector<cudaStream_t> side;  // copy-engine mover: one stream per peer
+  std::vector<cudaStream_t> side;  // copy-engine movers: one stream per peer
   // Copy-engine reduce-scatter / all-reduce: the side streams' work per launch class (epoch mod 4),
   // captured once (nullptr: enqueued call by call at every launch), and the capture's fork/join events.
   cudaGraphExec_t copies[4] = {};
@@ -46,11 +59,14 @@ struct WeftTpPlan {
   uint64_t* scratch_host = nullptr;
   uint64_t* scratch_dev = nullptr;
   uint32_t* scratch_arrivals = nullptr;
-  // A communicator over several nodes: the proxy path (tp/internode.cpp) instead of all of the above.
-  std::unique_ptr<weft::tp::InterAg> inter;
+  // Several nodes (node_plan.cpp).
+  std::unique_ptr<weft::tp::NodePlanLaunch> nodes;
 };
 
 namespace weft::tp {
+
+// The placement of this rank's communicator, as the cost model sees it.
+Placement placement_of(const WeftComm& c);
 
 // side_streams.cpp
 gemm::TileConfig tile_of(int tile_n);
@@ -58,29 +74,16 @@ void create_side_streams(WeftTpPlan& plan);
 void stream_wait(cudaStream_t st, const uint64_t* word, uint64_t value, unsigned flags);
 void stream_write(cudaStream_t st, uint64_t* word, uint64_t value);
 gemm::CompletionWords scratch_words(const WeftTpPlan& plan);
-gemm::CompletionWords launch_words(const WeftTpLaunch& l);
+gemm::CompletionWords launch_words(const WeftOpLaunch& l);
 
-// all_gather.cpp
-void build_all_gather(WeftTpPlan& plan);
-void launch_all_gather_fused(WeftTpPlan& plan, const WeftTpLaunch& launch);
-void enqueue_all_gather_copies(WeftTpPlan& plan);
-
-// scatter.cpp
-void build_scatter(WeftTpPlan& plan);
-void launch_scatter_fused(WeftTpPlan& plan, const WeftTpLaunch& launch);
-void launch_scatter_copies(WeftTpPlan& plan);
-
-// copy_engine.cpp
-void build_copy_engine(WeftTpPlan& plan, const gemm::Boxes& boxes);
-void capture_scatter_copies(WeftTpPlan& plan);
-void enqueue_scatter_copies(WeftTpPlan& plan, uint64_t epoch);
-
-// exchange.cpp
-void build_exchange(WeftTpPlan& plan, const gemm::Boxes& boxes);
-void enqueue_first_wave_copies(WeftTpPlan& plan);
+// scatter.cpp: what the CTA, copy-engine and exchange movers of the scatter ops share.
+// The configuration on `sms` SMs (tile, ownership, band, grid, lag) and the GEMM's estimate.
+Estimate scatter_config(const Call& call, Choice& c, int sms);
+void build_scatter(WeftTpPlan& plan);  // the launch state; the movers add their parts
+void load_scatter(const WeftTpPlan& plan);
+void launch_scatter(WeftTpPlan& plan, const WeftOpLaunch& launch);
 
 // sequential.cpp
 WeftGemmParams sequential_gemm(const WeftTpPlan& plan);
-void launch_sequential(WeftTpPlan& plan, const WeftTpLaunch& launch);
 
 }  // namespace weft::tp

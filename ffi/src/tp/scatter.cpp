@@ -1,17 +1,103 @@
-// scatter.cpp — GEMM + reduce-scatter / all-reduce on one node: the launch state every mover shares
-// (the CTA mover, gemm_scatter.cuh, needs nothing more), the kernel's launch, and the side-stream
-// work after it (copy_engine.cpp, exchange.cpp).
+// scatter.cpp — GEMM + reduce-scatter / all-reduce on one node: the configuration and launch state
+// every mover of the two ops shares (scatter_config, build_scatter, launch_scatter), and the CTA
+// mover itself (gemm_scatter.cuh: the epilogue stores and adds into the owners' outputs, which
+// needs nothing more), one candidate per op. copy_engine.cpp and exchange.cpp add their parts.
+//
+// Workspace (CTA mover): stored u64 [tiles_m * 2][tiles_n] (the owner's half-tile flags), done u64
+// [world][gemm_ctas] (every rank's CTAs finished adding), entered u64 [world].
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
 
+#include "fused/fused.h"
 #include "status.hpp"
 #include "tensor_map.hpp"
+#include "tp/candidate.hpp"
+#include "tp/cost_model.hpp"
 #include "tp/plan.hpp"
 
 namespace weft::tp {
 
 using comm::on_rank;
+
+namespace {
+
+// Rounds (W tiles each, one per owner) between an owner computing a tile and the next rank adding
+// into it. The owner publishes its flag when its CTA starts the epilogue of its next tile (one wave
+// of tiles later), so the rank that adds should reach the tile about two waves after the owner:
+// lag x W ~ 2 x ctas tile positions. Less and adders wait; more and the last `lag` rounds hold only
+// adds (traffic after the math).
+int scatter_lag(int ctas, int world) { return std::max(1, int(ceil_div(2 * int64_t(ctas), world))); }
+
+}  // namespace
+
+Estimate scatter_config(const Call& call, Choice& c, int sms) {
+  if (call.place.nodes > 1) {
+    return Estimate::not_here(call.problem.op == WEFT_TP_GEMM_ALL_REDUCE
+                                     ? format("gemmAllReduce is single-node for now; across %d nodes allGatherGemm and gemmReduceScatter run",
+                                              call.place.nodes)
+                                     : format("this communicator spans %d nodes (the node plan runs it)", call.place.nodes));
+  }
+  validate_overrides(call);
+  const Problem& p = call.problem;
+  const std::string obstacle = fused_obstacle(p);
+  if (!obstacle.empty()) return Estimate::unavailable(obstacle);
+  const bool all_reduce = p.op == WEFT_TP_GEMM_ALL_REDUCE;
+  c.tile_n = call.params.tile_n ? call.params.tile_n : gemm_tile(p.m, p.n, call.place.sm_count, all_reduce);
+  WEFT_REQUIRE(all_reduce ? fused::gemm_all_reduce_supported(c.tile_n) : fused::gemm_reduce_scatter_supported(c.tile_n),
+               "tile_n %d is not built for this op (reduce-scatter: 128, 256; all-reduce: 64, 128, 256)", c.tile_n);
+  const bool rows = p.m % (int64_t(gemm::kTileM) * p.world) == 0;
+  c.shard_tiles = rows ? int(p.m_shard / gemm::kTileM) : 0;
+  // The engine's band (16 at 256-wide tiles) for the reduce-scatter: 1.3-2.9% faster than bands
+  // of 4 at M >= 4096. Not for the all-reduce, whose final rows go out band by band after the
+  // math: there bands of 16 were 2.4-5.7% slower than 4 ("The all-reduce's bands stay 4 tile
+  // rows").
+  c.group_m = rows ? band_for(c.shard_tiles, call.params.group_m,
+                              all_reduce ? 4 : gemm::default_band(c.tile_n, call.place.sm_count))
+                   : 1;
+  c.gemm_ctas = gemm::balanced_ctas(ceil_div(p.m, gemm::kTileM) * ceil_div(p.n, c.tile_n), sms);
+  c.lag = scatter_lag(c.gemm_ctas, p.world);
+  return Estimate::of(gemm_us(p.m, p.n, p.k, c.tile_n, c.gemm_ctas));
+}
+
+namespace {
+
+// CTA mover. Bytes each rank sends: reduce-scatter adds its (W-1)/W share into the owners;
+// all-reduce stores its own 1/W into W-1 peers and adds the other (W-1)/W into W-1 peers.
+// The last wave's traffic follows the math: with one wave of tiles (decode-sized M) nothing
+// overlaps (all-reduce at (128, 8192, 8192): fused 49.0 us against our sequence's 44.5), with
+// many the window is nearly all of it ("The CTA mover's cost model overlaps (waves − 1) / waves
+// of its traffic").
+Estimate ctas_cost(const Call& call, Choice& c) {
+  Estimate e = scatter_config(call, c, call.place.sm_count);
+  if (!e.available) return e;
+  const Problem& p = call.problem;
+  const int W = p.world;
+  const bool all_reduce = p.op == WEFT_TP_GEMM_ALL_REDUCE;
+  const double gemm = e.us;
+  const double out = double(p.m) * p.n * 2;
+  const double sent = all_reduce ? (W - 1) * out : out * (W - 1) / W;
+  const double window = all_reduce ? gemm : gemm * (W - 1) / W;
+  const int64_t waves = ceil_div(ceil_div(p.m, gemm::kTileM) * ceil_div(p.n, c.tile_n), c.gemm_ctas);
+  const double overlap = window * double(waves - 1) / double(waves);
+  e = Estimate::of(std::max(gemm, gemm - overlap + transfer_us(sent, kMachine.nvlink_gbs)) + kMachine.scatter_sync_us);
+  // "auto" takes the copy engines or the exchange where they measured faster (copy_engine.cpp,
+  // exchange.cpp), the CTA mover everywhere else.
+  e.fallback = true;
+  return e;
+}
+
+void ctas_layout(const Call& call, Choice& c) {
+  const Problem& p = call.problem;
+  Layout& l = c.layout;
+  const int64_t tiles_m = ceil_div(p.m, gemm::kTileM);
+  add(l, l.stored, uint64_t(tiles_m) * 2 * ceil_div(p.n, c.tile_n) * 8);
+  add(l, l.done, uint64_t(p.world) * c.gemm_ctas * 8);
+  add(l, l.entered, uint64_t(p.world) * 8);
+  add_abort_word(l);
+}
+
+}  // namespace
 
 // The launch state, once per plan: A and B as the GEMM reads them, every rank's out and flags as
 // this process maps them, the tile grid and order; then the mover's own part.
@@ -36,6 +122,9 @@ void build_scatter(WeftTpPlan& plan) {
     s.entered[q] = reinterpret_cast<uint64_t*>(on_rank(c, q, plan.workspace + ch.layout.entered.offset));
   }
   s.timeout_ns = c.timeout_ns;
+  s.abort.host = c.abort_dev;
+  for (int q = 0; q < p.world; ++q)
+    s.abort.plan[q] = reinterpret_cast<uint64_t*>(on_rank(c, q, plan.workspace + ch.layout.abort.offset));
   s.rank = p.rank;
   s.world = p.world;
   s.all_reduce = all_reduce ? 1 : 0;
@@ -52,11 +141,17 @@ void build_scatter(WeftTpPlan& plan) {
   l.b_n_major = !p.b_nk;
   l.ctas = ch.gemm_ctas;
   l.stream = plan.stream;
-  if (ch.mover == WEFT_TP_MOVER_EXCHANGE) build_exchange(plan, boxes);
-  else if (ch.mover == WEFT_TP_MOVER_COPY_ENGINE) build_copy_engine(plan, boxes);
 }
 
-void launch_scatter_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
+// Loads the kernel now, while nothing of this plan runs (see build_and_preload() in abi.cpp).
+void load_scatter(const WeftTpPlan& plan) {
+  fused::ScatterLaunch l = plan.scatter;
+  l.ctas = 0;
+  WEFT_CUDA(l.state.all_reduce ? fused::launch_gemm_all_reduce(l) : fused::launch_gemm_reduce_scatter(l));
+}
+
+void launch_scatter(WeftTpPlan& plan, const WeftOpLaunch& launch) {
+  ++plan.epoch;
   fused::ScatterLaunch& l = plan.scatter;
   l.state.epoch = plan.epoch;
   l.completion = launch_words(launch);
@@ -72,46 +167,26 @@ void launch_scatter_fused(WeftTpPlan& plan, const WeftTpLaunch& launch) {
     const uint64_t row0 = (plan.epoch & 1) * slot_rows;
     l.state.recv = reinterpret_cast<const uint16_t*>(plan.workspace + plan.choice.layout.recv.offset + row0 * uint64_t(p.n) * 2);
     l.state.recv_row0 = int32_t(row0);
-    // No event before the kernel: the side streams start once it has (launch_scatter_copies).
+    // No event before the kernel: the side streams start once it has (copy_engine.cpp, copies()).
   }
   if (l.state.all_reduce) WEFT_CUDA(fused::launch_gemm_all_reduce(l));
   else WEFT_CUDA(fused::launch_gemm_reduce_scatter(l));
 }
 
-// After the kernel: a side stream that shared a hardware queue with the plan's stream would
-// otherwise hold the kernel back behind a wait that only the kernel can end.
-void launch_scatter_copies(WeftTpPlan& plan) {
-  const fused::ScatterLaunch& l = plan.scatter;
-  if (l.state.exchange && l.state.ce_tile_cols) {
-    enqueue_first_wave_copies(plan);
-    return;
-  }
-  if (!l.state.copy_engine) return;
-  // Both waits are on entered words in this rank's workspace, for this launch's epoch, so they stay
-  // out of the graph, whose values are those of the launch class.
-  const auto* entered = reinterpret_cast<const uint64_t*>(plan.workspace + plan.choice.layout.entered.offset);
-  // Behind everything before this launch on the plan's stream: this rank's kernel of this launch has
-  // started (it writes entered[rank] = epoch here after grid::wait_previous: gemm_scatter_ce.cuh).
-  // An event recorded before the kernel would do too, but it would keep the kernel from overlapping
-  // the previous launch's tail (primitives/grid_dependency.cuh).
-  const auto wait_start = [&](cudaStream_t st) {
-    stream_wait(st, entered + plan.problem.rank, plan.epoch, CU_STREAM_WAIT_VALUE_GEQ);
-  };
-  // Copies into the peer's out (direct_from, two ranks: side stream 0's peer, where the graph starts)
-  // also wait until its kernel of this launch has started: it raises entered[peer] here from
-  // on_kernel_start.
-  const auto wait_peer_entered = [&] {
-    if (l.state.direct_from >= 0) stream_wait(plan.side[0], entered + l.state.direct_from, plan.epoch, CU_STREAM_WAIT_VALUE_GEQ);
-  };
-  if (cudaGraphExec_t g = plan.copies[plan.epoch & 3]) {
-    wait_start(plan.side[0]);
-    wait_peer_entered();
-    WEFT_CUDA(cudaGraphLaunch(g, plan.side[0]));
-    return;
-  }
-  for (cudaStream_t st : plan.side) wait_start(st);
-  wait_peer_entered();
-  enqueue_scatter_copies(plan, plan.epoch);
+namespace {
+
+void ctas_build(WeftTpPlan& plan) {
+  build_scatter(plan);
+  load_scatter(plan);
 }
+
+}  // namespace
+
+const Candidate kReduceScatterByCtas{"GEMM + reduce-scatter, the epilogue adding into the owners", WEFT_TP_GEMM_REDUCE_SCATTER,
+                                     WEFT_TP_PATH_FUSED, WEFT_TP_MOVER_CTAS, forced_by(WEFT_TP_MOVER_CTAS), ctas_cost,
+                                     ctas_layout, ctas_build, launch_scatter, nullptr};
+const Candidate kAllReduceByCtas{"GEMM + all-reduce, the epilogue adding into the owners, then storing the sums",
+                                 WEFT_TP_GEMM_ALL_REDUCE, WEFT_TP_PATH_FUSED, WEFT_TP_MOVER_CTAS, forced_by(WEFT_TP_MOVER_CTAS),
+                                 ctas_cost, ctas_layout, ctas_build, launch_scatter, nullptr};
 
 }  // namespace weft::tp

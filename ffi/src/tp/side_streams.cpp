@@ -12,7 +12,7 @@ namespace weft::tp {
 
 // The copy-engine movers' side streams, one per peer. They start behind the kernel's entered word
 // (all-gather, reduce-scatter / all-reduce), or its first wave's ready word (the exchange:
-// enqueue_first_wave_copies), never behind an event recorded before the kernel.
+// exchange.cpp, copies()), never behind an event recorded before the kernel.
 void create_side_streams(WeftTpPlan& plan) {
   for (int j = 0; j + 1 < plan.problem.world; ++j) {
     cudaStream_t side = nullptr;
@@ -39,7 +39,7 @@ gemm::CompletionWords scratch_words(const WeftTpPlan& plan) {
   return gemm::CompletionWords{plan.scratch_dev, plan.epoch, plan.scratch_arrivals};
 }
 
-gemm::CompletionWords launch_words(const WeftTpLaunch& l) {
+gemm::CompletionWords launch_words(const WeftOpLaunch& l) {
   return gemm::CompletionWords{reinterpret_cast<uint64_t*>(l.done), l.seq, reinterpret_cast<uint32_t*>(l.arrivals)};
 }
 

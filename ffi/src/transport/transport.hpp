@@ -1,6 +1,6 @@
 // transport.hpp — the small interface the proxy drives: one endpoint per rank, registered memory
 // regions, one-sided writes and ordered signals, polled completions. The libfabric implementation
-// is fabric_transport.cpp; a native libibverbs RC transport can sit behind the same interface.
+// is fabric_transport.hpp (fabric_endpoint.cpp, fabric_writes.cpp); a native libibverbs RC transport can sit behind the same interface.
 //
 // Addressing. Ranks are 0..world_size-1. A region is a block of registered memory, identified by a
 // small index that is the same on every rank when ranks register collectively in the same order.

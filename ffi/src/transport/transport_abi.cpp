@@ -52,7 +52,7 @@ WEFT_API int weft_transport_open(const WeftTransportParams* params, WeftTranspor
     o.device = params->device;
     o.same_host = params->same_host != 0;
     o.timeout_ms = params->timeout_ms ? params->timeout_ms : 30000;
-    if (params->provider) o.provider = params->provider;
+    if (params->provider) o.provider = reinterpret_cast<const char*>(params->provider);
     WEFT_REQUIRE(o.device >= -1, "device must be -1 (host memory only) or a GPU index (got %d)",
                  o.device);
     auto handle = std::make_unique<WeftTransport>();

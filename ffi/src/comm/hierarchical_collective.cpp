@@ -1,4 +1,4 @@
-// internode.cpp — a communicator over several nodes: takes the inter-node resources that
+// hierarchical_collective.cpp — a communicator over several nodes: takes the inter-node resources that
 // lib/comm.ts set up (transport regions, host-mapped staging, the proxy's device lane) and runs
 // allGather / reduceScatter / allReduce / barrier as one hierarchical kernel per call
 // (cuda/collectives/hierarchical.cu). Layout and topology rules: cuda/collectives/hierarchical.h.
@@ -147,6 +147,7 @@ WEFT_API int weft_comm_set_internode(WeftComm* comm, const WeftCommInterNode* in
     x.fifo.head = reinterpret_cast<unsigned long long*>(in->fifo_head);
     x.fifo.control = reinterpret_cast<const uint64_t*>(in->fifo_control);
     x.fifo.capacity = in->fifo_capacity;
+    x.host_abort = c.abort_dev;
     c.inter = x;
   });
 }

@@ -1,8 +1,8 @@
-// gemm_reduce_scatter_internode.cu — row-parallel GEMM across nodes: out [m_shard, N] = this
+// gemm_reduce_scatter_across_nodes.cu — row-parallel GEMM across nodes: out [m_shard, N] = this
 // rank's rows of Σ over ranks a · b, as ONE persistent kernel per rank. State and signals:
-// internode.h; topology and staging: collectives/hierarchical.h.
+// across_nodes.h; topology and staging: collectives/hierarchical.h.
 //
-// Params: WeftTpParams (weft.h), turned into InterRsLaunch once per plan by ffi/src/tp/internode.cpp.
+// Params: WeftTpParams (weft.h), turned into InterRsLaunch once per plan by ffi/src/tp/node_plan.cpp.
 //
 // GEMM CTAs compute the whole partial C of this rank into its partial slot, in owner order: the
 // rows of owners on other nodes first (they have the longest way to go), this node's last, and
@@ -15,12 +15,12 @@
 // Sends come first in every CTA's sequence; a send waits only for GEMM tiles, never for a peer,
 // so the movers cannot deadlock.
 //
-// Buffer reuse (epoch parity, as in all_gather_gemm_internode.cu): partial slot e % 2 of a rank is
+// Buffer reuse (epoch parity, as in all_gather_gemm_across_nodes.cu): partial slot e % 2 of a rank is
 // read by its local peers during launch e; it is written again in launch e + 2, after launch e + 1
 // read every local peer's slot (e+1) % 2 behind that peer's flags of e + 1, which the peer raised
 // only after its launch e ended. Staging slots: see hierarchical.h.
-#include "collectives/internode.cuh"
-#include "fused/internode.h"
+#include "collectives/between_nodes.cuh"
+#include "fused/across_nodes.h"
 #include "fused/launch.cuh"
 #include "gemm/kernel.cuh"
 
@@ -74,7 +74,15 @@ struct InterRsHooks : gemm::DefaultHooks {
   }
 };
 
-__device__ inline void report(const Completion& c, sys::WaitResult r, int64_t status, uint32_t peer) {
+// A rank the host declared failed (weft_comm_abort) is reported as a collective reports it.
+__device__ inline bool report_declared(const Completion& c, const coll::InterNode& x) {
+  const uint32_t declared = coll::inter::declared(x);
+  if (declared != 0) cta::fail(c, WEFT_E_PEER, WEFT_STAGE_ABORTED | (WEFT_ABORT_HOST << 8) | ((declared - 1) << 16));
+  return declared != 0;
+}
+
+__device__ inline void report(const Completion& c, sys::WaitResult r, int64_t status, uint32_t peer, const coll::InterNode& x) {
+  if (status == 0 && r == sys::WaitResult::kAborted && report_declared(c, x)) return;
   const int32_t code = status != 0 ? int32_t(status) : r == sys::WaitResult::kTimeout ? WEFT_E_TIMEOUT : WEFT_E_TRANSPORT;
   cta::fail(c, code, WEFT_STAGE_REMOTE | (peer << 16));
 }
@@ -89,8 +97,8 @@ __device__ inline bool await_stored(const InterRsState& s, const Completion& com
     const int32_t q = i / per_rank;
     const int32_t j = i - q * per_rank;
     const uint64_t* flag = s.stored[q] + (int64_t(row0 / 64 + j / s.tiles_n)) * s.tiles_n + j % s.tiles_n;
-    if (sys::wait_at_least(flag, s.epoch, sys::WaitBudget{s.timeout_ns, nullptr}) != sys::WaitResult::kOk) {
-      cta::fail(completion, gemm::kFailHookWait, gemm::kStageFinish);
+    if (sys::wait_at_least(flag, s.epoch, sys::WaitBudget{s.timeout_ns, s.inter.host_abort}) != sys::WaitResult::kOk) {
+      if (!report_declared(completion, s.inter)) cta::fail(completion, gemm::kFailHookWait, gemm::kStageFinish);
       failed = true;
     }
   }
@@ -117,7 +125,7 @@ __device__ inline bool send_chunk(const InterRsState& s, const Completion& compl
                                                       uint64_t(c) * chunk_bytes, chunk_bytes, uint32_t(c), s.epoch,
                                                       s.timeout_ns, &status);
     if (r != sys::WaitResult::kOk) {
-      report(completion, r, status, owner);
+      report(completion, r, status, owner, s.inter);
       failed = true;
     }
   }
@@ -138,7 +146,7 @@ __device__ inline bool reduce_own_chunk(const InterRsState& s, const Completion&
     int64_t status = 0;
     const sys::WaitResult r = coll::inter::await_signal(x, m, uint32_t(c), s.epoch, s.timeout_ns, nullptr, 0, &status);
     if (r != sys::WaitResult::kOk) {
-      report(completion, r, status, coll::inter::global_rank(x, m, uint32_t(s.local_rank)));
+      report(completion, r, status, coll::inter::global_rank(x, m, uint32_t(s.local_rank)), x);
       failed = true;
     }
   }
@@ -178,7 +186,7 @@ cudaError_t launch_config(const InterRsLaunch& l) {
 
 }  // namespace
 
-cudaError_t launch_gemm_reduce_scatter_internode(const InterRsLaunch& l) {
+cudaError_t launch_gemm_reduce_scatter_across_nodes(const InterRsLaunch& l) {
   return launch_tile_shape<256, 128>(l, [&]<int TileN, bool BNMajor>() { return launch_config<TileN, BNMajor>(l); });
 }
 

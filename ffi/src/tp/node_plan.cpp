@@ -1,14 +1,20 @@
-// internode.cpp — see internode.hpp. Each multi-node op has one path, the fused kernel with mover
-// CTAs (a copy engine cannot reach another node, and no sequential fallback is built yet), so the
-// choice is a validation plus a few sizes, not a cost model.
-#include "tp/internode.hpp"
-
+// node_plan.cpp — the inter-node TP plan: allGatherGemm and gemmReduceScatter on a communicator that
+// spans several nodes (cuda/fused/all_gather_gemm_across_nodes.cu, gemm_reduce_scatter_across_nodes.cu: NVLink
+// inside the node, the proxy between nodes, in one kernel). Each op has one such candidate, the
+// fused kernel with mover CTAs (a copy engine cannot reach another node, and no sequential path is
+// built across nodes yet), so its cost is a validation plus a few sizes, not a cost model.
+//
+// Workspace:
+//   all-gather      flags u64 [world][chunks], then landing [2][world * m_shard][k] bf16
+//   reduce-scatter  stored u64 [2 tiles_m][tiles_n], then partial [2][M][N] bf16
 #include <algorithm>
 
 #include "device_guard.hpp"
 #include "gemm/gemm.h"
 #include "status.hpp"
 #include "tensor_map.hpp"
+#include "tp/candidate.hpp"
+#include "tp/plan.hpp"
 
 namespace weft::tp {
 
@@ -17,7 +23,7 @@ namespace {
 // What both multi-node states take from the communicator and the plan's choice: the nodes, this
 // rank's place in its node, and how its shard splits into chunks and CTAs.
 template <class State>
-void set_shard_split(State& s, const WeftComm& c, const Choice& ch, int64_t m_shard) {
+void set_shard_split(State& s, const WeftComm& c, const tp::Choice& ch, int64_t m_shard) {
   s.inter = c.inter;
   s.timeout_ns = c.timeout_ns;
   s.local_rank = int32_t(c.rank);
@@ -31,7 +37,7 @@ void set_shard_split(State& s, const WeftComm& c, const Choice& ch, int64_t m_sh
 
 // The GEMM's shape and grid in a multi-node launch struct.
 template <class Launch>
-void set_launch_shape(Launch& l, const WeftTpParams& p, const Choice& ch, bool b_nk, cudaStream_t stream) {
+void set_launch_shape(Launch& l, const WeftTpParams& p, const tp::Choice& ch, bool b_nk, cudaStream_t stream) {
   l.m = int32_t(p.m);
   l.n = int32_t(p.n);
   l.k = int32_t(p.k);
@@ -47,14 +53,13 @@ uint64_t align(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
 
 using comm::on_rank;
 
-}  // namespace
-
-Choice internode_choose(const WeftComm& c, const WeftTpParams& p) {
-  const coll::InterNode& x = c.inter;
-  const int64_t W = x.world;
-  if (p.op == WEFT_TP_GEMM_ALL_REDUCE)
-    WEFT_FAIL(WEFT_E_UNSUPPORTED, "%s: gemmAllReduce is single-node for now; across %u nodes allGatherGemm and gemmReduceScatter run",
-              kOp, x.nodes);
+// Validates the call for the multi-node path (throws WEFT_E_UNSUPPORTED for what it cannot run,
+// WEFT_E_INVALID naming a bad override) and chooses tile, chunks and the CTA split.
+Estimate cost(const Call& call, Choice& ch) {
+  const Placement& x = call.place;
+  if (x.nodes <= 1) return Estimate::not_here("one node: the single-node candidates run it");
+  const WeftTpParams& p = call.params;
+  const int64_t W = x.global_world;
   const bool scatter = p.op == WEFT_TP_GEMM_REDUCE_SCATTER;
   if (p.gathered != 0) WEFT_FAIL(WEFT_E_UNSUPPORTED, "%s: gatheredA is not produced across nodes yet", kOp);
   if (p.path == WEFT_TP_PATH_SEQUENTIAL) WEFT_FAIL(WEFT_E_UNSUPPORTED, "%s: there is no sequential path across nodes (path 'fused' or 'auto')", kOp);
@@ -67,8 +72,8 @@ Choice internode_choose(const WeftComm& c, const WeftTpParams& p) {
     WEFT_FAIL(WEFT_E_UNSUPPORTED,
               "%s: needs M / world a whole multiple of %d rows and n, k multiples of 8 (got M %lld over %lld ranks = %lld rows, n %lld, k %lld)",
               kOp, gemm::kTileM, (long long)p.m, (long long)W, (long long)m_shard, (long long)p.n, (long long)p.k);
-  if (c.world > uint32_t(fused::kMaxLocalRanks))
-    WEFT_FAIL(WEFT_E_UNSUPPORTED, "%s: at most %d ranks per node (got %u)", kOp, fused::kMaxLocalRanks, c.world);
+  if (x.world > fused::kMaxLocalRanks)
+    WEFT_FAIL(WEFT_E_UNSUPPORTED, "%s: at most %d ranks per node (got %d)", kOp, fused::kMaxLocalRanks, x.world);
   // What crosses to each other node per call: a rank's rows of A, or an owner's rows of the sum.
   const uint64_t shard_bytes = uint64_t(m_shard) * uint64_t(scatter ? p.n : p.k) * 2;
   if (shard_bytes > x.slot_bytes)
@@ -76,12 +81,8 @@ Choice internode_choose(const WeftComm& c, const WeftTpParams& p) {
               "%s: one call sends %llu bytes to each other node but the inter-node staging holds %llu per node (create the communicator with a larger interNodeBytes)",
               kOp, (unsigned long long)shard_bytes, (unsigned long long)x.slot_bytes);
 
-  Choice ch{};
-  ch.path = WEFT_TP_PATH_FUSED;
-  ch.mover = WEFT_TP_MOVER_CTAS;
-  ch.fused_available = true;
   ch.tile_n = p.tile_n ? p.tile_n : (p.n >= 2048 ? 256 : 128);
-  WEFT_REQUIRE(fused::all_gather_gemm_internode_supported(ch.tile_n), "%s: tile_n must be 128 or 256 (got %d)", kOp, ch.tile_n);
+  WEFT_REQUIRE(fused::all_gather_gemm_across_nodes_supported(ch.tile_n), "%s: tile_n must be 128 or 256 (got %d)", kOp, ch.tile_n);
   // Chunks of up to 4 tile rows: small enough that the GEMM starts on the first arrivals, large
   // enough that a proxy command moves >= 128 rows (k = 4096: 1 MiB).
   const int64_t shard_tiles = m_shard / gemm::kTileM;
@@ -98,28 +99,32 @@ Choice internode_choose(const WeftComm& c, const WeftTpParams& p) {
                scatter ? "a shard's" : "a chunk's", (long long)band_unit, ch.group_m);
   const int64_t items = chunks * x.nodes;
   ch.comm_ctas = p.comm_ctas ? p.comm_ctas : int(std::min<int64_t>(8, items));
-  WEFT_REQUIRE(ch.comm_ctas >= 1 && ch.comm_ctas < c.sm_count, "%s: comm_ctas must be in [1, %d) (got %d)", kOp, c.sm_count,
+  WEFT_REQUIRE(ch.comm_ctas >= 1 && ch.comm_ctas < x.sm_count, "%s: comm_ctas must be in [1, %d) (got %d)", kOp, x.sm_count,
                ch.comm_ctas);
-  ch.gemm_ctas = c.sm_count - ch.comm_ctas;
-  if (scatter) {
+  ch.gemm_ctas = x.sm_count - ch.comm_ctas;
+  return Estimate::of(0);  // the only candidate across nodes: nothing to compare it with
+}
+
+void layout(const Call& call, Choice& ch) {
+  const WeftTpParams& p = call.params;
+  const int64_t W = call.place.global_world;
+  const int64_t m_shard = (p.m + W - 1) / W;
+  if (p.op == WEFT_TP_GEMM_REDUCE_SCATTER) {
     const uint64_t tiles_m = uint64_t(p.m) / gemm::kTileM;
     const uint64_t tiles_n = uint64_t((p.n + ch.tile_n - 1) / ch.tile_n);
-    ch.mover = WEFT_TP_MOVER_NONE;
     ch.layout.stored = Region{0, align(2 * tiles_m * tiles_n * 8, 256)};
     ch.layout.staging = Region{align(ch.layout.stored.bytes, 4096), 2 * uint64_t(p.m) * uint64_t(p.n) * 2};
     ch.layout.total = ch.layout.staging.offset + ch.layout.staging.bytes;
   } else {
-    ch.layout.flags = Region{0, align(uint64_t(W) * chunks * 8, 256)};
+    const uint64_t shard_bytes = uint64_t(m_shard) * uint64_t(p.k) * 2;
+    ch.layout.flags = Region{0, align(uint64_t(W) * (m_shard / ch.chunk_rows) * 8, 256)};
     ch.layout.landing = Region{align(ch.layout.flags.bytes, 4096), 2 * uint64_t(W) * shard_bytes};
     ch.layout.total = ch.layout.landing.offset + ch.layout.landing.bytes;
   }
-  return ch;
 }
 
-namespace {
-
-std::unique_ptr<InterAg> build_scatter(const WeftComm& c, const WeftTpParams& p, const Choice& ch, char* workspace,
-                                       cudaStream_t stream) {
+std::unique_ptr<NodePlanLaunch> build_scatter(const WeftComm& c, const WeftTpParams& p, const tp::Choice& ch, char* workspace,
+                                              cudaStream_t stream) {
   const coll::InterNode& x = c.inter;
   const int64_t m_shard = p.m / x.world;
   const bool b_nk = (p.flags & WEFT_GEMM_B_NK) != 0;
@@ -127,7 +132,7 @@ std::unique_ptr<InterAg> build_scatter(const WeftComm& c, const WeftTpParams& p,
   const uint64_t slot_bytes = uint64_t(p.m) * p.n * 2;
   char* stored = workspace + ch.layout.stored.offset;
   char* partial = workspace + ch.layout.staging.offset;
-  auto plan = std::make_unique<InterAg>();
+  auto plan = std::make_unique<NodePlanLaunch>();
   plan->scatter = true;
   for (int parity = 0; parity < 2; ++parity) {
     fused::InterRsLaunch& l = plan->rs[parity];
@@ -148,15 +153,12 @@ std::unique_ptr<InterAg> build_scatter(const WeftComm& c, const WeftTpParams& p,
   }
   fused::InterRsLaunch load = plan->rs[0];
   load.gemm_ctas = 0;
-  WEFT_CUDA(fused::launch_gemm_reduce_scatter_internode(load));
+  WEFT_CUDA(fused::launch_gemm_reduce_scatter_across_nodes(load));
   return plan;
 }
 
-}  // namespace
-
-std::unique_ptr<InterAg> internode_build(const WeftComm& c, const WeftTpParams& p, const Choice& ch, char* workspace,
-                                         cudaStream_t stream) {
-  if (p.op == WEFT_TP_GEMM_REDUCE_SCATTER) return build_scatter(c, p, ch, workspace, stream);
+std::unique_ptr<NodePlanLaunch> build_all_gather(const WeftComm& c, const WeftTpParams& p, const tp::Choice& ch, char* workspace,
+                                                 cudaStream_t stream) {
   const coll::InterNode& x = c.inter;
   const int64_t W = x.world;
   const int64_t m_shard = (p.m + W - 1) / W;
@@ -165,7 +167,7 @@ std::unique_ptr<InterAg> internode_build(const WeftComm& c, const WeftTpParams& 
   const uint64_t slot_bytes = uint64_t(W) * m_shard * p.k * 2;
   char* flags = workspace + ch.layout.flags.offset;
   char* landing = workspace + ch.layout.landing.offset;
-  auto plan = std::make_unique<InterAg>();
+  auto plan = std::make_unique<NodePlanLaunch>();
   for (int parity = 0; parity < 2; ++parity) {
     fused::InterAgLaunch& l = plan->ag[parity];
     encode_bf16(&l.landing, landing + parity * slot_bytes, p.k, uint64_t(W) * m_shard, p.k, boxes.a, "landing");
@@ -183,14 +185,25 @@ std::unique_ptr<InterAg> internode_build(const WeftComm& c, const WeftTpParams& 
     s.row_bytes = int32_t(p.k * 2);
     set_launch_shape(l, p, ch, b_nk, stream);
   }
-  // Loads the kernel now, while nothing of this plan runs (see preload() in plan.cpp).
+  // Loads the kernel now, while nothing of this plan runs (see build_and_preload() in abi.cpp).
   fused::InterAgLaunch load = plan->ag[0];
   load.gemm_ctas = 0;
-  WEFT_CUDA(fused::launch_all_gather_gemm_internode(load));
+  WEFT_CUDA(fused::launch_all_gather_gemm_across_nodes(load));
   return plan;
 }
 
-void internode_launch(InterAg& plan, WeftComm& c, const WeftTpLaunch& launch) {
+void build(WeftTpPlan& plan) {
+  const WeftComm& c = *plan.comm;
+  plan.nodes = plan.problem.op == WEFT_TP_GEMM_REDUCE_SCATTER
+                   ? build_scatter(c, plan.params, plan.choice, plan.workspace, plan.stream)
+                   : build_all_gather(c, plan.params, plan.choice, plan.workspace, plan.stream);
+}
+
+// Takes the communicator's next epoch (the kernel shares the hierarchical collectives' staging and
+// signals) and launches; a launch that failed gives it back.
+void launch(WeftTpPlan& tp_plan, const WeftOpLaunch& launch) {
+  NodePlanLaunch& plan = *tp_plan.nodes;
+  WeftComm& c = *tp_plan.comm;
   const uint64_t epoch = ++c.epoch;
   const gemm::CompletionWords words{reinterpret_cast<uint64_t*>(launch.done), launch.seq,
                                     reinterpret_cast<uint32_t*>(launch.arrivals)};
@@ -199,16 +212,26 @@ void internode_launch(InterAg& plan, WeftComm& c, const WeftTpLaunch& launch) {
     fused::InterRsLaunch& l = plan.rs[epoch & 1];
     l.state.epoch = epoch;
     l.completion = words;
-    e = fused::launch_gemm_reduce_scatter_internode(l);
+    e = fused::launch_gemm_reduce_scatter_across_nodes(l);
   } else {
     fused::InterAgLaunch& l = plan.ag[epoch & 1];
     l.state.epoch = epoch;
     l.completion = words;
-    e = fused::launch_all_gather_gemm_internode(l);
+    e = fused::launch_all_gather_gemm_across_nodes(l);
   }
   // A launch that failed never ran: give its epoch back so that the ranks stay in step.
   if (e != cudaSuccess) --c.epoch;
   WEFT_CUDA(e);
 }
+
+}  // namespace
+
+const Candidate kAllGatherAcrossNodes{"all-gather + GEMM across nodes (NVLink, then the proxy)", WEFT_TP_ALL_GATHER_GEMM,
+                                      WEFT_TP_PATH_FUSED, WEFT_TP_MOVER_CTAS, forced_by(WEFT_TP_MOVER_CTAS), cost, layout, build,
+                                      launch, nullptr};
+// Reported as mover NONE: the reduce-scatter's epilogue stores partials that its comm CTAs move.
+const Candidate kReduceScatterAcrossNodes{"GEMM + reduce-scatter across nodes (NVLink, then the proxy)", WEFT_TP_GEMM_REDUCE_SCATTER,
+                                          WEFT_TP_PATH_FUSED, WEFT_TP_MOVER_NONE, forced_by(WEFT_TP_MOVER_CTAS), cost, layout, build,
+                                          launch, nullptr};
 
 }  // namespace weft::tp

@@ -1,18 +1,21 @@
-// plan.cpp — weft_tp_choose / weft_tp_plan_create / weft_tp_plan_launch / weft_tp_plan_destroy:
-// validates a tensor-parallel call, has its path build the launch once (tp/plan.hpp lists the
-// files: tensor maps on this rank's and the peers' memory, the epoch patched per launch), and
-// launches it: every plan's kernels first, then their side-stream work.
+// abi.cpp — weft_tp_choose / weft_tp_plan_create / weft_tp_plan_launch / weft_tp_plan_destroy:
+// validates a tensor-parallel call, chooses once (tp::choose, picker.cpp), has the chosen candidate
+// build the launch (tp/plan.hpp lists the files: tensor maps on this rank's and the peers' memory,
+// the epoch patched per launch), and launches it: every plan's kernels first, then their
+// side-stream work. weft_testing_tp_choose runs the same choice on a described machine.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <memory>
+#include <string>
 
 #include "comm/call_checks.hpp"
 #include "comm/comm.hpp"
 #include "device_guard.hpp"
 #include "status.hpp"
 #include "tp/choice.hpp"
-#include "tp/internode.hpp"
 #include "tp/plan.hpp"
 #include "weft.h"
 
@@ -76,7 +79,8 @@ void fill_choice(const tp::Choice& c, WeftTpChoice* out) {
   std::strncpy(out->reason, c.reason.c_str(), sizeof out->reason - 1);
 }
 
-// Loads every kernel a launch of this plan will start, now, while none of them is running.
+// Loads every kernel a launch of this plan will start, now, while none of them is running: the
+// publisher here, each candidate's own kernel in its build.
 // NOTES: with CUDA's lazy module loading (the default since 12.2) the first launch of a kernel loads
 // its module and may first wait for the device to go idle. If a kernel launched just before waits
 // for another GPU (a collective, a fused op) whose part this same host thread has yet to launch,
@@ -87,47 +91,18 @@ void fill_choice(const tp::Choice& c, WeftTpChoice* out) {
 // (lib/ops/tp.ts: all-reduce) or, for the sequential path's own collective, at its first launch,
 // which comes first in the launch (all-gather) or after our GEMM (the others), so nothing of this
 // launch is running yet when it loads.
-void preload(WeftTpPlan& plan) {
+void build_and_preload(WeftTpPlan& plan) {
   WEFT_CUDA(fused::preload_publish());
-  if (plan.choice.path == WEFT_TP_PATH_SEQUENTIAL) {
-    const WeftGemmParams g = sequential_gemm(plan);
-    WeftGemmChoice choice{};
-    choice.size = sizeof choice;
-    choice.version = 1;
-    const int status = weft_gemm_choose(&g, &choice);  // sets the kernel's shared-memory opt-in: loads it
-    if (status != WEFT_OK) WEFT_FAIL(status, "%s", weft_last_error());
-    return;
-  }
-  if (plan.problem.op == WEFT_TP_ALL_GATHER_GEMM) {
-    fused::AgLaunch l = plan.ag[0];
-    l.gemm_ctas = 0;
-    l.state.comm_ctas = 0;
-    WEFT_CUDA(fused::launch_all_gather_gemm(l));
-  } else {
-    fused::ScatterLaunch l = plan.scatter;
-    l.ctas = 0;
-    WEFT_CUDA(l.state.all_reduce ? fused::launch_gemm_all_reduce(l) : fused::launch_gemm_reduce_scatter(l));
-  }
+  plan.choice.candidate->build(plan);
 }
 
-// A launch is its kernels (and the sequential path's steps) on the plan's stream, then the copy-engine
-// mover's side-stream work. A launch that fails part-way leaves this rank out of step with its peers;
-// the error says so through the status, and the peers' waits for it are bounded.
-void launch_kernels(WeftTpPlan& plan, const WeftTpLaunch& launch) {
-  if (plan.inter) {
-    tp::internode_launch(*plan.inter, *plan.comm, launch);
-    return;
-  }
-  ++plan.epoch;
-  if (plan.choice.path == WEFT_TP_PATH_SEQUENTIAL) launch_sequential(plan, launch);
-  else if (plan.problem.op == WEFT_TP_ALL_GATHER_GEMM) launch_all_gather_fused(plan, launch);
-  else launch_scatter_fused(plan, launch);
-}
+// A launch is its kernels (and the sequential path's steps) on the plan's stream, then the
+// candidate's side-stream work. A launch that fails part-way leaves this rank out of step with its
+// peers; the error says so through the status, and the peers' waits for it are bounded.
+void launch_kernels(WeftTpPlan& plan, const WeftOpLaunch& launch) { plan.choice.candidate->launch(plan, launch); }
 
 void launch_copies(WeftTpPlan& plan) {
-  if (plan.inter || plan.choice.path == WEFT_TP_PATH_SEQUENTIAL || plan.side.empty()) return;
-  if (plan.problem.op == WEFT_TP_ALL_GATHER_GEMM) enqueue_all_gather_copies(plan);
-  else launch_scatter_copies(plan);
+  if (plan.choice.candidate->copies && !plan.side.empty()) plan.choice.candidate->copies(plan);
 }
 
 void release(WeftTpPlan& plan) {
@@ -145,9 +120,91 @@ void release(WeftTpPlan& plan) {
   plan.scratch_host = nullptr;
 }
 
+// The configuration beside the reported choice, as text (weft_testing_tp_choose): the split tail,
+// the ownership and lag, the copy-engine chunking, the sequential path's padding, every region.
+std::string detail_of(const tp::Choice& ch, const tp::Placement& place, int op) {
+  std::string d;
+  char b[256];
+  if (ch.path == WEFT_TP_PATH_FUSED && place.nodes == 1) {
+    if (op == WEFT_TP_ALL_GATHER_GEMM) {
+      std::snprintf(b, sizeof b, " tail=%d/%d/%d/%d/%d", ch.tail.first_unit, ch.tail.tiles, ch.tail.pieces, ch.tail.k_blocks, ch.tail.ctas);
+    } else {
+      std::snprintf(b, sizeof b, " shard=%d lag=%d", ch.shard_tiles, ch.lag);
+    }
+    d += b;
+    if (op != WEFT_TP_ALL_GATHER_GEMM && ch.mover == WEFT_TP_MOVER_COPY_ENGINE) {
+      std::snprintf(b, sizeof b, " slab=%d slabs=%d chunks=%d", ch.slab_tiles, ch.slabs, ch.chunks);
+      d += b;
+    }
+  }
+  if (ch.path == WEFT_TP_PATH_SEQUENTIAL) {
+    std::snprintf(b, sizeof b, " kp=%lld np=%lld pad=%d%d%d", (long long)ch.kp, (long long)ch.np, ch.pad_a, ch.pad_b, ch.pad_out);
+    d += b;
+  }
+  const tp::Layout& l = ch.layout;
+  const std::pair<const char*, const tp::Region*> regions[] = {
+      {"flags", &l.flags}, {"landing", &l.landing}, {"stored", &l.stored}, {"done", &l.done},
+      {"entered", &l.entered}, {"counts", &l.counts}, {"ready", &l.ready}, {"progress", &l.progress},
+      {"staging_ce", &l.staging_ce}, {"recv", &l.recv}, {"staging", &l.staging}, {"a_pad", &l.a_pad},
+      {"b_pad", &l.b_pad}, {"out_pad", &l.out_pad}, {"tail_partials", &l.tail_partials}, {"tail_counts", &l.tail_counts},
+      {"abort", &l.abort}};
+  for (const auto& [name, r] : regions) {
+    if (r->bytes == 0 && r->offset == 0) continue;
+    std::snprintf(b, sizeof b, " %s=%llu+%llu", name, (unsigned long long)r->offset, (unsigned long long)r->bytes);
+    d += b;
+  }
+  return d + " | " + ch.reason;
+}
+
 }  // namespace
 
+namespace weft::tp {
+
+Placement placement_of(const WeftComm& c) {
+  Placement p;
+  p.world = int(c.world);
+  p.rank = int(c.rank);
+  p.sm_count = c.sm_count;
+  p.nodes = c.inter.nodes > 1 ? int(c.inter.nodes) : 1;
+  p.global_world = c.inter.nodes > 1 ? int(c.inter.world) : int(c.world);
+  p.slot_bytes = c.inter.slot_bytes;
+  p.shares_device = c.shares_device;
+  return p;
+}
+
+}  // namespace weft::tp
+
 extern "C" {
+
+WEFT_API int weft_testing_tp_choose(const WeftTestingTpMachine* machine, const WeftTpParams* params, WeftTpChoice* out,
+                                    const char** out_detail) {
+  return guard([&] {
+    WEFT_REQUIRE(machine && machine->size == sizeof(WeftTestingTpMachine) && machine->version == 1,
+                 "machine must be a WeftTestingTpMachine with size %zu and version 1", sizeof(WeftTestingTpMachine));
+    WEFT_REQUIRE(machine->world >= 1 && machine->world <= 64 && machine->rank >= 0 && machine->rank < machine->world,
+                 "machine: world must be in [1, 64] and rank in [0, world) (got %d, %d)", machine->world, machine->rank);
+    WEFT_REQUIRE(machine->sm_count >= 1 && machine->sm_budget >= 0 && machine->nodes >= 1,
+                 "machine: sm_count >= 1, sm_budget >= 0 and nodes >= 1 (got %d, %d, %d)", machine->sm_count, machine->sm_budget,
+                 machine->nodes);
+    WEFT_REQUIRE(params && params->size == sizeof(WeftTpParams) && params->version == 1,
+                 "params must be a WeftTpParams with size %zu and version 1", sizeof(WeftTpParams));
+    WEFT_REQUIRE(out && out->size == sizeof(WeftTpChoice) && out->version == 1,
+                 "out must be a WeftTpChoice with size %zu and version 1", sizeof(WeftTpChoice));
+    tp::Placement place;
+    place.world = machine->world;
+    place.rank = machine->rank;
+    place.sm_count = machine->sm_budget > 0 ? std::min(machine->sm_count, machine->sm_budget) : machine->sm_count;
+    place.nodes = machine->nodes;
+    place.global_world = machine->nodes * machine->world;
+    place.slot_bytes = machine->slot_bytes;
+    place.shares_device = machine->shares_device != 0;
+    const tp::Choice choice = tp::choose(*params, place);
+    fill_choice(choice, out);
+    static thread_local std::string detail;
+    detail = detail_of(choice, place, params->op);
+    if (out_detail) *out_detail = detail.c_str();
+  });
+}
 
 WEFT_API int weft_tp_choose(WeftComm* comm, const WeftTpParams* params, WeftTpChoice* out) {
   return guard([&] {
@@ -155,7 +212,7 @@ WEFT_API int weft_tp_choose(WeftComm* comm, const WeftTpParams* params, WeftTpCh
     validate(c, params);
     WEFT_REQUIRE(out && out->size == sizeof(WeftTpChoice) && out->version == 1,
                  "out must be a WeftTpChoice with size %zu and version 1", sizeof(WeftTpChoice));
-    fill_choice(c.inter.nodes > 1 ? tp::internode_choose(c, *params) : tp::choose(c, *params), out);
+    fill_choice(tp::choose(*params, tp::placement_of(c)), out);
   });
 }
 
@@ -165,7 +222,8 @@ WEFT_API int weft_tp_plan_create(WeftComm* comm, const WeftTpParams* params, Wef
     validate(c, params);
     WEFT_REQUIRE(out_plan, "out_plan must not be NULL");
     validate_tensors(c, *params);
-    const tp::Choice choice = c.inter.nodes > 1 ? tp::internode_choose(c, *params) : tp::choose(c, *params);
+    const tp::Placement place = tp::placement_of(c);
+    const tp::Choice choice = tp::choose(*params, place);
     WEFT_REQUIRE(params->workspace_bytes >= choice.layout.total,
                  "workspace_bytes (%llu) is smaller than the plan needs (%llu, weft_tp_choose)",
                  (unsigned long long)params->workspace_bytes, (unsigned long long)choice.layout.total);
@@ -174,7 +232,8 @@ WEFT_API int weft_tp_plan_create(WeftComm* comm, const WeftTpParams* params, Wef
     auto plan = std::make_unique<WeftTpPlan>();
     plan->comm = comm;
     plan->params = *params;
-    plan->problem = tp::problem_of(c, *params);
+    plan->place = place;
+    plan->problem = tp::problem_of(*params, place);
     plan->choice = choice;
     plan->stream = reinterpret_cast<cudaStream_t>(params->stream);
     if (plan->stream) {
@@ -196,19 +255,7 @@ WEFT_API int weft_tp_plan_create(WeftComm* comm, const WeftTpParams* params, Wef
       // Flags start at 0 and padding stays 0 (stream-ordered; the caller orders it before any peer's
       // first launch with a barrier on the same stream).
       WEFT_CUDA(cudaMemsetAsync(plan->workspace, 0, choice.layout.total, plan->stream));
-      if (c.inter.nodes > 1) {
-        plan->inter = tp::internode_build(c, *params, choice, plan->workspace, plan->stream);
-      } else {
-        if (choice.path == WEFT_TP_PATH_FUSED) {
-          if (plan->problem.op == WEFT_TP_ALL_GATHER_GEMM) {
-            build_all_gather(*plan);
-          } else {
-            build_scatter(*plan);
-            if (plan->scatter.state.copy_engine) capture_scatter_copies(*plan);
-          }
-        }
-        preload(*plan);
-      }
+      build_and_preload(*plan);
     } catch (...) {
       release(*plan);
       throw;
@@ -217,18 +264,18 @@ WEFT_API int weft_tp_plan_create(WeftComm* comm, const WeftTpParams* params, Wef
   });
 }
 
-WEFT_API int weft_tp_plan_launch(WeftTpPlan* plan, const WeftTpLaunch* launch) {
+WEFT_API int weft_tp_plan_launch(WeftTpPlan* plan, const WeftOpLaunch* launch) {
   return weft_tp_plans_launch(&plan, launch, 1);
 }
 
-WEFT_API int weft_tp_plans_launch(WeftTpPlan* const* plans, const WeftTpLaunch* launches, int32_t count) {
+WEFT_API int weft_tp_plans_launch(WeftTpPlan* const* plans, const WeftOpLaunch* launches, int32_t count) {
   return guard([&] {
     WEFT_REQUIRE(plans && count > 0, "plans must hold count > 0 entries");
     WEFT_REQUIRE(launches, "launch must not be NULL");
     for (int32_t i = 0; i < count; ++i) {
       WEFT_REQUIRE(plans[i], "plan %d must not be NULL", i);
-      WEFT_REQUIRE(launches[i].size == sizeof(WeftTpLaunch) && launches[i].version == 1,
-                   "launch %d must be a WeftTpLaunch with size %zu and version 1", i, sizeof(WeftTpLaunch));
+      WEFT_REQUIRE(launches[i].size == sizeof(WeftOpLaunch) && launches[i].version == 1,
+                   "launch %d must be a WeftOpLaunch with size %zu and version 1", i, sizeof(WeftOpLaunch));
       WEFT_REQUIRE(launches[i].done != 0 && launches[i].arrivals != 0, "launch %d: done and arrivals are required", i);
       comm::require(plans[i]->comm, true);
       for (int32_t j = 0; j < i; ++j) WEFT_REQUIRE(plans[j] != plans[i], "plans %d and %d are the same plan", j, i);

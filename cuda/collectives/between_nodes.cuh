@@ -1,4 +1,4 @@
-// internode.cuh — device pieces every kernel that crosses nodes through the proxy is built from:
+// between_nodes.cuh — device pieces every kernel that crosses nodes through the proxy is built from:
 // where things are in the staging (layout and topology: hierarchical.h), one put+signal command
 // into the proxy's device lane, a bounded wait for a peer node's signal, and copies / sums that
 // read the receive staging with system-scope loads.
@@ -13,8 +13,9 @@
 //     a rank's exchange: a proxy that died after taking a command may never have sent it.
 //   - await_signal() is called by ONE thread: it waits until signal word [src_node][index] of this
 //     rank's receive staging reaches `epoch`, with __nanosleep backoff, bounded by timeout_ns, and
-//     stops early when the proxy has failed (status = its WEFT_E_*) or an optional abort word
-//     reaches abort_epoch. Pass the result to the CTA with __syncthreads_or before reading data.
+//     stops early when the proxy has failed (status = its WEFT_E_*), an optional abort word reaches
+//     abort_epoch, or the host declared a rank failed (kAborted with status 0; declared() names it).
+//     Pass the result to the CTA with __syncthreads_or before reading data.
 //   - copy_in()/sum_in() are move.cuh's copy_out()/sum_out() with ld.volatile loads (relaxed,
 //     system scope): a receive slot is reused every second op, and a weak load could be served
 //     from a line an earlier op left in the GPU's caches. sum_in() adds in the same order with
@@ -176,6 +177,9 @@ __device__ inline sys::WaitResult put_signal(const InterNode& x, uint32_t peer_r
   return proxy::thread::push(x.fifo, cmd, nullptr, status, sys::WaitBudget{timeout_ns, nullptr});
 }
 
+// 0, or the rank the host declared failed + 1 (weft_comm_abort).
+__device__ __forceinline__ uint32_t declared(const InterNode& x) { return x.host_abort ? uint32_t(*x.host_abort) : 0u; }
+
 __device__ inline sys::WaitResult await_signal(const InterNode& x, uint32_t src_node, uint32_t index, uint64_t epoch,
                                                uint64_t timeout_ns, const uint64_t* abort_word, uint64_t abort_epoch,
                                                int64_t* status) {
@@ -189,6 +193,7 @@ __device__ inline sys::WaitResult await_signal(const InterNode& x, uint32_t src_
     if (sys::signal_load(w) >= epoch) return sys::WaitResult::kOk;
     if ((spins & 15) == 0) {
       if (abort_word && sys::signal_load(abort_word) >= abort_epoch) return sys::WaitResult::kAborted;
+      if (declared(x) != 0) return sys::WaitResult::kAborted;
       const int64_t e = static_cast<int64_t>(sys::signal_load(error));
       if (e != 0) {
         if (status) *status = e;

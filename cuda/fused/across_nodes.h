@@ -1,5 +1,5 @@
-// internode.h — the host-side face of the fused tensor-parallel kernels that cross nodes through
-// the proxy (cuda/fused/all_gather_gemm_internode.cu), included by ffi/src/tp (plain C++). Topology,
+// across_nodes.h — the host-side face of the fused tensor-parallel kernels that cross nodes through
+// the proxy (cuda/fused/all_gather_gemm_across_nodes.cu), included by ffi/src/tp (plain C++). Topology,
 // staging and epochs are the multi-node communicator's (cuda/collectives/hierarchical.h): ranks
 // are node-major and rail-aligned, and every launch takes the communicator's next epoch, so the
 // staging's parity rule holds across collectives and these ops alike.
@@ -57,8 +57,8 @@ struct InterAgLaunch {
 };
 
 // gemm_ctas == 0: only loads and configures the kernel.
-cudaError_t launch_all_gather_gemm_internode(const InterAgLaunch& l);
-bool all_gather_gemm_internode_supported(int tile_n);
+cudaError_t launch_all_gather_gemm_across_nodes(const InterAgLaunch& l);
+bool all_gather_gemm_across_nodes_supported(int tile_n);
 
 // ---- GEMM + reduce-scatter across nodes ----------------------------------------------------------------
 //
@@ -98,6 +98,6 @@ struct InterRsLaunch {
 };
 
 // gemm_ctas == 0: only loads and configures the kernel.
-cudaError_t launch_gemm_reduce_scatter_internode(const InterRsLaunch& l);
+cudaError_t launch_gemm_reduce_scatter_across_nodes(const InterRsLaunch& l);
 
 }  // namespace weft::fused

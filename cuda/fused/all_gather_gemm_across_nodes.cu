@@ -1,9 +1,9 @@
-// all_gather_gemm_internode.cu — column-parallel GEMM across nodes: out [M, n] = allgather(a) · b
+// all_gather_gemm_across_nodes.cu — column-parallel GEMM across nodes: out [M, n] = allgather(a) · b
 // as ONE persistent kernel per rank, the all-gather going over NVLink inside a node and through
-// the proxy (host-mapped staging, libfabric) between nodes. State and signals: internode.h;
+// the proxy (host-mapped staging, libfabric) between nodes. State and signals: across_nodes.h;
 // topology and staging: collectives/hierarchical.h.
 //
-// Params: WeftTpParams (weft.h) is what the C ABI passes by pointer; ffi/src/tp/internode.cpp turns
+// Params: WeftTpParams (weft.h) is what the C ABI passes by pointer; ffi/src/tp/node_plan.cpp turns
 // it into InterAgLaunch once per plan. Each rank owns m_shard rows of A.
 //
 // CTAs [0, comm_ctas) move rows, in items taken round-robin (item i by CTA i % comm_ctas):
@@ -22,8 +22,8 @@
 // rank writes slot e % 2 of a peer (landing over NVLink, staging through the proxy) in launch e
 // only after its launch e-1 has received that peer's rows of e-1 (the GEMM waited for every
 // chunk), which the peer produced only after its launch e-2, the last reader of slot e % 2, ended.
-#include "collectives/internode.cuh"
-#include "fused/internode.h"
+#include "collectives/between_nodes.cuh"
+#include "fused/across_nodes.h"
 #include "fused/launch.cuh"
 #include "gemm/kernel.cuh"
 
@@ -114,7 +114,7 @@ struct InterAgHooks : gemm::DefaultHooks {
     const int32_t chunk = (t.m0 - src * s.m_shard) / s.chunk_rows;
     if (src == ps.src && chunk == ps.chunk) return true;
     const gemm::RowSignalGate gate{s.flags[s.local_rank] + int64_t(src) * s.chunks, s.epoch, src * s.m_shard, s.chunk_rows,
-                                   sys::WaitBudget{s.timeout_ns, nullptr}};
+                                   sys::WaitBudget{s.timeout_ns, s.inter.host_abort}};
     const bool ok = gate.wait(t);
     // The chunk was written by other threads (a mover CTA here or on a local peer); TMA reads it next.
     cta::fence_proxy_async_global();
@@ -122,11 +122,22 @@ struct InterAgHooks : gemm::DefaultHooks {
     ps.chunk = chunk;
     return ok;
   }
+
+  static __device__ void on_wait_failed(const State& s, const Completion& c, uint32_t stage) {
+    const uint32_t declared = coll::inter::declared(s.inter);
+    if (declared != 0) cta::fail(c, WEFT_E_PEER, WEFT_STAGE_ABORTED | (WEFT_ABORT_HOST << 8) | ((declared - 1) << 16));
+    else cta::fail(c, gemm::kFailHookWait, stage);
+  }
 };
 
 // A mover failed: the reason goes to the completion words as a collective's would (a WEFT_E_* code,
 // stage WEFT_STAGE_REMOTE, the peer's global rank), so the host names the peer.
-__device__ inline void report(const Completion& c, sys::WaitResult r, int64_t status, uint32_t peer) {
+// A rank the host declared failed (weft_comm_abort) is reported as a collective reports it.
+__device__ inline void report(const Completion& c, sys::WaitResult r, int64_t status, uint32_t peer, uint32_t declared) {
+  if (status == 0 && r == sys::WaitResult::kAborted && declared != 0) {
+    cta::fail(c, WEFT_E_PEER, WEFT_STAGE_ABORTED | (WEFT_ABORT_HOST << 8) | ((declared - 1) << 16));
+    return;
+  }
   const int32_t code = status != 0 ? int32_t(status) : r == sys::WaitResult::kTimeout ? WEFT_E_TIMEOUT : WEFT_E_TRANSPORT;
   cta::fail(c, code, WEFT_STAGE_REMOTE | (peer << 16));
 }
@@ -158,7 +169,7 @@ __device__ inline bool send_chunk(const InterAgState& s, const Completion& compl
                                                       uint64_t(c) * chunk_bytes, chunk_bytes, uint32_t(c), s.epoch,
                                                       s.timeout_ns, &status);
     if (r != sys::WaitResult::kOk) {
-      report(completion, r, status, peer);
+      report(completion, r, status, peer, coll::inter::declared(s.inter));
       failed = true;
     }
   }
@@ -177,7 +188,7 @@ __device__ inline bool receive_chunk(const InterAgState& s, const Completion& co
     int64_t status = 0;
     const sys::WaitResult r = coll::inter::await_signal(x, m, uint32_t(c), s.epoch, s.timeout_ns, nullptr, 0, &status);
     if (r != sys::WaitResult::kOk) {
-      report(completion, r, status, g);
+      report(completion, r, status, g, coll::inter::declared(x));
       failed = true;
     }
   }
@@ -217,9 +228,9 @@ cudaError_t launch_config(const InterAgLaunch& l) {
 
 }  // namespace
 
-bool all_gather_gemm_internode_supported(int tile_n) { return tile_n == 128 || tile_n == 256; }
+bool all_gather_gemm_across_nodes_supported(int tile_n) { return tile_n == 128 || tile_n == 256; }
 
-cudaError_t launch_all_gather_gemm_internode(const InterAgLaunch& l) {
+cudaError_t launch_all_gather_gemm_across_nodes(const InterAgLaunch& l) {
   return launch_tile_shape<256, 128>(l, [&]<int TileN, bool BNMajor>() { return launch_config<TileN, BNMajor>(l); });
 }
 

@@ -1,0 +1,20 @@
+// attention.cpp — weft_abi_layout's part for the attention engine and fused ring attention
+// (builder.hpp).
+#include "abi_layout/builder.hpp"
+
+namespace weft::abi_layout {
+
+void attention_layout(Builder& l) {
+  WEFT_LAYOUT_STRUCT(WeftAttentionParams, WEFT_ATTENTION_PARAMS_INIT, size, version, q, k, v, out, lse, cu_seqlens_q,
+                     cu_seqlens_k, batch, heads, kv_heads, head_dim, seqlen_q, seqlen_k, total_q, total_k, flags, scale,
+                     max_ctas, reserved, done, seq, arrivals, stream);
+  WEFT_LAYOUT_STRUCT(WeftAttentionChoice, WEFT_ATTENTION_CHOICE_INIT, size, version, block_m, block_n, stages, ctas, tiles,
+                     section);
+  WEFT_LAYOUT_STRUCT(WeftRingAttentionParams, WEFT_RING_ATTENTION_PARAMS_INIT, size, version, q, k, v, out, lse, batch,
+                     heads, kv_heads, head_dim, seqlen, kv_rows, comm_ctas, layout, flags, scale, mover, group_heads,
+                     memory_bytes, workspace, workspace_bytes, stream);
+  WEFT_LAYOUT_STRUCT(WeftRingAttentionChoice, WEFT_RING_ATTENTION_CHOICE_INIT, size, version, mover, comm_ctas, reserved,
+                     group_heads, groups, slots, ctas, shard, workspace_bytes, receive_bytes, predicted_us);
+}
+
+}  // namespace weft::abi_layout
