@@ -130,7 +130,7 @@ export const symbols = {
   weft_moe_combine_launch: { args: [T.ptr /* WeftMoeCombinePlan* */, T.ptr /* const WeftOpLaunch* */], returns: T.i32 },
   weft_moe_combine_destroy: { args: [T.ptr /* WeftMoeCombinePlan* */], returns: T.i32 },
   weft_moe_combine_report: { args: [T.ptr /* WeftMoeCombinePlan* */, T.ptr /* const uint64_t** */], returns: T.i32 },
-  weft_grouped_gemm: { args: [T.ptr /* const WeftGroupedGemmParams* */], returns: T.i32 },
+  weft_grouped_gemm: { args: [T.ptr /* const WeftGroupedGemmParams* */, T.ptr /* const WeftOpLaunch* (or NULL) */], returns: T.i32 },
   weft_grouped_gemm_choose: { args: [T.ptr /* const WeftGroupedGemmParams* */, T.ptr /* WeftGroupedGemmChoice* out */], returns: T.i32 },
   weft_moe_dispatch_gemm_choose: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftMoeDispatchParams* */, T.ptr /* const WeftMoeExpertGemmParams* */, T.ptr /* WeftMoeDispatchChoice* out */, T.ptr /* WeftMoeExpertGemmChoice* out */], returns: T.i32 },
   weft_moe_dispatch_gemm_create: { args: [T.ptr /* WeftComm* */, T.ptr /* const WeftMoeDispatchParams* */, T.ptr /* const WeftMoeExpertGemmParams* */, T.ptr /* WeftMoeDispatchGemmPlan** */], returns: T.i32 },
@@ -158,9 +158,9 @@ export const symbols = {
   weft_nn_swiglu: { args: [T.ptr /* const WeftSwigluParams* */], returns: T.i32 },
   weft_nn_kv_append: { args: [T.ptr /* const WeftKvAppendParams* */], returns: T.i32 },
   weft_nn_cache_attention: { args: [T.ptr /* const WeftCacheAttentionParams* */], returns: T.i32 },
-  weft_nn_sample: { args: [T.ptr /* const WeftSampleParams* */], returns: T.i32 },
-  // attention (issue 25)
-  weft_attention: { args: [T.ptr /* const WeftAttentionParams* */], returns: T.i32 },
+  weft_nn_sample: { args: [T.ptr /* const WeftSampleParams* */, T.ptr /* const WeftOpLaunch* (or NULL) */], returns: T.i32 },
+  // attention
+  weft_attention: { args: [T.ptr /* const WeftAttentionParams* */, T.ptr /* const WeftOpLaunch* (or NULL) */], returns: T.i32 },
   weft_attention_choose: { args: [T.ptr /* const WeftAttentionParams* */, T.ptr /* WeftAttentionChoice* out */], returns: T.i32 },
   weft_reference_attention: { args: [T.ptr /* const WeftAttentionParams* */, T.u64 /* float* out_f32 */, T.u64 /* float* lse_f32 */], returns: T.i32 },
 

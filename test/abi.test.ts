@@ -7,7 +7,11 @@ import { ALGORITHMS, Kind as collectiveKind } from "../lib/comm/collectives.ts";
 import { DTYPES } from "../lib/dtype.ts";
 import { Status } from "../lib/errors.ts";
 import { ABI_VERSION, check, native, outPointer, readCString } from "../lib/native.ts";
+// (moe-gemm before moe: entered first, moe.ts would meet comm.ts -> moe-gemm.ts -> moe.ts mid-cycle)
+import { MOVERS as MOE_MOVERS } from "../lib/ops/moe-gemm-validate.ts";
+import { FLAG_SWIGLU, FLAG_W_NK, MOVER_NAMES as MOE_MOVER_NAMES } from "../lib/ops/moe-gemm.ts";
 import { FLAG_NORMALIZE } from "../lib/ops/moe.ts";
+import { LAYOUTS as RING_LAYOUTS, MOVER_NAMES as RING_MOVER_NAMES, MOVERS as RING_MOVERS } from "../lib/ops/ring-attention.ts";
 import { ENGINE_STAGE } from "../lib/ops/tp.ts";
 import { FLAG_B_NK, MOVER_NAMES, MOVERS, OPS, PATHS } from "../lib/ops/tp-validation.ts";
 
@@ -72,4 +76,14 @@ test("lib's own tables agree with weft.h: status codes, dtypes, tensor-parallel 
   mirrors("WeftAlgorithm", ALGORITHMS, (k) => `WEFT_ALGO_${k.toUpperCase()}`);
   mirrors("WeftMoeFlags", { NORMALIZE: FLAG_NORMALIZE }, (k) => `WEFT_MOE_${k}`);
   expect(cLayout().enums.WeftAbi!.WEFT_ABI_VERSION).toBe(ABI_VERSION);
+});
+
+test("lib's own tables agree with weft.h: MoE expert GEMMs, ring attention (flags, movers and their names, layouts)", () => {
+  mirrors("WeftMoeExpertFlags", { W_NK: FLAG_W_NK, SWIGLU: FLAG_SWIGLU }, (k) => `WEFT_MOE_${k}`);
+  mirrors("WeftMoeMover", MOE_MOVERS, (k) => `WEFT_MOE_MOVER_${k.toUpperCase()}`);
+  mirrors("WeftMoeMover", Object.fromEntries(MOE_MOVER_NAMES.map((name, code) => [name, code])), (k) => `WEFT_MOE_MOVER_${k.toUpperCase()}`);
+  mirrors("WeftRingLayout", RING_LAYOUTS, (k) => `WEFT_RING_${k.toUpperCase()}`);
+  mirrors("WeftRingMover", RING_MOVERS, (k) => `WEFT_RING_MOVER_${snake(k)}`);
+  // Code 0 (AUTO) names no mover: a world of one has none.
+  mirrors("WeftRingMover", Object.fromEntries(RING_MOVER_NAMES.map((name, code) => [name, code]).slice(1)), (k) => `WEFT_RING_MOVER_${snake(k)}`);
 });

@@ -115,7 +115,7 @@ bool run_case(const Case& c, Mode mode) {
   p.q = uint64_t(q), p.k = uint64_t(k), p.v = uint64_t(v), p.out = uint64_t(o), p.lse = uint64_t(l);
   p.batch = c.b, p.heads = c.h, p.kv_heads = c.hk, p.head_dim = c.d, p.seqlen_q = c.sq, p.seqlen_k = c.sk;
   p.flags = c.causal ? WEFT_ATTENTION_CAUSAL : 0;
-  if (weft_attention(&p) != 0) {
+  if (weft_attention(&p, nullptr) != 0) {
     std::printf("weft_attention failed: %s\n", weft_last_error());
     return false;
   }
@@ -174,10 +174,10 @@ void time_case(int s, int d, bool causal) {
   cudaEvent_t a, b;
   CHECK(cudaEventCreate(&a));
   CHECK(cudaEventCreate(&b));
-  for (int i = 0; i < 3; ++i) weft_attention(&p);
+  for (int i = 0; i < 3; ++i) weft_attention(&p, nullptr);
   CHECK(cudaEventRecord(a));
   const int iters = 20;
-  for (int i = 0; i < iters; ++i) weft_attention(&p);
+  for (int i = 0; i < iters; ++i) weft_attention(&p, nullptr);
   CHECK(cudaEventRecord(b));
   CHECK(cudaEventSynchronize(b));
   float ms = 0;

@@ -9,6 +9,7 @@
 
 #include "../primitives/completion.cuh"
 #include "problem.h"
+#include "weft.h"
 
 // The tile order and key walk (scheduler-free parts of local.cuh, ring.cuh, kv_walk.cuh) also run
 // on the host, where weft_testing_attention_walk lists them for the CPU tests.
@@ -69,7 +70,17 @@ enum class TileStatus : int32_t {
   kInvalid = 2,  // varlen offsets out of range or a sequence longer than maxSeqlen: skipped, reported
 };
 
-enum FailureCode : int32_t { kFailBarrierTimeout = 1, kFailPeerWait = 2, kFailSeqlens = 3 };
-enum FailureStage : uint32_t { kStageProducer = 1, kStageConsumer = 2, kStageFinish = 3 };
+// Reasons a CTA reports through cta::fail and the role that reports (weft.h: WeftAttentionFailure,
+// WeftAttentionStage).
+enum FailureCode : int32_t {
+  kFailBarrierTimeout = WEFT_ATTENTION_FAIL_BARRIER_TIMEOUT,
+  kFailPeerWait = WEFT_ATTENTION_FAIL_PEER_WAIT,
+  kFailSeqlens = WEFT_ATTENTION_FAIL_SEQLENS,
+};
+enum FailureStage : uint32_t {
+  kStageProducer = WEFT_ATTENTION_STAGE_PRODUCER,
+  kStageConsumer = WEFT_ATTENTION_STAGE_CONSUMER,
+  kStageFinish = WEFT_ATTENTION_STAGE_FINISH,
+};
 
 }  // namespace weft::attn

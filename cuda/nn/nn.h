@@ -20,7 +20,14 @@ cudaError_t rope(const WeftRopeParams& p);
 cudaError_t swiglu(const WeftSwigluParams& p);
 cudaError_t kv_append(const WeftKvAppendParams& p);
 cudaError_t cache_attention(const WeftCacheAttentionParams& p);
-cudaError_t sample(const WeftSampleParams& p);
+
+// The launch's completion words (cuda/primitives/completion.cuh); done == nullptr: untracked.
+struct CompletionWords {
+  uint64_t* done;
+  uint64_t seq;
+  uint32_t* arrivals;
+};
+cudaError_t sample(const WeftSampleParams& p, const CompletionWords& completion);
 
 // Threads of one sampling CTA. A fixed number, not the GPU's choice: the order of the block's sums
 // decides ties at the top-p cut and the inverse-CDF draw, so it must not change with the machine.

@@ -66,7 +66,7 @@ __device__ uint32_t largest_key(uint32_t lo, float target, Measure measure) {
   return uint32_t(a);
 }
 
-__global__ void __launch_bounds__(kThreads) sample_kernel(WeftSampleParams p) {
+__global__ void __launch_bounds__(kThreads) sample_kernel(WeftSampleParams p, Completion completion) {
   __shared__ float scratch[32];
   __shared__ int32_t chosen;
   const int64_t r = blockIdx.x;
@@ -176,13 +176,14 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(WeftSampleParams p) {
     reinterpret_cast<int32_t*>(p.tokens)[r] = token;
     if (p.logprobs) reinterpret_cast<float*>(p.logprobs)[r] = token >= 0 ? (row.at(token) - mx) - logf(z) : NAN;
   }
-  cta::finish(Completion{reinterpret_cast<uint64_t*>(p.done), p.seq, reinterpret_cast<uint32_t*>(p.arrivals)});
+  cta::finish(completion);
 }
 
 }  // namespace
 
-cudaError_t sample(const WeftSampleParams& p) {
-  sample_kernel<<<unsigned(p.rows), kThreads, 0, reinterpret_cast<cudaStream_t>(p.stream)>>>(p);
+cudaError_t sample(const WeftSampleParams& p, const CompletionWords& c) {
+  sample_kernel<<<unsigned(p.rows), kThreads, 0, reinterpret_cast<cudaStream_t>(p.stream)>>>(
+      p, Completion{c.done, c.seq, c.arrivals});
   return cudaGetLastError();
 }
 

@@ -925,10 +925,10 @@ WEFT_API int weft_moe_combine_report(WeftMoeCombinePlan* plan, const uint64_t** 
  *   a    [m, k] bf16, row stride k          b  [groups, k, n] (or [groups, n, k] with WEFT_GEMM_B_NK)
  *   out  [m, n] bf16, row stride n           k and n multiples of 8 (16-byte rows, as TMA needs)
  * One persistent kernel of the GEMM engine (cuda/moe/grouped.cuh): 128 x tile_n tiles per (group,
- * tile), group by group. */
+ * tile), group by group. Stream-ordered; its completion is a WeftOpLaunch (or NULL: none). */
 typedef struct WeftGroupedGemmParams {
   uint32_t size;    /* sizeof(WeftGroupedGemmParams) */
-  uint32_t version; /* 1 */
+  uint32_t version; /* 2 */
   uint64_t a;
   uint64_t b;
   uint64_t offsets; /* int32 [groups + 1] on the device */
@@ -939,11 +939,8 @@ typedef struct WeftGroupedGemmParams {
   int32_t tile_n;   /* 0 = chosen, 128 or 256 */
   int32_t max_ctas; /* 0 = every SM */
   uint64_t stream;  /* cudaStream_t on the operands' device; 0 = legacy default stream */
-  uint64_t done;    /* completion (WeftOpLaunch's words), optional: 0 = none */
-  uint64_t seq;
-  uint64_t arrivals;
 } WeftGroupedGemmParams;
-#define WEFT_GROUPED_GEMM_PARAMS_INIT {sizeof(WeftGroupedGemmParams), 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+#define WEFT_GROUPED_GEMM_PARAMS_INIT {sizeof(WeftGroupedGemmParams), 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 typedef struct WeftGroupedGemmChoice {
   uint32_t size;    /* sizeof(WeftGroupedGemmChoice) */
@@ -956,7 +953,7 @@ typedef struct WeftGroupedGemmChoice {
 #define WEFT_GROUPED_GEMM_CHOICE_INIT {sizeof(WeftGroupedGemmChoice), 1, 0, 0, 0, 0}
 #define WEFT_GROUPED_FAIL_OFFSETS 3 /* a grouped GEMM's failure code (low 32 bits of the reason word) */
 
-WEFT_API int weft_grouped_gemm(const WeftGroupedGemmParams* params);
+WEFT_API int weft_grouped_gemm(const WeftGroupedGemmParams* params, const WeftOpLaunch* launch);
 WEFT_API int weft_grouped_gemm_choose(const WeftGroupedGemmParams* params, WeftGroupedGemmChoice* out);
 
 /* The expert GEMM of a fused MoE op: a grouped GEMM over a dispatch's receive layout, one group per
@@ -1201,11 +1198,11 @@ typedef struct WeftCacheAttentionParams {
  * cut are kept), sampled by inverse CDF in index order with u in [0, 1) from a counter-based hash
  * of (seed[r], counter[r]): the same seed and counter give the same token on every run and in any
  * batch. tokens[r] gets the token, logprobs[r] (optional) its log-probability under
- * softmax(logits). The settings arrays and the outputs may be device or host-mapped memory. With
- * `done` set, the kernel publishes `seq` there when every row is written (completion.cuh). */
+ * softmax(logits). The settings arrays and the outputs may be device or host-mapped memory. The
+ * launch's completion (a WeftOpLaunch, or NULL: none) is published when every row is written. */
 typedef struct WeftSampleParams {
   uint32_t size;    /* sizeof(WeftSampleParams) */
-  uint32_t version; /* 1 */
+  uint32_t version; /* 2 */
   uint64_t logits;
   int32_t dtype;    /* WEFT_BF16 or WEFT_F32 */
   int32_t reserved; /* 0 */
@@ -1217,13 +1214,9 @@ typedef struct WeftSampleParams {
   uint64_t counter;     /* uint64 [rows]: e.g. the position of the token being drawn */
   uint64_t tokens;      /* int32 [rows], out */
   uint64_t logprobs;    /* float [rows], out; 0 = not wanted */
-  uint64_t done;        /* completion: device alias of 2 host-mapped words, or 0 */
-  uint64_t seq;
-  uint64_t arrivals;    /* 2 device uint32 words, 0 between launches (required with done) */
   uint64_t stream;
 } WeftSampleParams;
-#define WEFT_SAMPLE_PARAMS_INIT \
-  {sizeof(WeftSampleParams), 1, 0, WEFT_BF16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+#define WEFT_SAMPLE_PARAMS_INIT {sizeof(WeftSampleParams), 2, 0, WEFT_BF16, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
 
 WEFT_API int weft_nn_embedding(const WeftEmbeddingParams* params);
 WEFT_API int weft_nn_rms_norm(const WeftRmsNormParams* params);
@@ -1231,8 +1224,9 @@ WEFT_API int weft_nn_rope(const WeftRopeParams* params);
 WEFT_API int weft_nn_swiglu(const WeftSwigluParams* params);
 WEFT_API int weft_nn_kv_append(const WeftKvAppendParams* params);
 WEFT_API int weft_nn_cache_attention(const WeftCacheAttentionParams* params);
-WEFT_API int weft_nn_sample(const WeftSampleParams* params);
-/* ---- attention (issue 25) ------------------------------------------------------------------- */
+WEFT_API int weft_nn_sample(const WeftSampleParams* params, const WeftOpLaunch* launch);
+
+/* ---- attention -------------------------------------------------------------------------------- */
 
 /* out = softmax(q·kᵀ·scale)·v per sequence and query head: a flash-attention forward on one device
  * (bf16 in and out, fp32 scores, softmax and accumulation; one persistent kernel). Row-major,
@@ -1248,12 +1242,26 @@ WEFT_API int weft_nn_sample(const WeftSampleParams* params);
  * 128. WEFT_ATTENTION_CAUSAL: query i of a sequence with len_q queries and len_k keys sees key j when
  * j <= i + len_k - len_q (bottom-right aligned; the usual mask when len_q == len_k); a query that
  * sees no key gets out = 0 and lse = -inf. scale: 0 = 1 / sqrt(head_dim). lse (optional, fp32):
- * ln Σ_j exp(q·k_j·scale). Completion (optional) as in weft_gemm. */
+ * ln Σ_j exp(q·k_j·scale). Stream-ordered; its completion is a WeftOpLaunch (or NULL: none). */
 #define WEFT_ATTENTION_CAUSAL 1u
+
+/* A failed launch of the attention engine (one GPU or the ring): the reason word's code and stage. A
+ * ring launch stopped by weft_comm_abort or by a peer that gave up reports WEFT_E_PEER at
+ * WEFT_STAGE_ABORTED instead, with a WeftAbortSource field and the rank (as the fused TP ops do). */
+enum WeftAttentionFailure {
+  WEFT_ATTENTION_FAIL_BARRIER_TIMEOUT = 1, /* a shared-memory pipeline barrier wait ran out */
+  WEFT_ATTENTION_FAIL_PEER_WAIT = 2,       /* ring: a wait for a peer's keys or signal ran out */
+  WEFT_ATTENTION_FAIL_SEQLENS = 3          /* varlen offsets out of range or decreasing (skipped) */
+};
+enum WeftAttentionStage {
+  WEFT_ATTENTION_STAGE_PRODUCER = 1, /* the producer (or, ring, the launch's entry and the movers) */
+  WEFT_ATTENTION_STAGE_CONSUMER = 2,
+  WEFT_ATTENTION_STAGE_FINISH = 3    /* ring: waiting for the peers to have copied this rank's shard */
+};
 
 typedef struct WeftAttentionParams {
   uint32_t size;    /* sizeof(WeftAttentionParams) */
-  uint32_t version; /* 1 */
+  uint32_t version; /* 2 */
   uint64_t q, k, v, out; /* device addresses, 16-byte aligned */
   uint64_t lse;          /* fp32, 4-byte aligned; 0 = not written */
   uint64_t cu_seqlens_q; /* varlen: int32 [batch + 1] on the device; 0 = bshd */
@@ -1265,12 +1273,9 @@ typedef struct WeftAttentionParams {
   float scale;                /* > 0, or 0 = 1 / sqrt(head_dim) */
   int32_t max_ctas;           /* cap on the persistent grid; 0 = one CTA per SM */
   int32_t reserved;           /* 0 */
-  uint64_t done;              /* completion (weft_gemm): device alias of 2 host-mapped words, or 0 */
-  uint64_t seq;
-  uint64_t arrivals;          /* 2 device uint32 words, 0 between launches (with done) */
   uint64_t stream;            /* cudaStream_t on the tensors' device; 0 = legacy default stream */
 } WeftAttentionParams;
-#define WEFT_ATTENTION_PARAMS_INIT {sizeof(WeftAttentionParams), 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0, 0, 0}
+#define WEFT_ATTENTION_PARAMS_INIT {sizeof(WeftAttentionParams), 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0}
 
 /* The configuration a call with these params runs. */
 typedef struct WeftAttentionChoice {
@@ -1285,12 +1290,12 @@ typedef struct WeftAttentionChoice {
 } WeftAttentionChoice;
 #define WEFT_ATTENTION_CHOICE_INIT {sizeof(WeftAttentionChoice), 1, 0, 0, 0, 0, 0, 0}
 
-WEFT_API int weft_attention(const WeftAttentionParams* params);
+WEFT_API int weft_attention(const WeftAttentionParams* params, const WeftOpLaunch* launch);
 /* Validates params as weft_attention does and reports the configuration, launching nothing. */
 WEFT_API int weft_attention_choose(const WeftAttentionParams* params, WeftAttentionChoice* out);
 /* Test support: the same attention by a deliberately simple fp32 kernel (one warp per query, two
  * passes, CUDA cores): out_f32 [rows of q, heads * head_dim] fp32, lse_f32 (optional) laid out as
- * params->lse would be. params->out, lse, flags' completion fields and max_ctas are ignored. */
+ * params->lse would be. params->out, lse and max_ctas are ignored. */
 WEFT_API int weft_reference_attention(const WeftAttentionParams* params, uint64_t out_f32, uint64_t lse_f32);
 
 /* Fused ring attention over a communicator's ranks (sequence parallelism): one persistent kernel
@@ -1386,8 +1391,7 @@ WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* c
  * (optional) receives the file that was loaded, or the reason it was not. */
 WEFT_API int weft_cublaslt_available(int32_t* out_available, const char** out_path);
 /* The same GEMM as weft_gemm, computed by cuBLASLt (heuristic algorithm, 32 MiB workspace per
- * device). Honours a, b, c, m, n, k, lda, ldb, ldc, flags and stream; ignores the override and
- * completion fields. WEFT_E_UNSUPPORTED when cuBLASLt is missing. */
+ * device). Honours a, b, c, m, n, k, lda, ldb, ldc, flags and stream; ignores the override fields. WEFT_E_UNSUPPORTED when cuBLASLt is missing. */
 WEFT_API int weft_cublaslt_gemm(const WeftGemmParams* params);
 
 /* NCCL (libnccl.so.2, dlopen'ed on first use): one communicator per local device in one process

@@ -25,11 +25,8 @@ export const AttentionParams = new Struct("WeftAttentionParams", {
   scale: "f32",
   max_ctas: "i32",
   reserved: "i32",
-  done: "u64",
-  seq: "u64",
-  arrivals: "u64",
   stream: "u64",
-});
+}, { version: 2 });
 
 export const AttentionChoice = new Struct("WeftAttentionChoice", {
   size: "u32",

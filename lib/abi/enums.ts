@@ -56,6 +56,19 @@ export const WeftMoeField = {
   WEFT_MOE_FIELD_EXPERTS: 1, WEFT_MOE_FIELD_TOPK: 2, WEFT_MOE_FIELD_HIDDEN: 3, WEFT_MOE_FIELD_WORLD: 4,
   WEFT_MOE_FIELD_CAPACITY: 5, WEFT_MOE_FIELD_MAX_TOKENS: 6, WEFT_MOE_FIELD_EPOCH: 7,
 } as const;
+export const WeftMoeExpertFlags = { WEFT_MOE_W_NK: 1, WEFT_MOE_SWIGLU: 2 } as const;
+export const WeftMoeMover = { WEFT_MOE_MOVER_AUTO: 0, WEFT_MOE_MOVER_PUSH: 1, WEFT_MOE_MOVER_PULL: 2 } as const;
+export const WeftGroupedGemmFailure = { WEFT_GROUPED_FAIL_OFFSETS: 3 } as const;
+
+export const WeftAttentionFlags = { WEFT_ATTENTION_CAUSAL: 1 } as const;
+export const WeftAttentionFailure = {
+  WEFT_ATTENTION_FAIL_BARRIER_TIMEOUT: 1, WEFT_ATTENTION_FAIL_PEER_WAIT: 2, WEFT_ATTENTION_FAIL_SEQLENS: 3,
+} as const;
+export const WeftAttentionStage = {
+  WEFT_ATTENTION_STAGE_PRODUCER: 1, WEFT_ATTENTION_STAGE_CONSUMER: 2, WEFT_ATTENTION_STAGE_FINISH: 3,
+} as const;
+export const WeftRingLayout = { WEFT_RING_ZIGZAG: 0, WEFT_RING_CONTIGUOUS: 1 } as const;
+export const WeftRingMover = { WEFT_RING_MOVER_AUTO: 0, WEFT_RING_MOVER_COPY_ENGINE: 1, WEFT_RING_MOVER_CTAS: 2 } as const;
 
 /** Every group above, by its C name. */
 export const ABI_ENUM_GROUPS = {
@@ -64,4 +77,6 @@ export const ABI_ENUM_GROUPS = {
   WeftTpOp, WeftTpPath, WeftTpMover, WeftTpFailure,
   WeftProxyOpcode, WeftProxyFlags,
   WeftDlpackDevice, WeftDlpackFlags, WeftDlpackLimits, WeftMoeFlags, WeftMoeLimits, WeftMoeFailure, WeftMoeStage, WeftMoeField,
+  WeftMoeExpertFlags, WeftMoeMover, WeftGroupedGemmFailure,
+  WeftAttentionFlags, WeftAttentionFailure, WeftAttentionStage, WeftRingLayout, WeftRingMover,
 } as const;

@@ -109,10 +109,7 @@ export const GroupedGemmParams = new Struct("WeftGroupedGemmParams", {
   tile_n: "i32",
   max_ctas: "i32",
   stream: "u64",
-  done: "u64",
-  seq: "u64",
-  arrivals: "u64",
-});
+}, { version: 2 });
 
 export const GroupedGemmChoice = new Struct("WeftGroupedGemmChoice", {
   size: "u32",
@@ -250,11 +247,8 @@ export const SampleParams = new Struct("WeftSampleParams", {
   counter: "u64",
   tokens: "u64",
   logprobs: "u64",
-  done: "u64",
-  seq: "u64",
-  arrivals: "u64",
   stream: "u64",
-});
+}, { version: 2 });
 
 export const NcclParams = new Struct("WeftNcclParams", {
   size: "u32",

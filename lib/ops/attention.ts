@@ -15,7 +15,7 @@
 // H % Hkv == 0 (GQA / MQA); D 64 or 128. causal: query i sees key j when j <= i + Sk − Sq (aligned
 // bottom-right, as in a KV cache); a query that sees no key gets out 0 and lse −inf. scale defaults
 // to 1 / √D. lse is the natural log of Σ exp(q·k·scale), for the backward pass.
-import { AttentionChoice, AttentionParams } from "../abi.ts";
+import { AttentionChoice, AttentionParams, OpLaunch, WeftAttentionFailure, WeftAttentionFlags } from "../abi.ts";
 import { Completion, decodeReason, type FailureDescriber } from "../completion.ts";
 import { ArgumentError, checkInt, DisposedError, TimeoutError, WeftError } from "../errors.ts";
 import { check, native } from "../native.ts";
@@ -90,7 +90,7 @@ export interface AttentionChoiceInfo {
   section: number;
 }
 
-const FLAG_CAUSAL = 1;
+const FLAG_CAUSAL = WeftAttentionFlags.WEFT_ATTENTION_CAUSAL;
 const DEFAULT_TIMEOUT_MS = 60_000;
 const OPTIONS = ["q", "k", "v", "out", "lse", "causal", "scale", "cuSeqlens", "cuSeqlensK", "maxSeqlen", "maxSeqlenK",
   "config", "stream", "timeoutMs"];
@@ -249,25 +249,24 @@ function completionFor(device: number): Completion {
   return c;
 }
 
-/** The error a failed launch rejects with (codes of cuda/attention/params.cuh). */
+/** The error a failed launch rejects with (weft.h: WeftAttentionFailure and WeftAttentionStage). */
 export function describeAttentionFailure(op: string): FailureDescriber {
+  const F = WeftAttentionFailure;
   return (reason) => {
     const { code, stage } = decodeReason(reason);
-    if (code === 3) {
+    if (code === F.WEFT_ATTENTION_FAIL_SEQLENS) {
       return new ArgumentError(op, "cuSeqlens", "holds offsets outside [0, total] or not non-decreasing, or a sequence longer than maxSeqlen: " +
         "those sequences were skipped");
     }
-    if (code === 1 || code === 2) {
-      const what = code === 1 ? "a shared-memory barrier wait" : "a wait for a peer's data";
+    if (code === F.WEFT_ATTENTION_FAIL_BARRIER_TIMEOUT || code === F.WEFT_ATTENTION_FAIL_PEER_WAIT) {
+      const what = code === F.WEFT_ATTENTION_FAIL_BARRIER_TIMEOUT ? "a shared-memory barrier wait" : "a wait for a peer's data";
       return new TimeoutError(`the kernel reported a failure: ${what} timed out (stage ${stage})`, { code: "E_TIMEOUT", op });
     }
     return new WeftError(`the kernel reported a failure: code ${code} (stage ${stage})`, { code: "E_INTERNAL", op });
   };
 }
 
-const LAUNCH = {
-  done: AttentionParams.offsets.done / 4, seq: AttentionParams.offsets.seq / 4, arrivals: AttentionParams.offsets.arrivals / 4,
-};
+const LAUNCH = { done: OpLaunch.offsets.done / 4, seq: OpLaunch.offsets.seq / 4, arrivals: OpLaunch.offsets.arrivals / 4 };
 
 /** A validated attention call, packed once: launch it as often as needed (benchmarks, loops). It
  * keeps its tensors referenced; dispose() only drops them. */
@@ -277,7 +276,8 @@ export class AttentionPlan extends LaunchPlan implements Disposable {
   protected readonly completion: Completion;
   protected readonly describe: FailureDescriber;
   readonly #params: Uint8Array;
-  readonly #words: Uint32Array;
+  readonly #launch = OpLaunch.alloc();
+  readonly #words = new Uint32Array(this.#launch.buffer);
   readonly #tensors: Tensor[];
   #disposed = false;
 
@@ -286,7 +286,6 @@ export class AttentionPlan extends LaunchPlan implements Disposable {
     super();
     this.shape = shape;
     this.#params = params;
-    this.#words = new Uint32Array(params.buffer, params.byteOffset, params.byteLength / 4);
     this.#tensors = tensors;
     this.completion = completionFor(shape.device);
     this.describe = describeAttentionFailure("attention");
@@ -299,7 +298,7 @@ export class AttentionPlan extends LaunchPlan implements Disposable {
     for (const t of this.#tensors) t.guard(op);
     const slot = this.completion.slot();
     writeSlot(this.#words, LAUNCH, slot);
-    check(native().weft_attention(this.#params), op);
+    check(native().weft_attention(this.#params, this.#launch), op);
     return slot.seq;
   }
 

@@ -11,13 +11,13 @@
 // K and N must be multiples of 8 (16-byte rows, as TMA needs); G at most 4096. Offsets that decrease
 // or leave [0, M] reject the launch with an ArgumentError naming groupOffsets (and are clamped on the
 // GPU meanwhile: nothing outside out is ever written).
-import { GroupedGemmChoice, GroupedGemmParams } from "../abi.ts";
+import { GroupedGemmChoice, GroupedGemmParams, WeftGemmFailure, WeftGemmFlags, WeftGroupedGemmFailure } from "../abi.ts";
 import { Completion, type FailureDescriber } from "../completion.ts";
 import { ArgumentError, TimeoutError, WeftError } from "../errors.ts";
 import { check, native } from "../native.ts";
 import { Stream } from "../stream.ts";
 import { Tensor } from "../tensor.ts";
-import type { TensorDesc } from "./gemm.ts";
+import { packOpLaunch, type TensorDesc } from "./gemm.ts";
 
 export interface GroupedGemmConfig {
   /** Columns of the 128-row tile: 256 (large groups) or 128; default chosen from the shape. */
@@ -60,8 +60,8 @@ export interface GroupedGemmPlan {
 }
 
 export const GROUPED_MAX_GROUPS = 4096;
-const FLAG_B_NK = 1;
-const FAIL_OFFSETS = 3;
+const FLAG_B_NK = WeftGemmFlags.WEFT_GEMM_B_NK;
+const FAIL_OFFSETS = WeftGroupedGemmFailure.WEFT_GROUPED_FAIL_OFFSETS;
 const KEYS = ["a", "b", "groupOffsets", "out", "transB", "config", "stream", "timeoutMs"];
 
 function dims(t: TensorDesc | undefined, op: string, name: string, rank: number): number[] {
@@ -128,11 +128,11 @@ function prepare(args: GroupedGemmArgs, op: string) {
 
 const paramsBuffer = GroupedGemmParams.alloc();
 
-function pack(args: GroupedGemmArgs, plan: GroupedGemmPlan, stream: Stream | null, slot?: { done: number; seq: number; arrivals: number }): Uint8Array {
+function pack(args: GroupedGemmArgs, plan: GroupedGemmPlan, stream: Stream | null): Uint8Array {
   return GroupedGemmParams.write(paramsBuffer, {
     a: args.a.ptr, b: args.b.ptr, offsets: args.groupOffsets.ptr, out: args.out.ptr, m: plan.m, n: plan.n, k: plan.k,
     groups: plan.groups, flags: plan.transB ? FLAG_B_NK : 0, tile_n: plan.tileN, max_ctas: plan.maxCtas,
-    stream: stream ? stream.handle : 0, done: slot?.done ?? 0, seq: slot?.seq ?? 0, arrivals: slot?.arrivals ?? 0,
+    stream: stream ? stream.handle : 0,
   });
 }
 
@@ -151,7 +151,9 @@ const describe: FailureDescriber = (reason) => {
     return new ArgumentError(op, "groupOffsets", `is not non-decreasing within [0, M]: entry ${where} breaks it (the groups were clamped; ` +
       "rows of the groups around it may hold partial results)");
   }
-  if (code === 1 || code === 2) return new TimeoutError(`the kernel reported a failure: a barrier wait timed out (stage ${where & 0xff})`, { code: "E_TIMEOUT", op });
+  if (code === WeftGemmFailure.WEFT_GEMM_FAIL_BARRIER_TIMEOUT || code === WeftGemmFailure.WEFT_GEMM_FAIL_HOOK_WAIT) {
+    return new TimeoutError(`the kernel reported a failure: a barrier wait timed out (stage ${where & 0xff})`, { code: "E_TIMEOUT", op });
+  }
   return new WeftError(`the kernel reported a failure: code ${code} (stage ${where & 0xff})`, { code: "E_INTERNAL", op });
 };
 
@@ -159,7 +161,7 @@ const describe: FailureDescriber = (reason) => {
 export function groupedGemmSync(args: GroupedGemmArgs): Tensor {
   const op = "groupedGemmSync";
   const { plan, stream } = prepare(args, op);
-  check(native().weft_grouped_gemm(pack(args, plan, stream)), op);
+  check(native().weft_grouped_gemm(pack(args, plan, stream), null), op);
   return args.out;
 }
 
@@ -169,7 +171,7 @@ export async function groupedGemm(args: GroupedGemmArgs): Promise<Tensor> {
   const { plan, stream } = prepare(args, op);
   const completion = completionFor(plan.device);
   const slot = completion.slot();
-  check(native().weft_grouped_gemm(pack(args, plan, stream, slot)), op);
+  check(native().weft_grouped_gemm(pack(args, plan, stream), packOpLaunch(slot)), op);
   await completion.promise(slot.seq, op, describe, 0, args.timeoutMs ?? 60_000);
   return args.out;
 }

@@ -2,6 +2,7 @@
 // moe-layer.ts), checked on the CPU before anything crosses the ABI; tensors are Tensors or plain
 // { shape, dtype, device } descriptions (CPU tests). Each rule throws an ArgumentError naming the
 // argument.
+import { WeftMoeMover } from "../abi/enums.ts";
 import { ArgumentError, checkInt } from "../errors.ts";
 import type { TensorDesc } from "./gemm.ts";
 import type { MoeDispatchShape } from "./moe-validate.ts";
@@ -31,7 +32,7 @@ export interface ExpertGemmShape {
   mover: number;
 }
 
-const MOVERS: Record<MoeMover, number> = { push: 1, pull: 2 };
+export const MOVERS: Record<MoeMover, number> = { push: WeftMoeMover.WEFT_MOE_MOVER_PUSH, pull: WeftMoeMover.WEFT_MOE_MOVER_PULL };
 
 function dims3(t: TensorDesc | undefined, op: string, name: string): [number, number, number] {
   if (t === null || typeof t !== "object" || !Array.isArray(t.shape)) throw new ArgumentError(op, name, "must be a Tensor");

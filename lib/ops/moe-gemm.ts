@@ -18,7 +18,9 @@
 //
 // Plans are collective like every MoE plan (lib/ops/moe.ts): same creation order on every rank,
 // workspaces from the symmetric heap, reusable, capturable in a CUDA graph (enqueue()).
-import { MoeCombineChoice, MoeCombineParams, MoeDispatchChoice, MoeDispatchParams, MoeExpertGemmChoice, MoeExpertGemmParams } from "../abi.ts";
+import {
+  MoeCombineChoice, MoeCombineParams, MoeDispatchChoice, MoeDispatchParams, MoeExpertGemmChoice, MoeExpertGemmParams, WeftMoeExpertFlags,
+} from "../abi.ts";
 import { Communicator } from "../comm.ts";
 import { ArgumentError, DisposedError } from "../errors.ts";
 import type { SymmetricTensor } from "../heap.ts";
@@ -58,9 +60,10 @@ export interface MoeGemmCombineArgs {
   config?: Omit<ExpertGemmConfig, "mover">;
 }
 
-const FLAG_W_NK = 1;
-const FLAG_SWIGLU = 2;
-const MOVER_NAMES = ["auto", "push", "pull"] as const;
+export const FLAG_W_NK = WeftMoeExpertFlags.WEFT_MOE_W_NK;
+export const FLAG_SWIGLU = WeftMoeExpertFlags.WEFT_MOE_SWIGLU;
+/** By WeftMoeMover code. */
+export const MOVER_NAMES = ["auto", "push", "pull"] as const;
 const UP_KEYS = ["w1", "activation", "transW", "out", "config"];
 
 /** One rank's prepared dispatch + up-projection (comm.moeDispatchGemm). */

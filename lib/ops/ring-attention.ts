@@ -15,7 +15,7 @@
 //   shard_r rows of each sequence are read). Symmetric tensors must be allocated alike on every
 //   rank: when S is not a multiple of 128 x chunks the shards differ by a block, so allocate k and v
 //   with kvRows = ringShardCapacity(S, W, layout) everywhere, and pass `seqlen`.
-import { RingAttentionChoice, RingAttentionParams, OpLaunch } from "../abi.ts";
+import { OpLaunch, RingAttentionChoice, RingAttentionParams, WeftAttentionFlags, WeftRingLayout, WeftRingMover } from "../abi.ts";
 import { Communicator } from "../comm.ts";
 import type { Completion, FailureDescriber } from "../completion.ts";
 import { ArgumentError, checkInt, DisposedError } from "../errors.ts";
@@ -56,9 +56,12 @@ export interface RingAttentionArgs {
   config?: RingAttentionConfig;
 }
 
-const LAYOUTS: Record<RingLayout, number> = { zigzag: 0, contiguous: 1 };
-const MOVERS = { auto: 0, copyEngine: 1, ctas: 2 } as const;
-const MOVER_NAMES = ["none", "copyEngine", "ctas"] as const;
+export const LAYOUTS: Record<RingLayout, number> = { zigzag: WeftRingLayout.WEFT_RING_ZIGZAG, contiguous: WeftRingLayout.WEFT_RING_CONTIGUOUS };
+export const MOVERS = {
+  auto: WeftRingMover.WEFT_RING_MOVER_AUTO, copyEngine: WeftRingMover.WEFT_RING_MOVER_COPY_ENGINE, ctas: WeftRingMover.WEFT_RING_MOVER_CTAS,
+} as const;
+/** By code: what a choice reports (AUTO: no mover, a world of one). */
+export const MOVER_NAMES = ["none", "copyEngine", "ctas"] as const;
 
 /** Chunk starts of a sequence of `seqlen` tokens (chunks + 1 numbers, the last = seqlen); the same
  * rule as cuda/attention/ring_state.h (ring_chunks): whole 128-token blocks, the left-over blocks one
@@ -397,7 +400,7 @@ export function ringAttention(comm: Communicator, args: RingAttentionArgs): Ring
   const params = RingAttentionParams.write(RingAttentionParams.alloc(), {
     q: args.q.ptr, k: args.k.ptr, v: args.v.ptr, out: args.out.ptr, lse: args.lse?.ptr ?? 0,
     batch: shape.batch, heads: shape.heads, kv_heads: shape.kvHeads, head_dim: shape.headDim, seqlen: shape.seqlen, kv_rows: shape.kvRows,
-    layout: LAYOUTS[shape.layout], flags: shape.causal ? 1 : 0, scale: shape.scale, mover: MOVERS[c.mover ?? "auto"], comm_ctas: c.commCtas ?? 0,
+    layout: LAYOUTS[shape.layout], flags: shape.causal ? WeftAttentionFlags.WEFT_ATTENTION_CAUSAL : 0, scale: shape.scale, mover: MOVERS[c.mover ?? "auto"], comm_ctas: c.commCtas ?? 0,
     group_heads: c.groupHeads ?? 0, memory_bytes: c.memoryBytes ?? 0, stream: comm.stream.handle,
   });
   const buf = RingAttentionChoice.alloc();

@@ -10,7 +10,7 @@
 // settings and writes the tokens there directly, then publishes completion (lib/completion.ts), so
 // run() needs no copy and never blocks the event loop. One launch at a time per Sampler: set() and
 // run() again only after the previous run() settled.
-import { SampleParams } from "../abi.ts";
+import { OpLaunch, SampleParams } from "../abi.ts";
 import { Completion } from "../completion.ts";
 import { DTYPES } from "../dtype.ts";
 import { ArgumentError, DisposedError, checkInt } from "../errors.ts";
@@ -133,6 +133,7 @@ export class Sampler implements Disposable {
   readonly #tokens: Int32Array;
   readonly #logprobs: Float32Array;
   readonly #params = SampleParams.alloc();
+  readonly #launch = OpLaunch.alloc();
   #disposed = false;
 
   private constructor(device: number, capacity: number, host: HostBuffer, completion: Completion) {
@@ -195,9 +196,8 @@ export class Sampler implements Disposable {
     check(native().weft_nn_sample(SampleParams.write(this.#params, {
       logits: logits.ptr, dtype: DTYPES[logits.dtype].code, rows: v.rows, vocab: v.vocab, row_stride: v.rowStride,
       temperature: d + at.temperature, top_k: d + at.topK, top_p: d + at.topP, seed: d + at.seed, counter: d + at.counter,
-      tokens: d + at.tokens, logprobs: d + at.logprobs, done: slot.done, seq: slot.seq, arrivals: slot.arrivals,
-      stream: opts.stream ? opts.stream.handle : 0,
-    })), op);
+      tokens: d + at.tokens, logprobs: d + at.logprobs, stream: opts.stream ? opts.stream.handle : 0,
+    }), OpLaunch.write(this.#launch, { done: slot.done, seq: slot.seq, arrivals: slot.arrivals })), op);
     return slot.seq;
   }
 

@@ -59,3 +59,4 @@ def test_new_fills_size_and_version():
     s = _abi.new(_abi.OpLaunch, seq=7)
     assert (s.size, s.version, s.seq) == (ctypes.sizeof(_abi.OpLaunch), 1, 7)
     assert _abi.new(_abi.GemmParams).version == 2
+    assert _abi.new(_abi.SampleParams).version == 2

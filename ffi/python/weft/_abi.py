@@ -216,10 +216,10 @@ class DlpackDesc(ctypes.Structure):
 # ---- decoder layers (nn) ---------------------------------------------------------------------------
 
 
-def _params(c_name: str, *fields: tuple) -> type:
-    """A Params struct of weft.h: size, version, then `fields`."""
+def _params(c_name: str, *fields: tuple, version: int = 1) -> type:
+    """A Params struct of weft.h: size, version, then `fields`; `version` is the one its _INIT sets."""
     head = [("size", c_uint32), ("version", c_uint32)]
-    return type(c_name[4:], (ctypes.Structure,), {"c_name": c_name, "_fields_": head + list(fields)})
+    return type(c_name[4:], (ctypes.Structure,), {"c_name": c_name, "c_version": version, "_fields_": head + list(fields)})
 
 
 EmbeddingParams = _params("WeftEmbeddingParams", ("table", c_uint64), ("ids", c_uint64), ("out", c_uint64), ("rows", c_int64),
@@ -242,8 +242,7 @@ CacheAttentionParams = _params("WeftCacheAttentionParams", ("q", c_uint64), ("k_
 SampleParams = _params("WeftSampleParams", ("logits", c_uint64), ("dtype", c_int32), ("reserved", c_int32), ("rows", c_int64),
                        ("vocab", c_int64), ("row_stride", c_int64), ("temperature", c_uint64), ("top_k", c_uint64),
                        ("top_p", c_uint64), ("seed", c_uint64), ("counter", c_uint64), ("tokens", c_uint64),
-                       ("logprobs", c_uint64), ("done", c_uint64), ("seq", c_uint64), ("arrivals", c_uint64),
-                       ("stream", c_uint64))
+                       ("logprobs", c_uint64), ("stream", c_uint64), version=2)
 
 
 #: Every ABI struct, in weft.h order.
@@ -296,6 +295,16 @@ ENUMS = {
     "WeftMoeField": {"WEFT_MOE_FIELD_EXPERTS": 1, "WEFT_MOE_FIELD_TOPK": 2, "WEFT_MOE_FIELD_HIDDEN": 3,
                      "WEFT_MOE_FIELD_WORLD": 4, "WEFT_MOE_FIELD_CAPACITY": 5, "WEFT_MOE_FIELD_MAX_TOKENS": 6,
                      "WEFT_MOE_FIELD_EPOCH": 7},
+    "WeftMoeExpertFlags": {"WEFT_MOE_W_NK": 1, "WEFT_MOE_SWIGLU": 2},
+    "WeftMoeMover": {"WEFT_MOE_MOVER_AUTO": 0, "WEFT_MOE_MOVER_PUSH": 1, "WEFT_MOE_MOVER_PULL": 2},
+    "WeftGroupedGemmFailure": {"WEFT_GROUPED_FAIL_OFFSETS": 3},
+    "WeftAttentionFlags": {"WEFT_ATTENTION_CAUSAL": 1},
+    "WeftAttentionFailure": {"WEFT_ATTENTION_FAIL_BARRIER_TIMEOUT": 1, "WEFT_ATTENTION_FAIL_PEER_WAIT": 2,
+                             "WEFT_ATTENTION_FAIL_SEQLENS": 3},
+    "WeftAttentionStage": {"WEFT_ATTENTION_STAGE_PRODUCER": 1, "WEFT_ATTENTION_STAGE_CONSUMER": 2,
+                           "WEFT_ATTENTION_STAGE_FINISH": 3},
+    "WeftRingLayout": {"WEFT_RING_ZIGZAG": 0, "WEFT_RING_CONTIGUOUS": 1},
+    "WeftRingMover": {"WEFT_RING_MOVER_AUTO": 0, "WEFT_RING_MOVER_COPY_ENGINE": 1, "WEFT_RING_MOVER_CTAS": 2},
 }
 
 

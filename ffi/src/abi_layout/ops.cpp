@@ -20,7 +20,7 @@ void ops_layout(Builder& l) {
   WEFT_LAYOUT_STRUCT(WeftMoeCombineChoice, WEFT_MOE_COMBINE_CHOICE_INIT, size, version, ctas, reserved,
                      workspace_bytes, returned_offset);
   WEFT_LAYOUT_STRUCT(WeftGroupedGemmParams, WEFT_GROUPED_GEMM_PARAMS_INIT, size, version, a, b, offsets, out, m, n, k,
-                     groups, flags, tile_n, max_ctas, stream, done, seq, arrivals);
+                     groups, flags, tile_n, max_ctas, stream);
   WEFT_LAYOUT_STRUCT(WeftGroupedGemmChoice, WEFT_GROUPED_GEMM_CHOICE_INIT, size, version, tile_n, ctas, band, stages);
   WEFT_LAYOUT_STRUCT(WeftMoeExpertGemmParams, WEFT_MOE_EXPERT_GEMM_PARAMS_INIT, size, version, flags, n, k, mover, tile_n,
                      ctas, w, out);
@@ -38,8 +38,7 @@ void ops_layout(Builder& l) {
                      slot_ids, positions, out, rows, heads, kv_heads, head_dim, q_stride, out_stride, slots, max_seq,
                      scale, reserved, stream);
   WEFT_LAYOUT_STRUCT(WeftSampleParams, WEFT_SAMPLE_PARAMS_INIT, size, version, logits, dtype, reserved, rows, vocab,
-                     row_stride, temperature, top_k, top_p, seed, counter, tokens, logprobs, done, seq, arrivals,
-                     stream);
+                     row_stride, temperature, top_k, top_p, seed, counter, tokens, logprobs, stream);
   WEFT_LAYOUT_STRUCT(WeftNcclParams, WEFT_NCCL_PARAMS_INIT, size, version, kind, dtype, count, inputs, outputs,
                      streams, root, reserved);
   WEFT_LAYOUT_ENUM(WeftDlpackDevice, WEFT_DLPACK_CPU, WEFT_DLPACK_CUDA, WEFT_DLPACK_CUDA_HOST,
@@ -58,6 +57,12 @@ void ops_layout(Builder& l) {
                      WEFT_MOE_FAIL_NO_LAYOUT);
   WEFT_LAYOUT_ENUM(WeftMoeStage, WEFT_MOE_STAGE_ENTRY, WEFT_MOE_STAGE_LAYOUT, WEFT_MOE_STAGE_ARRIVALS,
                      WEFT_MOE_STAGE_BARRIER, WEFT_MOE_STAGE_READY, WEFT_MOE_STAGE_RETURN);
+  WEFT_LAYOUT_CONSTANTS(WeftMoeExpertFlags);
+  WEFT_LAYOUT_CONSTANT(WEFT_MOE_W_NK);
+  WEFT_LAYOUT_CONSTANT(WEFT_MOE_SWIGLU);
+  WEFT_LAYOUT_ENUM(WeftMoeMover, WEFT_MOE_MOVER_AUTO, WEFT_MOE_MOVER_PUSH, WEFT_MOE_MOVER_PULL);
+  WEFT_LAYOUT_CONSTANTS(WeftGroupedGemmFailure);
+  WEFT_LAYOUT_CONSTANT(WEFT_GROUPED_FAIL_OFFSETS);
   WEFT_LAYOUT_ENUM(WeftMoeField, WEFT_MOE_FIELD_EXPERTS, WEFT_MOE_FIELD_TOPK, WEFT_MOE_FIELD_HIDDEN,
                      WEFT_MOE_FIELD_WORLD, WEFT_MOE_FIELD_CAPACITY, WEFT_MOE_FIELD_MAX_TOKENS, WEFT_MOE_FIELD_EPOCH);
 }

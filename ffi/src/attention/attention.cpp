@@ -6,6 +6,7 @@
 #include "attention/attention.h"
 #include "attention_params.hpp"
 #include "device_guard.hpp"
+#include "op_launch.hpp"
 #include "status.hpp"
 #include "weft.h"
 
@@ -13,11 +14,13 @@ using namespace weft;
 
 extern "C" {
 
-WEFT_API int weft_attention(const WeftAttentionParams* params) {
+WEFT_API int weft_attention(const WeftAttentionParams* params, const WeftOpLaunch* launch) {
   return guard([&] {
     const attn_abi::Validated v = attn_abi::validate(params);
+    const attn::CompletionWords completion = completion_words<attn::CompletionWords>(launch);
     DeviceGuard g(v.device);
-    const attn::LocalLaunch l = attn_abi::local_launch(*params, v);
+    attn::LocalLaunch l = attn_abi::local_launch(*params, v);
+    l.completion = completion;
     WEFT_CUDA(attn::launch_local(l));
   });
 }

@@ -35,7 +35,8 @@ Validated validate(const WeftAttentionParams* p) {
   WEFT_REQUIRE(p->size == sizeof(WeftAttentionParams),
                "params->size is %u but this library's WeftAttentionParams has %zu bytes", p->size,
                sizeof(WeftAttentionParams));
-  WEFT_REQUIRE(p->version == 1, "params->version is %u; this library reads version 1", p->version);
+  WEFT_REQUIRE(p->version == 2, "params->version is %u; this library reads version 2 (completion in a WeftOpLaunch)",
+               p->version);
   WEFT_REQUIRE(p->q && p->k && p->v && p->out, "q, k, v and out must not be 0");
   WEFT_REQUIRE((p->flags & ~uint32_t(WEFT_ATTENTION_CAUSAL)) == 0, "flags has unknown bits (0x%x)", p->flags);
   WEFT_REQUIRE(p->reserved == 0, "reserved must be 0");
@@ -48,7 +49,6 @@ Validated validate(const WeftAttentionParams* p) {
   WEFT_REQUIRE(std::isfinite(p->scale) && p->scale >= 0.0f, "scale must be > 0, or 0 for 1 / sqrt(head_dim) (got %g)",
                double(p->scale));
   WEFT_REQUIRE(p->max_ctas >= 0, "max_ctas must be >= 0 (got %d)", p->max_ctas);
-  WEFT_REQUIRE((p->done == 0) == (p->arrivals == 0), "done and arrivals must be set together");
   for (const auto& [name, address] : {std::pair{"q", p->q}, {"k", p->k}, {"v", p->v}, {"out", p->out}}) {
     WEFT_REQUIRE(address % 16 == 0, "%s (0x%llx) must be 16-byte aligned (TMA)", name, static_cast<unsigned long long>(address));
   }
@@ -134,7 +134,7 @@ attn::LocalLaunch local_launch(const WeftAttentionParams& p, const Validated& v)
   encode_bf16(&l.k, reinterpret_cast<const void*>(p.k), kv_cols, v.rows_k, kv_cols, kv_box, "k");
   encode_bf16(&l.v, reinterpret_cast<const void*>(p.v), kv_cols, v.rows_k, kv_cols, kv_box, "v");
   l.ctas = grid_ctas(p, l.problem);
-  l.completion = attn::CompletionWords{reinterpret_cast<uint64_t*>(p.done), p.seq, reinterpret_cast<uint32_t*>(p.arrivals)};
+  l.completion = attn::CompletionWords{nullptr, 0, nullptr};  // weft_attention sets the launch's
   l.stream = reinterpret_cast<cudaStream_t>(p.stream);
   return l;
 }

@@ -23,7 +23,8 @@ attn::Problem problem(const WeftAttentionParams& p, const Validated& v, const at
 // The persistent grid: one CTA per SM at most, at most one per tile, at most max_ctas.
 int grid_ctas(const WeftAttentionParams& p, const attn::Problem& problem);
 
-// The launch of the validated params on the current device (tensor maps encoded).
+// The launch of the validated params on the current device (tensor maps encoded; untracked: the
+// caller sets the completion words from its WeftOpLaunch).
 attn::LocalLaunch local_launch(const WeftAttentionParams& p, const Validated& v);
 
 }  // namespace weft::attn_abi

@@ -21,6 +21,7 @@
 #include "comm/call_checks.hpp"
 #include "comm/comm.hpp"
 #include "device_guard.hpp"
+#include "op_launch.hpp"
 #include "ring_layout.hpp"
 #include "ring_mover.hpp"
 #include "status.hpp"
@@ -183,10 +184,10 @@ void build(WeftRingAttentionPlan& plan) {
 
 void launch_kernel(WeftRingAttentionPlan& plan, const WeftOpLaunch* l) {
   WEFT_REQUIRE(plan.connected, "%s: launch before weft_ring_attention_plan_connect", kOp);
-  WEFT_REQUIRE(l && l->size == sizeof(WeftOpLaunch) && l->version == 1, "launch must be a WeftOpLaunch of version 1");
-  WEFT_REQUIRE((l->done == 0) == (l->arrivals == 0), "done and arrivals must be set together");
+  WEFT_REQUIRE(l, "launch must not be NULL (a WeftOpLaunch; done = 0 for no completion)");
+  const attn::CompletionWords completion = completion_words<attn::CompletionWords>(l);
   plan.launch.state.epoch = ++plan.epoch;
-  plan.launch.completion = attn::CompletionWords{reinterpret_cast<uint64_t*>(l->done), l->seq, reinterpret_cast<uint32_t*>(l->arrivals)};
+  plan.launch.completion = completion;
   WEFT_CUDA(attn::launch_ring(plan.launch));
 }
 

@@ -10,6 +10,7 @@
 #include "driver.hpp"
 #include "gemm/gemm.h"
 #include "gemm_params.hpp"
+#include "op_launch.hpp"
 #include "status.hpp"
 #include "tensor_map.hpp"
 #include "weft.h"
@@ -67,18 +68,8 @@ WeftGemmPlan prepare(const WeftGemmParams* params) {
   return plan;
 }
 
-// launch == NULL: no completion. Otherwise done and arrivals are set together.
-gemm::CompletionWords completion_of(const WeftOpLaunch* launch) {
-  if (!launch) return gemm::CompletionWords{nullptr, 0, nullptr};
-  WEFT_REQUIRE(launch->size == sizeof(WeftOpLaunch) && launch->version == 1,
-               "launch must be a WeftOpLaunch with size %zu and version 1", sizeof(WeftOpLaunch));
-  WEFT_REQUIRE((launch->done == 0) == (launch->arrivals == 0), "launch: done and arrivals must be set together");
-  return gemm::CompletionWords{reinterpret_cast<uint64_t*>(launch->done), launch->seq,
-                               reinterpret_cast<uint32_t*>(launch->arrivals)};
-}
-
 void launch_plan(WeftGemmPlan& plan, const WeftOpLaunch* launch) {
-  plan.launch.completion = completion_of(launch);
+  plan.launch.completion = completion_words<gemm::CompletionWords>(launch);
   DeviceGuard g(plan.device);
   WEFT_CUDA(gemm::launch_plain(plan.launch));
 }

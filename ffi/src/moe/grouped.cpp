@@ -9,6 +9,7 @@
 #include "moe/grouped_choice.hpp"
 #include "moe/maps.hpp"
 #include "moe/moe.h"
+#include "op_launch.hpp"
 #include "status.hpp"
 #include "tensor_map.hpp"
 #include "weft.h"
@@ -34,9 +35,9 @@ int device_of(uint64_t ptr, const char* name) {
 
 Checked validate(const WeftGroupedGemmParams* p) {
   WEFT_REQUIRE(p, "%s: params must not be NULL", kOp);
-  WEFT_REQUIRE(p->size == sizeof(WeftGroupedGemmParams) && p->version == 1,
-               "%s: params->size/version must be sizeof(WeftGroupedGemmParams) (%zu) and 1 (got %u, %u)", kOp,
-               sizeof(WeftGroupedGemmParams), p->size, p->version);
+  WEFT_REQUIRE(p->size == sizeof(WeftGroupedGemmParams) && p->version == 2,
+               "%s: params->size/version must be sizeof(WeftGroupedGemmParams) (%zu) and 2 (got %u, %u; version 2 takes "
+               "its completion in a WeftOpLaunch)", kOp, sizeof(WeftGroupedGemmParams), p->size, p->version);
   WEFT_REQUIRE((p->flags & ~uint32_t(WEFT_GEMM_B_NK)) == 0, "%s: flags has unknown bits (0x%x)", kOp, p->flags);
   WEFT_REQUIRE(p->a && p->b && p->offsets && p->out, "%s: a, b, offsets and out must not be 0", kOp);
   WEFT_REQUIRE(p->m >= 1 && p->n >= 1 && p->k >= 1 && p->m <= kMaxDim && p->n <= kMaxDim && p->k <= kMaxDim,
@@ -50,7 +51,6 @@ Checked validate(const WeftGroupedGemmParams* p) {
   WEFT_REQUIRE(p->tile_n == 0 || p->tile_n == 128 || p->tile_n == 256, "%s: tile_n must be 0 (chosen), 128 or 256 (got %d)",
                kOp, p->tile_n);
   WEFT_REQUIRE(p->max_ctas >= 0, "%s: max_ctas must be >= 0 (got %d)", kOp, p->max_ctas);
-  WEFT_REQUIRE(p->done == 0 || p->arrivals != 0, "%s: arrivals is required when done is set", kOp);
   for (const auto& [ptr, name] : {std::pair{p->a, "a"}, {p->b, "b"}, {p->out, "out"}})
     WEFT_REQUIRE((ptr & 15) == 0, "%s: %s (%#llx) must be 16-byte aligned (TMA)", kOp, name, (unsigned long long)ptr);
   WEFT_REQUIRE((p->offsets & 3) == 0, "%s: offsets must be 4-byte aligned", kOp);
@@ -80,9 +80,10 @@ moe::GroupedChoice choose(const WeftGroupedGemmParams& p, int device) {
 
 extern "C" {
 
-WEFT_API int weft_grouped_gemm(const WeftGroupedGemmParams* params) {
+WEFT_API int weft_grouped_gemm(const WeftGroupedGemmParams* params, const WeftOpLaunch* launch) {
   return guard([&] {
     const Checked v = validate(params);
+    const moe::CompletionWords completion = completion_words<moe::CompletionWords>(launch);
     const WeftGroupedGemmParams& p = *params;
     DeviceGuard g(v.device);
     const moe::GroupedChoice c = choose(p, v.device);
@@ -104,8 +105,7 @@ WEFT_API int weft_grouped_gemm(const WeftGroupedGemmParams* params) {
     l.tile_n = c.tile_n;
     l.b_n_major = !v.b_nk;
     l.ctas = c.ctas;
-    l.completion = moe::CompletionWords{reinterpret_cast<uint64_t*>(p.done), p.seq,
-                                        p.done ? reinterpret_cast<uint32_t*>(p.arrivals) : nullptr};
+    l.completion = completion;
     l.stream = reinterpret_cast<cudaStream_t>(p.stream);
     WEFT_CUDA(moe::launch_grouped(l));
   });

@@ -7,6 +7,7 @@
 
 #include "device_guard.hpp"
 #include "nn/nn.h"
+#include "op_launch.hpp"
 #include "status.hpp"
 #include "weft.h"
 
@@ -18,10 +19,11 @@ constexpr int64_t kMaxRows = (int64_t(1) << 31) - 1;  // rows index the grid's x
 constexpr int64_t kMaxDim = int64_t(1) << 16;         // RMSNorm keeps a row in one CTA's registers
 
 template <typename P>
-void require_header(const P* p, const char* type) {
+void require_header(const P* p, const char* type, uint32_t version = 1) {
   WEFT_REQUIRE(p, "params must not be NULL");
   WEFT_REQUIRE(p->size == sizeof(P), "params->size is %u but this library's %s has %zu bytes", p->size, type, sizeof(P));
-  WEFT_REQUIRE(p->version == 1, "params->version is %u; this library reads version 1 of %s", p->version, type);
+  WEFT_REQUIRE(p->version == version, "params->version is %u; this library reads version %u of %s", p->version, version,
+               type);
 }
 
 void require_count(const char* name, int64_t v, int64_t max) {
@@ -239,9 +241,9 @@ WEFT_API int weft_nn_cache_attention(const WeftCacheAttentionParams* params) {
   });
 }
 
-WEFT_API int weft_nn_sample(const WeftSampleParams* params) {
+WEFT_API int weft_nn_sample(const WeftSampleParams* params, const WeftOpLaunch* launch) {
   return guard([&] {
-    require_header(params, "WeftSampleParams");
+    require_header(params, "WeftSampleParams", 2);  // 2: the completion is the launch's
     const WeftSampleParams& p = *params;
     WEFT_REQUIRE(p.dtype == WEFT_BF16 || p.dtype == WEFT_F32, "dtype must be WEFT_BF16 or WEFT_F32 (got %d)", p.dtype);
     WEFT_REQUIRE(p.reserved == 0, "reserved must be 0");
@@ -250,15 +252,18 @@ WEFT_API int weft_nn_sample(const WeftSampleParams* params) {
     require_count("vocab", p.vocab, (int64_t(1) << 24) - 1);
     WEFT_REQUIRE(p.row_stride >= p.vocab, "row_stride (%lld) must be >= vocab (%lld)",
                  static_cast<long long>(p.row_stride), static_cast<long long>(p.vocab));
-    WEFT_REQUIRE((p.done == 0) == (p.arrivals == 0), "done and arrivals must be set together");
+    const nn::CompletionWords completion = completion_words<nn::CompletionWords>(launch);
     Operands ops(p.stream);
     ops.device("logits", p.logits, p.dtype == WEFT_BF16 ? 2 : 4);
     ops.readable("temperature", p.temperature, 4).readable("top_k", p.top_k, 4).readable("top_p", p.top_p, 4);
     ops.readable("seed", p.seed, 8).readable("counter", p.counter, 8).readable("tokens", p.tokens, 4);
     if (p.logprobs) ops.readable("logprobs", p.logprobs, 4);
-    if (p.done) ops.readable("done", p.done, 8).device("arrivals", p.arrivals, 4);
+    if (completion.done) {
+      ops.readable("launch->done", reinterpret_cast<uint64_t>(completion.done), 8);
+      ops.device("launch->arrivals", reinterpret_cast<uint64_t>(completion.arrivals), 4);
+    }
     DeviceGuard g(ops.resolve());
-    WEFT_CUDA(nn::sample(p));
+    WEFT_CUDA(nn::sample(p, completion));
   });
 }
 
