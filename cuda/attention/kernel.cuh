@@ -41,7 +41,7 @@ namespace weft::attn {
 template <class Policy>
 __device__ __forceinline__ void finish_cta(const Params<typename Policy::State>& p) {
   __syncthreads();
-  if (threadIdx.x == wg::kThreads && !Policy::before_finish(p)) cta::fail(p.completion, kFailPeerWait, kStageFinish);
+  if (threadIdx.x == wg::kThreads && !Policy::before_finish(p)) Policy::on_wait_failed(p, kStageFinish);
   grid::allow_next();
   cta::finish(p.completion);
 }
@@ -72,14 +72,14 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 
   if (Policy::kMovers && Policy::is_mover(p)) {
     // A mover CTA (ring.cuh): copies peers' data with all its threads, then ends like the others.
-    if (!Policy::move(p)) cta::fail(p.completion, kFailPeerWait, kStageProducer);
+    if (!Policy::move(p)) Policy::on_wait_failed(p, kStageProducer);
     finish_cta<Policy>(p);
   } else if (wg::index() == 0) {
     wg::release_registers<Cfg::kProducerRegisters>();
     if (wg::thread() == 0) {
       bool gate_ok = true;
       if (!produce<Cfg, Policy>(p, s, gate_ok)) cta::fail(p.completion, kFailBarrierTimeout, kStageProducer);
-      if (!gate_ok) cta::fail(p.completion, kFailPeerWait, kStageProducer);
+      if (!gate_ok) Policy::on_wait_failed(p, kStageProducer);
     }
     __syncwarp();
     finish_cta<Policy>(p);

@@ -90,6 +90,8 @@ struct LocalPolicy {
   static __device__ void tile_started(const Params<State>&, ConsumerCache&, const QTile&) {}
   static __device__ void consumers_done(const Params<State>&, ConsumerCache&) {}
   static __device__ bool before_finish(const Params<State>&) { return true; }
+  // Never called: one GPU has no peer waits (the kernel's contract, kernel.cuh).
+  static __device__ void on_wait_failed(const Params<State>& p, uint32_t stage) { cta::fail(p.completion, kFailPeerWait, stage); }
 };
 
 }  // namespace weft::attn

@@ -26,6 +26,12 @@
 // their first copy. At the end, CTA 0 waits until every peer has copied this rank's shard
 // (peer_pulled), so the caller may overwrite k and v once the launch completes.
 //
+// Failure: every wait for a peer (or for this kernel's other CTAs) is bounded by the communicator's
+// timeout and polls the host's abort word (weft_comm_abort) and the plan's (primitives/abort.cuh): a
+// role whose wait gave up calls on_wait_failed, which reports the declared rank or the peer that gave
+// up (WEFT_E_PEER), or else this rank's own timeout (kFailPeerWait) and raises every rank's plan
+// abort word, so that the peers stop at their next poll instead of at their own timeout.
+//
 // Tile order: kv-head groups one after the other; inside a group, query block by query block
 // (under a causal mask the last positions first: a later local block is a later global position,
 // in both layouts), then (sequence, head) pairs of the group. So group g's slot is released as
@@ -33,6 +39,7 @@
 #pragma once
 
 #include "../collectives/move.cuh"
+#include "../primitives/abort.cuh"
 #include "../primitives/signal.cuh"
 #include "../primitives/tma.cuh"
 #include "params.cuh"
@@ -53,11 +60,22 @@ struct RingPolicy {
   static __device__ int32_t first_tile_cta(const Params<State>& p) { return p.state.mover_ctas; }
   static __device__ bool is_mover(const Params<State>& p) { return int32_t(blockIdx.x) < p.state.mover_ctas; }
 
-  // Every thread of the CTA; false (in thread 0) when a wait ran out.
+  // primitives/abort.cuh's abort_budget, with this rank's plan word read from own_abort.
+  static __device__ __forceinline__ sys::WaitBudget budget(const RingState& r) {
+    return sys::WaitBudget{r.timeout_ns, r.abort.host, r.own_abort, r.epoch << 16};
+  }
+
+  // Every thread of the CTA; false (in thread 0) when a wait ran out or was aborted.
   static __device__ bool wait_all(const uint64_t* word, uint64_t value, const RingState& r) {
     bool ok = true;
-    if (threadIdx.x == 0) ok = sys::wait_at_least(word, value, sys::WaitBudget{r.timeout_ns, nullptr}) == sys::WaitResult::kOk;
+    if (threadIdx.x == 0) ok = sys::wait_at_least(word, value, budget(r)) == sys::WaitResult::kOk;
     return __syncthreads_and(ok) != 0;
+  }
+
+  // Once per role whose wait gave up (see "Failure" above).
+  static __device__ void on_wait_failed(const Params<State>& p, uint32_t stage) {
+    const RingState& r = p.state;
+    sys::report_wait_failure(r.abort, r.rank, r.world, r.epoch, p.completion, kFailPeerWait, stage);
   }
 
   // The CTA mover: item i = (group i / (W - 1), the (1 + i % (W - 1))-th upstream peer), the copy
@@ -131,11 +149,11 @@ struct RingPolicy {
     bool ok = true;
     for (int32_t s = 0; s < r.world; ++s) {
       if (s == r.rank) continue;
-      ok = ok && sys::wait_at_least(r.peer_entered[s], r.epoch, sys::WaitBudget{r.timeout_ns, nullptr}) == sys::WaitResult::kOk;
+      ok = ok && sys::wait_at_least(r.peer_entered[s], r.epoch, budget(r)) == sys::WaitResult::kOk;
     }
     // Raised even after a failed wait, so that the side streams drain instead of waiting forever.
     sys::signal_store(r.go, r.epoch);
-    if (!ok) cta::fail(p.completion, kFailPeerWait, kStageProducer);
+    if (!ok) on_wait_failed(p, kStageProducer);
   }
 
   template <class Cfg>
@@ -191,7 +209,7 @@ struct RingPolicy {
   static __device__ bool wait_gate(const Params<State>& p, ProducerCache& cache, int32_t gate) {
     if (gate == cache.gate) return true;
     const RingState& r = p.state;
-    const bool ok = sys::wait_at_least(r.flags + gate, r.epoch, sys::WaitBudget{r.timeout_ns, nullptr}) == sys::WaitResult::kOk;
+    const bool ok = sys::wait_at_least(r.flags + gate, r.epoch, budget(r)) == sys::WaitResult::kOk;
     // The copy engine wrote the data; TMA (the async proxy) reads it next.
     cta::fence_proxy_async_global();
     cache.gate = gate;
@@ -213,7 +231,7 @@ struct RingPolicy {
     bool ok = true;
     for (int32_t s = 0; s < r.world; ++s) {
       if (s == r.rank) continue;
-      ok = ok && sys::wait_at_least(r.peer_pulled[s], r.epoch, sys::WaitBudget{r.timeout_ns, nullptr}) == sys::WaitResult::kOk;
+      ok = ok && sys::wait_at_least(r.peer_pulled[s], r.epoch, budget(r)) == sys::WaitResult::kOk;
     }
     return ok;
   }

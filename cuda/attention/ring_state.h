@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "../primitives/abort_words.h"
+
 // Shared by host code (plain C++) and device code.
 #if defined(__CUDACC__)
 #define WEFT_ATTN_HD __host__ __device__
@@ -14,6 +16,7 @@
 namespace weft::attn {
 
 constexpr int kRingMaxWorld = 8;
+static_assert(kRingMaxWorld <= kAbortMaxRanks, "AbortWords names every rank of a ring");
 constexpr int kRingMaxChunks = 2 * kRingMaxWorld;
 
 // The sequence of S tokens is cut into `chunks` chunks (zigzag: 2W, rank r holding chunks r and
@@ -75,6 +78,13 @@ struct RingState {
   int32_t ctas;           // the grid: every CTA adds 1 to each group_done word per launch
   uint64_t epoch;         // this launch (>= 1)
   uint64_t timeout_ns;
+  // What every wait for a peer gives up on (primitives/abort_words.h): the communicator's host word
+  // (weft_comm_abort) and the plan's abort word on every rank (abort.plan[rank]: this rank's), which
+  // a rank raises when one of its own waits runs out.
+  AbortWords abort;
+  // abort.plan[rank], set apart: the waits' budget reads it in the producer, where indexing
+  // abort.plan by rank in parameter space costs registers its 40 do not have (ptxas: spills).
+  uint64_t* own_abort;
   // This rank's words (workspace, ring.cuh lists them): the copy engines raise flags[g * W + s] to
   // the epoch when group g of source s has landed; CTAs add to group_done[g] when done with group g.
   uint64_t* flags;

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "gemm/gemm.h"
+#include "primitives/abort_words.h"
 #include "weft.h"
 
 namespace weft::fused {
@@ -28,16 +29,9 @@ namespace weft::fused {
 // The fused kernels keep one tensor map or pointer per rank in kernel parameters.
 constexpr int kMaxRanks = 8;
 
-// What every fused kernel's waits give up on (cuda/fused/abort.cuh): the communicator's host-mapped
-// word (non-zero = failed_rank + 1, raised by weft_comm_abort), and the plan's abort word in every
-// rank's workspace (as this process maps it), which a rank raises to abort_tag(epoch, itself) when
-// one of its waits runs out, so that the peers waiting on it stop within a poll. The plan words
-// only grow and are compared with the launch's epoch, so a later launch is not affected.
-struct AbortWords {
-  const volatile uint64_t* host;
-  uint64_t* plan[kMaxRanks];
-};
-__host__ __device__ constexpr uint64_t abort_tag(uint64_t epoch, int raiser) { return (epoch << 16) | uint64_t(raiser + 1); }
+// What every fused kernel's waits give up on: the communicator's host abort word and the plan's
+// abort word on every rank (primitives/abort_words.h; the waits: fused/abort.cuh).
+static_assert(kMaxRanks <= kAbortMaxRanks, "AbortWords names every rank of a fused plan");
 
 // ---- all-gather + GEMM (all_gather_gemm.cu) ------------------------------------------------------
 

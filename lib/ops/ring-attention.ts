@@ -17,7 +17,7 @@
 //   with kvRows = ringShardCapacity(S, W, layout) everywhere, and pass `seqlen`.
 import { OpLaunch, RingAttentionChoice, RingAttentionParams, WeftAttentionFlags, WeftRingLayout, WeftRingMover } from "../abi.ts";
 import { Communicator } from "../comm.ts";
-import type { Completion, FailureDescriber } from "../completion.ts";
+import { decodeReason, type Completion, type FailureDescriber } from "../completion.ts";
 import { ArgumentError, checkInt, DisposedError } from "../errors.ts";
 import { SymmetricTensor } from "../heap.ts";
 import { check, native, outPointer } from "../native.ts";
@@ -291,7 +291,11 @@ export class RingAttentionPlan extends LaunchPlan implements Disposable {
     this.#tensors = tensors;
     this.#words = new Uint32Array(this.#launch.buffer);
     this.completion = completion;
-    this.describe = describeAttentionFailure(this.label);
+    // WEFT_E_PEER (a negative code): stopped by Communicator.abort or by a peer that gave up, reported
+    // as the collectives report it (primitives/abort.cuh); the rest are the engine's own codes.
+    const engine = describeAttentionFailure(this.label);
+    const peers = Communicator.internals(comm).describe(this.label);
+    this.describe = (reason, seq) => (decodeReason(reason).code < 0 ? peers(reason, seq) : engine(reason, seq));
     this.#setup = setup;
   }
 

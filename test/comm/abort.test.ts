@@ -1,16 +1,19 @@
 // A failed rank stops its peers fast (issue 24, finding 6), on one GPU, two ranks in this process.
 //   - Communicator.abort(rank) (the failure watchdog's call): a collective, each fused tensor-parallel
-//     op and an MoE dispatch waiting for a silent rank reject with a PeerError naming it within the
-//     poll interval (well under a second), not at their 20 s timeout; every later launch is refused.
+//     op, an MoE dispatch, a dispatch + up-projection, a down-projection + combine and a ring
+//     attention waiting for a silent rank reject with a PeerError naming it within the poll interval
+//     (well under a second), not at their 20 s timeout; every later launch is refused.
 //   - A fused op whose wait runs out on one rank raises its peers' abort words: the peer that
 //     launches afterwards stops at its first blocked poll instead of waiting out its own timeout.
-//   REQUIRE_GPU=1 bun test test/comm/abort.test.ts        (~30 s on one H200)
-import { expect, test } from "bun:test";
+//   REQUIRE_GPU=1 bun test test/comm/abort.test.ts        (~40 s on one H200)
+import { expect, test } from "../support/test-api.ts";
+import { setTimeout as sleep } from "node:timers/promises";
 
 import { LocalStore } from "../../lib/bootstrap.ts";
 import { Communicator } from "../../lib/comm.ts";
 import { deviceInfo } from "../../lib/device.ts";
 import { PeerError, TimeoutError } from "../../lib/errors.ts";
+import { ringShardCapacity, shardLength } from "../../lib/ops/ring-attention.ts";
 import { Tensor } from "../../lib/tensor.ts";
 import { describeGpu } from "../support/gpu.ts";
 
@@ -42,7 +45,7 @@ async function withPair(timeoutMs: [number, number],
  * and come within 2 s of the declaration. */
 async function abortedWhileWaiting(comms: Communicator[], launch: () => Promise<unknown>): Promise<string> {
   const pending = launch().then(() => null, (e: Error) => e);
-  await Bun.sleep(300);
+  await sleep(300);
   const t0 = performance.now();
   comms[0]!.abort(1);
   const err = await pending;
@@ -93,6 +96,50 @@ describeGpu("a declared-failed rank stops its peers (Communicator.abort)", 1, ()
         return keep(c.moeDispatch({ x, topkIds: ids, experts: 4 }));
       });
       console.log(`  [moeDispatch] ${await abortedWhileWaiting(comms, () => plans[0]!.run())}`);
+    }), LONG);
+
+  /** Both ranks' MoE inputs: 64 tokens of H 256 to 4 experts (2 per rank), top-2, fixed routing. */
+  const moeInputs = (keep: <T extends { dispose(): void }>(t: T) => T) => {
+    const x = keep(Tensor.empty([64, 256], "bf16", { device: 0 }).fillRandom(4));
+    const topkIds = keep(Tensor.from(new Int32Array(128).map((_, i) => i % 4), [64, 2], "i32", { device: 0 }));
+    const topkWeights = keep(Tensor.from(new Float32Array(128).fill(0.5), [64, 2], "f32", { device: 0 }));
+    const w1 = keep(Tensor.empty([2, 256, 256], "bf16", { device: 0 }).fillRandom(5, -0.05, 0.05));
+    return { x, topkIds, topkWeights, experts: 4, w1, activation: "none" as const };
+  };
+
+  test("an MoE dispatch + up-projection waiting for a silent rank rejects with a PeerError naming it", () =>
+    withPair([20_000, 20_000], async (comms, keep) => {
+      const plans = comms.map((c) => keep(c.moeDispatchGemm(moeInputs(keep))));
+      console.log(`  [moeDispatchGemm] ${await abortedWhileWaiting(comms, () => plans[0]!.run())}`);
+    }), LONG);
+
+  test("an MoE down-projection + combine waiting for a silent rank rejects with a PeerError naming it", () =>
+    withPair([20_000, 20_000], async (comms, keep) => {
+      // Both ranks dispatch (the layout); then rank 0 alone runs the GEMM + combine, whose epilogue
+      // waits for rank 1 to start the launch (routed_rows.cuh) and whose reduction for its rows.
+      const ups = comms.map((c) => keep(c.moeDispatchGemm(moeInputs(keep))));
+      await Promise.all(ups.map((p) => p.run()));
+      const downs = comms.map((c, r) => keep(c.moeGemmCombine({
+        layout: ups[r]!, w2: keep(Tensor.empty([2, 256, 256], "bf16", { device: 0 }).fillRandom(6, -0.05, 0.05)),
+        out: keep(Tensor.empty([64, 256], "bf16", { device: 0 })),
+      })));
+      console.log(`  [moeGemmCombine] ${await abortedWhileWaiting(comms, () => downs[0]!.run())}`);
+    }), LONG);
+
+  test("a ring attention waiting for a silent rank rejects with a PeerError naming it", () =>
+    withPair([20_000, 20_000], async (comms, keep) => {
+      // Rank 0 alone: its kernel's entry waits for rank 1 to enter the launch (ring.cuh).
+      const S = 4096, H = 8, D = 128, kvRows = ringShardCapacity(S, 2, "zigzag");
+      const plans = comms.map((c) => {
+        const shard = shardLength(S, 2, "zigzag", c.rank);
+        const q = keep(Tensor.empty([1, shard, H, D], "bf16", { device: 0 }).fillRandom(7));
+        const out = keep(Tensor.empty([1, shard, H, D], "bf16", { device: 0 }));
+        const k = keep(c.empty([1, kvRows, H, D], "bf16").fillRandom(8));
+        const v = keep(c.empty([1, kvRows, H, D], "bf16").fillRandom(9));
+        return keep(c.ringAttention({ q, k, v, out, causal: true, seqlen: S }));
+      });
+      console.log(`  [ringAttention, ${plans[0]!.choice.mover}] ${await abortedWhileWaiting(comms, () => plans[0]!.run())}`);
+      expect(() => plans[0]!.launch()).toThrow(/rank 1 was declared failed/);
     }), LONG);
 
   test("a fused op that times out on one rank stops the peer that launches after it at once, not at its own timeout", async () => {

@@ -5,10 +5,11 @@
 // Workspace (symmetric, the same size on every rank, zeroed at plan creation):
 //   [control, 4 KiB multiple] entered @0 | go @8 | what the peers read at connect @16: a tag, this
 //                             workspace's own heap offset, k's and v's, kv_rows |
-//                             pulled[W] @64 | flags[groups][W] | group_done[groups]
+//                             movers_done @56 | pulled[W] @64 | flags[groups][W] | group_done[groups] |
+//                             abort (Layout::abort_offset: raised by a rank whose own wait ran out)
 //   [receive K: slots x slot_rows rows of group_heads x D bf16][receive V: the same]
-// entered and pulled are read by the peers (same offsets everywhere); the receive buffers are
-// sized for the rank whose peers hold the most tokens.
+// entered and pulled are read by the peers and abort is raised by them (same offsets everywhere); the
+// receive buffers are sized for the rank whose peers hold the most tokens.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -135,6 +136,8 @@ void build(WeftRingAttentionPlan& plan) {
   s = attn_abi::ring_state(p, l, world, rank, t.block_m);
   s.ctas = l.ctas;
   s.timeout_ns = c.timeout_ns;
+  s.abort.host = c.abort_dev;  // abort.plan: every rank's, at connect
+  s.own_abort = word(ws, l.abort_offset);
   s.entered = word(ws, 0);
   s.go = word(ws, 8);
   s.movers_done = word(ws, 56);
@@ -184,6 +187,7 @@ void build(WeftRingAttentionPlan& plan) {
 
 void launch_kernel(WeftRingAttentionPlan& plan, const WeftOpLaunch* l) {
   WEFT_REQUIRE(plan.connected, "%s: launch before weft_ring_attention_plan_connect", kOp);
+  comm::require(plan.comm, true);  // a communicator with a rank declared failed runs nothing more
   WEFT_REQUIRE(l, "launch must not be NULL (a WeftOpLaunch; done = 0 for no completion)");
   const attn::CompletionWords completion = completion_words<attn::CompletionWords>(l);
   plan.launch.state.epoch = ++plan.epoch;
@@ -281,6 +285,7 @@ WEFT_API int weft_ring_attention_plan_connect(WeftRingAttentionPlan* plan) {
     for (uint32_t q = 0; q < c.world; ++q) {
       s.peer_entered[q] = reinterpret_cast<uint64_t*>(comm::on_rank(c, q, s.entered));
       s.peer_pulled[q] = reinterpret_cast<uint64_t*>(comm::on_rank(c, q, b.pulled + c.rank));
+      s.abort.plan[q] = reinterpret_cast<uint64_t*>(comm::on_rank(c, q, plan->workspace + plan->layout.abort_offset));
       if (q == c.rank) continue;
       std::array<uint64_t, 5> w{};
       WEFT_CUDA(cudaMemcpy(w.data(), comm::on_rank(c, q, plan->workspace + 16), sizeof(w), cudaMemcpyDefault));
