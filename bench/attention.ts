@@ -162,7 +162,7 @@ function report(rows: Row[], ring: RingCostRow[], device: string, torch: Record<
       lines.push(`| ${r.name} | ${r.world} | ${r.ringMs.toFixed(3)} | ${r.plainMs.toFixed(3)} | ${(r.ringMs / r.plainMs).toFixed(3)} | ${r.mover} | ${r.rel.toExponential(1)} |`);
     }
   }
-  const dir = join(import.meta.dir, "results");
+  const dir = join(import.meta.dirname, "results");
   mkdirSync(dir, { recursive: true });
   const json = JSON.stringify({ device, torch, samples, rows, ring }, null, 1);
   writeFileSync(join(dir, "attention.json"), json);

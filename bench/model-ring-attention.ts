@@ -31,7 +31,7 @@ interface Inputs {
 }
 
 function inputs(): Inputs {
-  const path = join(import.meta.dir, "results", "attention.json");
+  const path = join(import.meta.dirname, "results", "attention.json");
   if (!existsSync(path)) return { tflops: { causal: 600, full: 600 }, ringCost: 1.03, source: "assumed (no bench/results/attention.json yet)" };
   const j = JSON.parse(readFileSync(path, "utf8"));
   const rate = (causal: boolean) => {
@@ -106,7 +106,7 @@ lines.push("", `2 x H200, 32k causal: ${c32.predictedMs.toFixed(2)} ms predicted
   `It is ${c32.limit}: at ${x.tflops.causal.toFixed(0)} TFLOP/s the math of one rank's half takes ${c32.computeMs.toFixed(2)} ms, while the peer's ` +
   `K and V (${(2 * 16384 * HKV * D * 2 / 2 ** 20).toFixed(0)} MiB) need ${c32.copyMs.toFixed(2)} ms of copy engine, hidden under it. The bar holds while ` +
   `the kernel runs at >= ${((4 * 32768 * 32768 * H * D * 0.5) / 2 / ((8.5 - 0.01 - c32.startMs) / x.ringCost) / 1e9).toFixed(0)} TFLOP/s.`);
-const dir = join(import.meta.dir, "results");
+const dir = join(import.meta.dirname, "results");
 mkdirSync(dir, { recursive: true });
 writeFileSync(join(dir, "model-ring-attention.md"), lines.join("\n") + "\n");
 writeFileSync(join(dir, "model-ring-attention.json"), JSON.stringify({ inputs: x, rows }, null, 1));

@@ -14,38 +14,36 @@
 // the event loop. Plans (comm.prepare.allReduce(...)) pack the call once and relaunch it cheaply,
 // with runSync() for benchmarks.
 //
-// Its parts live in lib/comm/: options (and their validation), collectives (plans and their
-// checks), failure (what a failed launch's reason word means), node-plan (who is on which node),
-// inter-node-link (transport, proxy and staging between nodes) and internals (what plans share).
+// Its parts live in lib/comm/: options (and their validation), create (the creation sequence),
+// collectives (plans and their checks), failure (what a failed launch's reason word means),
+// node-plan (who is on which node), inter-node-link (transport, proxy and staging between nodes) and
+// internals (what plans share).
 // The tensor-parallel ops are methods here whose bodies are in lib/ops/tp.ts.
-import { CommConfig, CommInfo, PeerHandle } from "./abi.ts";
-import { checkPeerHandle, LocalStore, rankEnvFromProcess, Store, storeOptionsFromEnv, type KeyValueStore } from "./bootstrap.ts";
+import type { CommInfo } from "./abi.ts";
+import { LocalStore, rankEnvFromProcess, Store, storeOptionsFromEnv, type KeyValueStore } from "./bootstrap.ts";
 import { CollectivePlan, PlanFactory, type Algorithm, type AllToAllOptions, type BroadcastOptions, type CollectiveOptions } from "./comm/collectives.ts";
+import { connectRank } from "./comm/create.ts";
 import { describeCollectiveFailure } from "./comm/failure.ts";
-import { InterNodeLink } from "./comm/inter-node-link.ts";
+import type { InterNodeLink } from "./comm/inter-node-link.ts";
 import type { CommInternals } from "./comm/internals.ts";
-import { planNodes } from "./comm/node-plan.ts";
 import { checkIdentity, checkSpin, resolveOptions, type CommunicatorOptions, type FromEnvOptions, type LocalOptions, type RankIdentity } from "./comm/options.ts";
-import { Completion, type FailureDescriber } from "./completion.ts";
+import type { Completion, FailureDescriber } from "./completion.ts";
 import { requireDevice } from "./device.ts";
 import { DTYPES, type DType } from "./dtype.ts";
 import { ArgumentError, checkInt } from "./errors.ts";
 import { NativeHandle, teardownAsync } from "./handle.ts";
 import { HeapAllocator, SymmetricTensor, type SymmetricOwner } from "./heap.ts";
-import { check, native, outPointer } from "./native.ts";
+import { check, native } from "./native.ts";
 import { chooseTpPlan, createTpPlan, type AllGatherGemmArgs, type GemmScatterArgs, type TpChoiceInfo, type TpOp, type TpPlan } from "./ops/tp.ts";
 import { createMoeCombine, createMoeDispatch, type MoeCombineArgs, type MoeCombinePlan, type MoeDispatchArgs, type MoeDispatchPlan } from "./ops/moe.ts";
 import { ringAttention, type RingAttentionArgs, type RingAttentionPlan } from "./ops/ring-attention.ts";
 import { createMoeDispatchGemm, createMoeGemmCombine, type MoeDispatchGemmArgs, type MoeDispatchGemmPlan, type MoeGemmCombineArgs, type MoeGemmCombinePlan } from "./ops/moe-gemm.ts";
 import { createMoeLayer, type MoeLayerArgs, type MoeLayerPlan } from "./ops/moe-layer.ts";
-import { Stream } from "./stream.ts";
+import type { Stream } from "./stream.ts";
 import { checkDType, checkShape, type Shape, type Tensor } from "./tensor.ts";
 
 export { CollectivePlan, PlanFactory, type Algorithm, type AllToAllOptions, type BroadcastOptions, type CollectiveOptions } from "./comm/collectives.ts";
 export type { CommunicatorOptions, FromEnvOptions, LocalOptions, RankIdentity } from "./comm/options.ts";
-
-/** Store keys of one communicator; several communicators may share a store. */
-const generations = new WeakMap<KeyValueStore, number>();
 
 export class Communicator extends NativeHandle<Promise<void>> implements SymmetricOwner {
   readonly rank: number;
@@ -175,7 +173,7 @@ export class Communicator extends NativeHandle<Promise<void>> implements Symmetr
   static async #create(store: KeyValueStore, ownsStore: boolean, ident: RankIdentity, device: number, options: CommunicatorOptions | undefined): Promise<Communicator> {
     const op = "Communicator.create";
     const opts = resolveOptions(options, op);
-    const { heapBytes, stagedBytes, timeoutMs, storeTimeoutMs, smBudget, eagerSpinMicros, interNodeBytes } = opts;
+    const { timeoutMs, storeTimeoutMs, eagerSpinMicros } = opts;
     checkIdentity(ident, op);
     requireDevice(device, op);
     if (store === null || typeof store !== "object" || typeof store.allGather !== "function") {
@@ -184,79 +182,11 @@ export class Communicator extends NativeHandle<Promise<void>> implements Symmetr
     if (ident.worldSize !== store.worldSize || ident.rank !== store.rank) {
       throw new ArgumentError(op, "ident", `says rank ${ident.rank} of ${ident.worldSize} but the store is rank ${store.rank} of ${store.worldSize}`);
     }
-    const generation = generations.get(store) ?? 0;
-    generations.set(store, generation + 1);
-    const keys = `weft/comm/${generation}`;
-
-    const nodeIds = (await store.allGather(`${keys}/node`, new TextEncoder().encode(ident.nodeId))).map((b) => new TextDecoder().decode(b));
-    const plan = planNodes(nodeIds, ident.rank, op);
-    // Several nodes: the native communicator spans this node's ranks (its rank is the local rank);
-    // the inter-node part is added below. One node: it spans every rank, as before.
-    const multi = plan.nodes > 1;
-    if (multi) ident = { ...ident, localRank: plan.localRank, localWorldSize: plan.localSize };
-    const nativeRank = multi ? plan.localRank : ident.rank;
-    const nativeWorld = multi ? plan.localSize : ident.worldSize;
-
-    const cfg = CommConfig.write(CommConfig.alloc(), {
-      device, rank: nativeRank, world_size: nativeWorld, sm_budget: smBudget, heap_bytes: heapBytes, staged_bytes: stagedBytes,
-      timeout_ns: BigInt(timeoutMs) * 1_000_000n,
+    const c = await connectRank(store, ident, device, opts, op);
+    return new Communicator({
+      ident: c.ident, device, handle: c.handle, info: c.info, store, ownsStore, keys: c.keys, completion: c.completion,
+      stream: c.stream, timeoutMs, storeTimeoutMs, eagerSpinMicros, node: c.node, nodes: c.nodes, inter: c.inter,
     });
-    const out = new BigUint64Array(1);
-    check(native().weft_comm_create(cfg, out), op);
-    const handle = outPointer(out);
-    let completion: Completion | undefined;
-    let stream: Stream | undefined;
-    let inter: InterNodeLink | undefined;
-    try {
-      const infoBuf = CommInfo.alloc();
-      check(native().weft_comm_info(handle, infoBuf), op);
-      const info = CommInfo.read(infoBuf);
-      completion = Completion.create(device, { timeoutMs: timeoutMs + 30_000, pollSpinMicros: opts.pollSpinMicros });
-      stream = Stream.create(device);
-      const mine = PeerHandle.alloc();
-      check(native().weft_comm_export(handle, mine), op);
-      const handles = await store.allGather(`${keys}/handles`, mine);
-      for (let r = 0; r < ident.worldSize; r++) {
-        if (r === ident.rank || nodeIds[r] !== ident.nodeId) continue;
-        check(native().weft_comm_import(handle, checkPeerHandle(op, handles[r], r, mine)), op);
-      }
-      check(native().weft_comm_connect(handle), op);
-      if (multi) {
-        inter = await InterNodeLink.connect(store, keys, handle, {
-          rank: ident.rank, worldSize: ident.worldSize, device, plan, slotBytes: interNodeBytes, timeoutMs, provider: opts.provider,
-        });
-        if (ident.rank === 0) {
-          const t = inter.transport.info;
-          console.error(`weft: ${plan.nodes} nodes x ${plan.localSize} rank${plan.localSize > 1 ? "s" : ""}; inter-node transport ` +
-            `${t.provider} (libfabric ${t.libfabric}, ${t.hmem ? "FI_HMEM" : "host-mapped staging"}, ${interNodeBytes} B per node and call)`);
-        }
-      }
-      await store.barrier(`${keys}/ready`, storeTimeoutMs);
-      // Rank 0 hosts the TCP store on its own event loop, which the caller may block right after this
-      // returns (a synchronous wait, a module load that waits for the GPU to go idle while a kernel
-      // waits for a peer). A rank still waiting for the barrier's reply would then wait that long
-      // too: 3 s of skew at the first collective, measured (bench/DECISIONS.md, "Rank 0 leaves communicator creation last"). So rank 0
-      // leaves only after every other rank has said it is out.
-      if (ident.rank !== 0) await store.set(`${keys}/left/${ident.rank}`, "");
-      else {
-        await store.wait(Array.from({ length: ident.worldSize - 1 }, (_, r) => `${keys}/left/${r + 1}`), storeTimeoutMs);
-      }
-      return new Communicator({
-        ident, device, handle, info, store, ownsStore, keys, completion, stream, timeoutMs, storeTimeoutMs, eagerSpinMicros,
-        node: plan.node, nodes: plan.nodes, inter,
-      });
-    } catch (e) {
-      native().weft_comm_close_peers(handle);
-      try {
-        inter?.dispose();
-      } catch {
-        // the creation error is the one to report
-      }
-      native().weft_comm_destroy(handle);
-      completion?.dispose();
-      stream?.dispose();
-      throw e;
-    }
   }
 
   /** Disposes several communicators of this process together (their teardown is collective). */
@@ -384,13 +314,13 @@ export class Communicator extends NativeHandle<Promise<void>> implements Symmetr
     return createMoeLayer(this, args);
   }
 
-  /** Resolves once every rank has reached this barrier on its stream. */
   /** Fused ring attention over this communicator's ranks (lib/ops/ring-attention.ts): a reusable
    * plan; collective (every rank creates its plans in the same order). */
   ringAttention(args: RingAttentionArgs): RingAttentionPlan {
     return ringAttention(this, args);
   }
 
+  /** Resolves once every rank has reached this barrier on its stream. */
   barrier(): Promise<void> {
     this.#barrierPlan ??= this.prepare.barrier();
     return this.#barrierPlan.run();
@@ -415,7 +345,7 @@ export class Communicator extends NativeHandle<Promise<void>> implements Symmetr
 
   /** Declares rank `failedRank` (a rank of this communicator, global across nodes) failed: what the
    * failure watchdog calls when the store reports a rank gone. Every wait of this rank's running
-   * kernels (collectives, tensor-parallel ops, MoE plans) gives up at its next poll, within
+   * kernels (collectives, tensor-parallel ops, MoE plans, ring attention) gives up at its next poll, within
    * microseconds, and their launches reject with a PeerError naming the rank; every later launch and
    * plan creation on this communicator throws one at once. The first rank declared stays. Returns at
    * once (one store into host-mapped memory); dispose() still works afterwards. */

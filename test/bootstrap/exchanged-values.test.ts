@@ -1,6 +1,6 @@
 // Values ranks exchange through the store are checked before native code reads them: peer handles
 // (weft_comm_import), transport addresses and region descriptors (the libfabric transport). CPU only.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "../support/test-api.ts";
 
 import { PeerHandle } from "../../lib/abi.ts";
 import { checkPeerHandle, checkRegionDescriptors, checkTransportAddresses } from "../../lib/bootstrap.ts";

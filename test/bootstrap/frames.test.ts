@@ -1,6 +1,6 @@
 // The store's wire format: frames reassembled from any chunking, in time linear in the bytes,
 // with a cap checked at the length prefix; and a 64 MiB value through a real store. CPU only.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "../support/test-api.ts";
 
 import { Store } from "../../lib/bootstrap.ts";
 import { encodeFrame, FrameError, FrameReader, Op, type Frame } from "../../lib/bootstrap/frames.ts";

@@ -2,13 +2,15 @@
 // bound, a port in use says what to do, a store used after close() throws DisposedError, and a
 // one-host job without a token authenticates with the one rank 0 keeps in a private file.
 // CPU only: runs in CI.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "../support/test-api.ts";
 import { existsSync, lstatSync, mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 
 import { LocalStore, Store } from "../../lib/bootstrap.ts";
 import { ArgumentError, DisposedError, TimeoutError } from "../../lib/errors.ts";
+import { runtime } from "../../lib/runtime/index.ts";
 import { freePorts } from "../support/report-channel.ts";
 
 /** console.error lines written while `f` runs. */
@@ -42,7 +44,7 @@ describe("reaching rank 0", () => {
   }, 15_000);
 
   test("a port in use: ArgumentError naming the port, EADDRINUSE, and what to do", async () => {
-    const held = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+    const held = runtime.sockets.listen("127.0.0.1", 0, () => ({ data() {}, close() {} }));
     try {
       const err = await Store.connect({ rank: 0, worldSize: 2, addr: "127.0.0.1", port: held.port }).catch((e) => e);
       expect(err).toBeInstanceOf(ArgumentError);
@@ -51,7 +53,7 @@ describe("reaching rank 0", () => {
       expect(err.message).toContain("EADDRINUSE");
       expect(err.message).toContain("MASTER_PORT");
     } finally {
-      held.stop(true);
+      held.stop();
     }
   });
 
@@ -109,7 +111,7 @@ describe("a one-host job without WEFT_STORE_TOKEN", () => {
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     writeFileSync(join(dir, `store-${port}.token`), "stale-token-of-a-job-that-died", { mode: 0o600 });
     const r1 = Store.connect({ rank: 1, worldSize: 2, addr: "127.0.0.1", port: port!, timeoutMs: 10_000 });
-    await Bun.sleep(200);
+    await sleep(200);
     const r0 = await Store.connect({ rank: 0, worldSize: 2, addr: "127.0.0.1", port: port! });
     const one = await r1;
     await one.set("x", "y");

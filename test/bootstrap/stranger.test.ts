@@ -1,19 +1,24 @@
 // A stranger on the same host against a running store: every connection must prove it holds the
 // job token before any request, so a process without it can do nothing but be disconnected. The
 // store's rank 0 runs in its own process (store-host-worker.ts) so that its memory can be read
-// under a flood. CPU only: runs in CI.
-import { afterEach, describe, expect, test } from "bun:test";
+// under a flood. CPU only, under Bun and Deno (the store, the stranger and the fake server all take
+// their sockets from the runtime adapter): runs in CI.
+import { afterEach, describe, expect, test } from "../support/test-api.ts";
+import { spawn, type ChildProcess } from "node:child_process";
 import { networkInterfaces } from "node:os";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 
 import { Store } from "../../lib/bootstrap.ts";
 import { ArgumentError, PeerError, TimeoutError } from "../../lib/errors.ts";
+import { runtime } from "../../lib/runtime/index.ts";
+import { scriptArgv } from "../support/processes.ts";
 import { jsonLines } from "../support/report-channel.ts";
 import { rawFrame, RawOp, stranger, within } from "../support/stranger.ts";
 
 const TOKEN = "stranger-test-token-0123456789";
 const MiB = 1 << 20;
-const hostWorker = join(import.meta.dir, "..", "support", "store-host-worker.ts");
+const hostWorker = join(import.meta.dirname, "..", "support", "store-host-worker.ts");
 
 interface Host {
   port: number;
@@ -22,21 +27,24 @@ interface Host {
   ask(line: string): Promise<any>;
 }
 
-const procs: ReturnType<typeof Bun.spawn>[] = [];
+const procs: ChildProcess[] = [];
 afterEach(() => {
   for (const p of procs.splice(0)) p.kill();
 });
 
 async function startHost(worldSize: number, token = TOKEN): Promise<Host> {
-  const proc = Bun.spawn([process.execPath, hostWorker], {
+  // The worker collects garbage before it reads its RSS (under Deno that needs V8's gc exposed).
+  const argv = scriptArgv(hostWorker, { v8Flags: ["--expose-gc"] });
+  const proc = spawn(argv[0]!, argv.slice(1), {
     env: { ...process.env, WORLD_SIZE: String(worldSize), WEFT_STORE_TOKEN: token },
-    stdin: "pipe", stdout: "pipe", stderr: "inherit",
+    stdio: ["pipe", "pipe", "inherit"],
   });
   procs.push(proc);
-  const lines = jsonLines(proc.stdout as ReadableStream<Uint8Array>);
+  const exited = new Promise<number | null>((resolve) => proc.on("exit", resolve));
+  const lines = jsonLines(proc.stdout!);
   const next = async () => {
     const { value, done } = await lines.next();
-    if (done) throw new Error(`store host worker ended (exit ${await proc.exited})`);
+    if (done) throw new Error(`store host worker ended (exit ${await exited})`);
     return value;
   };
   const first = await next();
@@ -44,8 +52,7 @@ async function startHost(worldSize: number, token = TOKEN): Promise<Host> {
     port: first.port,
     rss: first.rss,
     ask: async (line) => {
-      proc.stdin.write(line + "\n");
-      proc.stdin.flush();
+      proc.stdin!.write(line + "\n");
       return next();
     },
   };
@@ -72,7 +79,7 @@ describe("a stranger without the token", () => {
     const host = await startHost(3);
     const s = await stranger(host.port);
     s.send(rawFrame(RawOp.HELLO, 2, "3"));
-    await Bun.sleep(100);
+    await sleep(100);
     s.end();
     await within(s.closed, 2000, -1);
     await using r1 = await rank(1, 3, host.port);
@@ -161,27 +168,28 @@ describe("the handshake", () => {
 
   test("a fake server cannot answer get(), and never sees the token", async () => {
     const seen: Uint8Array[] = [];
-    const fake = Bun.listen({
-      hostname: "127.0.0.1", port: 0,
-      socket: {
-        binaryType: "uint8array",
-        // It opens the way a store does, then agrees to everything: WELCOME with a made-up proof,
-        // OK to any request, VALUE "forged" to any WATCH.
-        open: (s) => void s.write(rawFrame(RawOp.CHALLENGE, 1, "", crypto.getRandomValues(new Uint8Array(32)))),
-        data: (s, chunk) => {
+    const open = new Set<{ destroy(): void }>();
+    // It opens the way a store does, then agrees to everything: WELCOME with a made-up proof, OK to
+    // any request, VALUE "forged" to any WATCH.
+    const fake = runtime.sockets.listen("127.0.0.1", 0, (s) => {
+      open.add(s);
+      s.write([rawFrame(RawOp.CHALLENGE, 1, "", crypto.getRandomValues(new Uint8Array(32)))]);
+      return {
+        data: (chunk) => {
           seen.push(chunk.slice());
           for (let at = 0; at + 11 <= chunk.length;) {
             const dv = new DataView(chunk.buffer, chunk.byteOffset + at);
             const len = dv.getUint32(0, true);
             const op = chunk[at + 4]!;
             const id = dv.getUint32(5, true);
-            if (op === RawOp.AUTH) s.write(rawFrame(RawOp.WELCOME, id, "", new Uint8Array(33)));
-            else if (op === RawOp.WATCH) s.write(rawFrame(RawOp.VALUE, id, "", new TextEncoder().encode("forged")));
-            else s.write(rawFrame(RawOp.OK, id));
+            if (op === RawOp.AUTH) s.write([rawFrame(RawOp.WELCOME, id, "", new Uint8Array(33))]);
+            else if (op === RawOp.WATCH) s.write([rawFrame(RawOp.VALUE, id, "", new TextEncoder().encode("forged"))]);
+            else s.write([rawFrame(RawOp.OK, id)]);
             at += 4 + len;
           }
         },
-      },
+        close: () => void open.delete(s),
+      };
     });
     try {
       const err = await (async () => {
@@ -194,7 +202,8 @@ describe("the handshake", () => {
       expect(wire.length).toBeGreaterThan(0);
       expect(wire.indexOf(TOKEN)).toBe(-1);
     } finally {
-      fake.stop(true);
+      fake.stop();
+      for (const s of open) s.destroy();
     }
   });
 });
@@ -204,7 +213,8 @@ describe("where the store listens", () => {
 
   test.skipIf(!external)(`a one-host store is not reachable on this host's other address (${external ?? "none here: skipped"})`, async () => {
     await using r0 = await Store.connect({ rank: 0, worldSize: 2, addr: "127.0.0.1", port: 0 });
-    const err = await Bun.connect({ hostname: external!, port: r0.port, socket: { data() {} } }).then((s) => (s.end(), undefined), (e) => e);
+    const err = await runtime.sockets.connect(external!, r0.port, () => ({ data() {}, close() {} }))
+      .then((s) => (s.end(), undefined), (e) => e);
     expect(err?.code).toBe("ECONNREFUSED");
   });
 

@@ -2,7 +2,7 @@
 // (weft_testing_attention_walk) and checked without a GPU: every query in exactly one tile, every
 // tile's blocks covering exactly the keys its queries may see, once each, at the rows and columns of
 // the right map; for the ring, on every rank of worlds 1-4, both layouts.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "../support/test-api.ts";
 
 import { check, native } from "../../lib/native.ts";
 import { shardLength, shardRanges, type RingLayout } from "../../lib/ops/ring-attention.ts";

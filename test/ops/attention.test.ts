@@ -1,6 +1,6 @@
 // attention(): validation on the CPU, then the engine on a GPU against the fp32 reference kernel
 // (and a CPU fp64 loop for tiny shapes), every element of out and lse checked, outputs NaN-poisoned.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "../support/test-api.ts";
 
 import { ArgumentError } from "../../lib/errors.ts";
 import { attention, planAttention, validateAttention, type AttentionDescArgs } from "../../lib/ops/attention.ts";

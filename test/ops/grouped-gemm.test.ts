@@ -1,7 +1,7 @@
 // groupedGemm(): validation on the CPU, then on a GPU against a per-group fp32 reference (CUDA-core
 // loops over each group's rows, weft_moe_reference_rows_gemm), every element, out poisoned with NaN
 // before each run, rows in no group checked to keep the poison.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "../support/test-api.ts";
 
 import { ArgumentError } from "../../lib/errors.ts";
 import { groupedGemm, groupedGemmConfigFor, groupedGemmSync, planGroupedGemm, type GroupedGemmDesc } from "../../lib/ops/grouped-gemm.ts";

@@ -1,7 +1,7 @@
 // The decoder layers (lib/ops/nn.ts, lib/ops/sample.ts): validation on the CPU, then every kernel
 // on a GPU against the fp64 references of test/support/nn-reference.ts, with fresh random inputs,
 // NaN-poisoned outputs and every element checked.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "../support/test-api.ts";
 
 import { ArgumentError } from "../../lib/errors.ts";
 import type { TensorDesc } from "../../lib/ops/gemm.ts";

@@ -2,7 +2,7 @@
 // GPU as 1-4 ranks sharing it (smBudget), zigzag and contiguous, causal and not, with a sequence
 // that is not a multiple of 2W x 128, a forced slot reuse, 100 back-to-back launches with every
 // result checked, and the same checks on two GPUs when there are two.
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "../support/test-api.ts";
 
 import { Communicator } from "../../lib/comm.ts";
 import { ArgumentError } from "../../lib/errors.ts";

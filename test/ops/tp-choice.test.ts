@@ -3,14 +3,14 @@
 // (ffi/src/tp/picker.cpp) replaced choose(); weft_testing_tp_choose must make the same one, to the
 // tile, the grid, the chunking and every workspace region. Then the placement rule of finding 5:
 // ranks that share a GPU never get a copy-engine mover from "auto".
-import { describe, expect, test } from "bun:test";
+import { describe, expect, test } from "../support/test-api.ts";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 import { TestingTpMachine, TpChoice, TpParams } from "../../lib/abi.ts";
 import { native, outPointer, readCString } from "../../lib/native.ts";
 
-const FIXTURE = join(import.meta.dir, "tp-choices.txt");
+const FIXTURE = join(import.meta.dirname, "tp-choices.txt");
 
 interface Machine { world: number; nodes?: number; sms?: number; smBudget?: number; sharesDevice?: boolean }
 interface Call { op: number; m: number; n: number; k: number; transB?: boolean; path?: number; mover?: number; commCtas?: number; tileN?: number; groupM?: number }

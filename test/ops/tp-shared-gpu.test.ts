@@ -8,7 +8,7 @@
 //
 //   REQUIRE_GPU=1 bun test test/ops/tp-shared-gpu.test.ts            (all of it, ~3-6 min on one H200)
 //   REQUIRE_GPU=1 bun test test/ops/tp-shared-gpu.test.ts -t "world 2"
-import { expect, test } from "bun:test";
+import { expect, test } from "../support/test-api.ts";
 
 import { Communicator } from "../../lib/comm.ts";
 import type { TpConfig, TpOp, TpPlan } from "../../lib/ops/tp.ts";

@@ -2,14 +2,21 @@
 // module mocks are process-wide): every op of prefill, a mixed prefill + decode step and the
 // warm-up gets operands its validator accepts, at world 1 and 2, and the ops come in the order of
 // decoder.ts's comment.
-import { expect, test } from "bun:test";
+import { expect, onlyUnderBun, test } from "../support/test-api.ts";
+import { spawn } from "node:child_process";
+
+import { readAll, scriptArgv } from "../support/processes.ts";
+
+onlyUnderBun("the dry run replaces modules with bun:test's mock.module, which Deno has no counterpart of");
 
 const SCRIPT = new URL("../support/decoder-dry.ts", import.meta.url).pathname;
 
 test("dry run: every op's operands validate; prefill and decode run the documented sequence", async () => {
-  const proc = Bun.spawn([process.execPath, SCRIPT], { stdout: "pipe", stderr: "pipe" });
-  const [out, err, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
-  if (code !== 0) throw new Error(`decoder-dry.ts failed (exit ${code}):\n${err}\n${out}`);
+  const argv = scriptArgv(SCRIPT);
+  const proc = spawn(argv[0]!, argv.slice(1), { stdio: ["ignore", "pipe", "pipe"] });
+  const code = new Promise<number | null>((resolve) => proc.on("exit", resolve));
+  const [out, err] = await Promise.all([readAll(proc.stdout!), readAll(proc.stderr!)]);
+  if ((await code) !== 0) throw new Error(`decoder-dry.ts failed (exit ${await code}):\n${err}\n${out}`);
   const report = JSON.parse(out) as Record<string, { prefillOps: string[]; mixedOps: string[]; info: { world: number } }>;
   // One rank has nothing to communicate: its tensor-parallel GEMMs are plain GEMMs (T rows, 128 of the prefill bucket).
   const tpOp = (w: number, op: string, gemm: string) => (w > 1 ? `tp ${op} x${w}` : gemm);

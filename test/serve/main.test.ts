@@ -1,10 +1,12 @@
 // examples/serve/main.ts as a process: SIGTERM's graceful shutdown (in-flight requests finish, new
 // ones get 503, exit 0), and the "no GPU" mode a GPU-less machine starts in.
-import { describe, expect, test } from "bun:test";
+import { describe, expect, onlyUnderBun, test } from "../support/test-api.ts";
 
 import { complete, metricsOf, stream, until } from "../../examples/serve/client.ts";
 import { startServer } from "../../examples/serve/process.ts";
 import { gpuCount } from "../support/gpu.ts";
+
+onlyUnderBun("examples/serve runs on Bun.serve, Bun.file and Bun.spawn, by its issue's spec");
 
 describe("main.ts as a process", () => {
   test("SIGTERM: the in-flight stream finishes, a new request gets 503, the process exits 0", async () => {

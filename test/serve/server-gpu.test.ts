@@ -1,13 +1,15 @@
 // The inference server over the real tensor-parallel decoder on one GPU, at world 1 and at world 2
 // (two ranks sharing the GPU), with a real fetch client on loopback: completions, streaming, 16
 // concurrent requests, the error cases, a disconnect mid-stream, then shutdown.
-import { afterAll, beforeAll, expect, test } from "bun:test";
+import { afterAll, beforeAll, expect, onlyUnderBun, test } from "../support/test-api.ts";
 
 import { complete, metricsOf, stream, until } from "../../examples/serve/client.ts";
 import { PRESETS } from "../../examples/serve/config.ts";
 import { Decoder } from "../../examples/serve/decoder.ts";
 import { InferenceServer } from "../../examples/serve/server.ts";
 import { describeGpu } from "../support/gpu.ts";
+
+onlyUnderBun("examples/serve runs on Bun.serve, Bun.file and Bun.spawn, by its issue's spec");
 
 const PROMPTS = Array.from({ length: 16 }, (_, i) => `request ${i}: ${"abcdefghij".slice(0, 1 + (i % 10))}`);
 const texts = new Map<string, string[]>();

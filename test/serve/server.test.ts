@@ -1,12 +1,14 @@
 // The inference server's HTTP and batching layer (examples/serve) against the CPU fake model, with a
 // real fetch client on loopback: completions, streaming, concurrency, every error, disconnects,
-// shutdown, and the "no GPU" mode. Runs everywhere.
-import { afterEach, describe, expect, test } from "bun:test";
+// shutdown, and the "no GPU" mode. Runs on every machine, under Bun.
+import { afterEach, describe, expect, onlyUnderBun, test } from "../support/test-api.ts";
 
 import { complete, metricsOf, stream, until } from "../../examples/serve/client.ts";
 import { FakeModel, fakeToken, type FakeModelOptions } from "../../examples/serve/fake-model.ts";
 import { InferenceServer, type ServerOptions } from "../../examples/serve/server.ts";
 import { decode, encode } from "../../examples/serve/tokenizer.ts";
+
+onlyUnderBun("examples/serve runs on Bun.serve, Bun.file and Bun.spawn, by its issue's spec");
 
 const servers: InferenceServer[] = [];
 afterEach(async () => {

@@ -1,7 +1,7 @@
 // attention.ts (test support) — attention problems with fresh random inputs and NaN-poisoned
 // outputs, checked element by element against the fp32 GPU reference (weft_reference_attention)
 // or, for tiny shapes, a CPU loop in fp64.
-import { expect } from "bun:test";
+import { expect } from "./test-api.ts";
 
 import { referenceAttention, type AttentionArgs } from "../../lib/ops/attention.ts";
 import { Tensor } from "../../lib/tensor.ts";

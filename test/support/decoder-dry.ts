@@ -5,7 +5,7 @@
 // the shapes it accepts, at world 1 and 2, from random and from safetensors weights; and the ops
 // come in the order the decoder's comment says. Run as its own process (module mocks are global):
 //   bun test/support/decoder-dry.ts  → prints a JSON report, exit 0; any validation error exits 1.
-import { mock } from "bun:test";
+import { mock } from "./test-api.ts";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";

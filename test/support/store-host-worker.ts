@@ -2,8 +2,11 @@
 // outside and read its memory. Reports {"port", "rss"} first, then answers one command per stdin
 // line: "rss" -> {"rss", "maxLagMs"} (after a full GC; maxLagMs is the longest event-loop stall seen
 // since the last report), "get KEY" -> {"value"} or the error, "close" -> {"closeMs"}.
-//   WORLD_SIZE, WEFT_STORE_TOKEN (optional)
+//   WORLD_SIZE, WEFT_STORE_TOKEN (optional); under Deno, --v8-flags=--expose-gc (collectGarbage)
+import { createInterface } from "node:readline";
+
 import { Store } from "../../lib/bootstrap.ts";
+import { runtime } from "../../lib/runtime/index.ts";
 import { describeError, report } from "./report-channel.ts";
 
 const worldSize = Number(process.env.WORLD_SIZE ?? 2);
@@ -19,12 +22,12 @@ const ticker = setInterval(() => {
 }, 10);
 
 function rss(): number {
-  Bun.gc(true);
+  runtime.collectGarbage();
   return process.memoryUsage().rss;
 }
 
 report({ port: store.port, rss: rss() });
-for await (const line of console) {
+for await (const line of createInterface({ input: process.stdin })) {
   if (line === "rss") {
     report({ rss: rss(), maxLagMs });
     maxLagMs = 0;

@@ -1,6 +1,9 @@
 // stranger.ts — a process on the same host that is not part of the job: raw TCP to the store,
 // frames in the store's wire format written by hand (u32 LE body length | u8 op | u32 LE id |
-// u16 LE key length | key | value), no token. Used by test/bootstrap/stranger.test.ts.
+// u16 LE key length | key | value), no token, over the runtime adapter's sockets (so it runs under
+// Bun and Deno). Used by test/bootstrap/stranger.test.ts.
+import { runtime } from "../../lib/runtime/index.ts";
+
 export const RawOp = { HELLO: 1, SET: 2, WATCH: 3, BYE: 4, OK: 10, VALUE: 11, CHALLENGE: 20, AUTH: 21, WELCOME: 22 } as const;
 
 export function rawFrame(op: number, id: number, key = "", value: Uint8Array = new Uint8Array(0)): Uint8Array {
@@ -30,44 +33,14 @@ export async function stranger(port: number, host = "127.0.0.1"): Promise<Strang
   const t0 = performance.now();
   let resolveClosed!: (ms: number) => void;
   const closed = new Promise<number>((r) => (resolveClosed = r));
-  const queue: Uint8Array[] = [];
   let got = 0;
-  let isClosed = false;
-  const pump = (s: { write(b: Uint8Array): number }) => {
-    while (queue.length > 0 && !isClosed) {
-      const n = s.write(queue[0]!);
-      if (n < 0) return;
-      if (n < queue[0]!.length) {
-        queue[0] = queue[0]!.subarray(n);
-        return;
-      }
-      queue.shift();
-    }
-  };
-  const done = () => {
-    if (isClosed) return;
-    isClosed = true;
-    resolveClosed(performance.now() - t0);
-  };
-  const socket = await Bun.connect({
-    hostname: host,
-    port,
-    socket: {
-      binaryType: "uint8array",
-      data: (_s, chunk) => {
-        got += chunk.length;
-      },
-      drain: (s) => pump(s),
-      close: done,
-      error: done,
-      end: done,
-    },
-  });
+  // The adapter queues what the kernel does not take yet, and reports close once, however it ended.
+  const socket = await runtime.sockets.connect(host, port, () => ({
+    data: (chunk) => void (got += chunk.length),
+    close: () => resolveClosed(performance.now() - t0),
+  }));
   return {
-    send: (bytes) => {
-      queue.push(bytes);
-      if (queue.length === 1) pump(socket);
-    },
+    send: (bytes) => socket.write([bytes]),
     closed,
     received: () => got,
     end: () => socket.end(),

@@ -40,6 +40,14 @@ const suite = (name: string, parent: Suite | undefined, skip: boolean): Suite =>
 
 const root = suite("", undefined, false);
 let current = root;
+/** Set by skipTheRest: every test registered from then on in this file is skipped with this note. */
+let skippedWith: string | undefined;
+
+/** Skips every test this file registers from now on, `note` appended to its name (test-api.ts,
+ * onlyUnderBun). Each test file has its own isolate, so the note ends with the file. */
+export function skipTheRest(note: string): void {
+  skippedWith = note;
+}
 
 function chain(s: Suite): Suite[] {
   const out: Suite[] = [];
@@ -100,8 +108,8 @@ function timeoutOf(t: Timeout): number {
 
 function register(name: string, fn: Fn | undefined, t: Timeout, skip: boolean): void {
   const owner = current;
-  const full = [...chain(owner).map((s) => s.name).filter(Boolean), name].join(" > ");
-  const ignore = skip || !fn || chain(owner).some((s) => s.skip);
+  const full = [...chain(owner).map((s) => s.name).filter(Boolean), name].join(" > ") + (skippedWith ? ` ${skippedWith}` : "");
+  const ignore = skip || !fn || skippedWith !== undefined || chain(owner).some((s) => s.skip);
   if (!ignore) for (const s of chain(owner)) s.remaining++;
   const ms = timeoutOf(t);
   Deno.test({ name: full, ignore, fn: () => run(owner, full, fn!, ms), sanitizeOps: false, sanitizeResources: false, sanitizeExit: false });
@@ -146,3 +154,12 @@ export const beforeEach = (fn: Fn) => void current.beforeEach.push(fn);
 export const afterEach = (fn: Fn) => void current.afterEach.push(fn);
 
 export { expect };
+
+/** bun:test's module mocks have no Deno counterpart here: what needs them runs under Bun. */
+export const mock = Object.assign(() => {
+  throw new Error("mock() is bun:test's: run this under Bun");
+}, {
+  module: (specifier: string) => {
+    throw new Error(`mock.module('${specifier}') is bun:test's: run this under Bun`);
+  },
+});

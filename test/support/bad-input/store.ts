@@ -3,6 +3,7 @@
 // used after close(). Each case names the argument its error must name.
 import { LocalStore, MAX_KEY_BYTES, MAX_VALUE_BYTES, Store, type StoreOptions } from "../../../lib/bootstrap.ts";
 import { ArgumentError, DisposedError } from "../../../lib/errors.ts";
+import { runtime } from "../../../lib/runtime/index.ts";
 import type { BadInputCase } from "./case.ts";
 
 const good: StoreOptions = { rank: 1, worldSize: 2, addr: "127.0.0.1", port: 29500 };
@@ -57,11 +58,11 @@ export const cases: BadInputCase[] = [
   {
     name: "Store.connect on a port in use (EADDRINUSE)",
     run: async () => {
-      const held = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+      const held = runtime.sockets.listen("127.0.0.1", 0, () => ({ data() {}, close() {} }));
       try {
         return await Store.connect({ rank: 0, worldSize: 2, addr: "127.0.0.1", port: held.port });
       } finally {
-        held.stop(true);
+        held.stop();
       }
     },
     error: A,
