@@ -91,11 +91,11 @@ describeGpu("MoE layer (dispatch + GEMM, GEMM + combine), 1 to 4 ranks on one GP
         return lines.join("\n    ");
       }), LONG);
   }
-  test("world 2, E 64 k 8 H 7168 I 2048 T 128 (decode), skewed", () => onOneGpu(2, 3 << 30, (ctx) =>
+  test("world 2, E 64 k 8 H 7168 I 2048 T 128 (decode), skewed", () => onOneGpu(2, 3 * 2 ** 30, (ctx) =>
     checkLayer(ctx, { experts: 64, topk: 8, hidden: 7168, inter: 2048, tokens: () => 128, routing: "skewed", tag: 120 })), LONG);
-  test("world 1, config A per rank: E 32 k 8 H 7168 I 2048 T 4096, skewed", () => onOneGpu(1, 4 << 30, (ctx) =>
+  test("world 1, config A per rank: E 32 k 8 H 7168 I 2048 T 4096, skewed", () => onOneGpu(1, 4 * 2 ** 30, (ctx) =>
     checkLayer(ctx, { experts: 32, topk: 8, hidden: 7168, inter: 2048, tokens: () => 4096, routing: "skewed", tag: 121 })), LONG);
-  test("world 4, E 32 k 4 H 2048 I 1024 T 1024, skewed (four ranks' buffers on one GPU)", () => onOneGpu(4, 2 << 30, (ctx) =>
+  test("world 4, E 32 k 4 H 2048 I 1024 T 1024, skewed (four ranks' buffers on one GPU)", () => onOneGpu(4, 2 * 2 ** 30, (ctx) =>
     checkLayer(ctx, { experts: 32, topk: 4, hidden: 2048, inter: 1024, tokens: () => 1024, routing: "skewed", tag: 122 })), LONG);
   for (const world of [2, 3]) {
     test(`world ${world}: 100 back-to-back layer runs, the routing changed every run, every result checked`, () =>

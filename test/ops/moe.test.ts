@@ -177,14 +177,14 @@ describeGpu("MoE dispatch + combine, 1 to 4 ranks on one GPU (every rank's kerne
   }
   // Placement bugs show at size: config A's per-rank side (T 4096, k 8, H 7168) at world 2; world 4
   // at H 2048 (four ranks' buffers on one GPU).
-  test("world 2, E 64 k 8 H 7168 T 4096: uniform and skewed", () => onOneGpu(2, 3 << 30, async (ctx) => {
+  test("world 2, E 64 k 8 H 7168 T 4096: uniform and skewed", () => onOneGpu(2, 3 * 2 ** 30, async (ctx) => {
     const a = await checkDispatchCombine(ctx, { experts: 64, topk: 8, hidden: 7168, tokens: () => 4096, routing: "uniform", tag: 31 });
     const b = await checkDispatchCombine(ctx, { experts: 64, topk: 8, hidden: 7168, tokens: () => 4096, routing: "skewed", tag: 32 });
     return `${a}\n    ${b}`;
   }), LONG);
-  test("world 4, E 64 k 8 H 2048 T 4096 skewed", () => onOneGpu(4, 2 << 30, (ctx) =>
+  test("world 4, E 64 k 8 H 2048 T 4096 skewed", () => onOneGpu(4, 2 * 2 ** 30, (ctx) =>
     checkDispatchCombine(ctx, { experts: 64, topk: 8, hidden: 2048, tokens: () => 4096, routing: "skewed", tag: 33 })), LONG);
-  test("world 1, E 8 k 8 H 7168 T 4096 identical routing (one hot pattern)", () => onOneGpu(1, 2 << 30, (ctx) =>
+  test("world 1, E 8 k 8 H 7168 T 4096 identical routing (one hot pattern)", () => onOneGpu(1, 2 * 2 ** 30, (ctx) =>
     checkDispatchCombine(ctx, { experts: 8, topk: 8, hidden: 7168, tokens: () => 4096, routing: "identical", tag: 34 })), LONG);
   for (const world of [2, 3]) {
     test(`world ${world}: 100 back to back runs, the routing changed every run, every result checked`, () =>
@@ -204,7 +204,7 @@ describeGpu("MoE dispatch + combine, 1 to 4 ranks on one GPU (every rank's kerne
 describeGpu("MoE, one process driving both GPUs (Communicator.local)", 2, () => {
   for (const check of [...MOE_CHECKS, ...LAYER_CHECKS]) {
     test(check.name, async () => {
-      const comms = await Communicator.local({ devices: [0, 1], heapBytes: 3 << 30, timeoutMs: GPU_TIMEOUT_MS });
+      const comms = await Communicator.local({ devices: [0, 1], heapBytes: 3 * 2 ** 30, timeoutMs: GPU_TIMEOUT_MS });
       try {
         console.log(`  [local] ${check.name}: ${await check.run({ comms, world: 2 })}`);
       } finally {
