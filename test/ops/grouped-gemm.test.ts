@@ -70,7 +70,7 @@ async function check(c: Case, runs = 1): Promise<string> {
   using b = Tensor.empty(c.transB ? [G, c.n, c.k] : [G, c.k, c.n], "bf16").fillRandom(G * 13 + c.n, -0.1, 0.1);
   using out = Tensor.empty([m, c.n], "bf16");
   using ref = Tensor.empty([m, c.n], "f32");
-  using scratch = Tensor.empty([12], "f32");
+  using scratch = Tensor.empty([18], "f32"); // three slots of 3 doubles
   let worst = 0;
   for (let run = 0; run < runs; run++) {
     // Run r rotates the sizes: the same rows, different group boundaries, nothing reset between.

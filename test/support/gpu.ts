@@ -1,5 +1,7 @@
-// gpu.ts — gating for GPU tests. Without enough GPUs a GPU suite is skipped and says why; with
-// REQUIRE_GPU=1 the same condition is a failing test instead, so a GPU run cannot pass vacuously.
+// gpu.ts — gating for GPU tests. Without enough GPUs a GPU suite is skipped and says why. REQUIRE_GPU=N
+// says the run expects N GPUs: a suite that needs at most N and cannot run is a failing test instead,
+// so a GPU run cannot pass vacuously; a suite that needs more than N still skips, saying why (on a
+// one-GPU host REQUIRE_GPU=1 fails a missing GPU, and the two-GPU suites say they need two).
 import { describe, test } from "./test-api.ts";
 
 import { deviceCount } from "../../lib/device.ts";
@@ -18,7 +20,9 @@ export function gpuCount(): number {
   return cached;
 }
 
-export const requireGpu = process.env.REQUIRE_GPU === "1";
+/** The GPUs this run requires (REQUIRE_GPU=N), 0 when unset. */
+export const requiredGpus = Math.max(0, Math.floor(Number(process.env.REQUIRE_GPU ?? 0)) || 0);
+export const requireGpu = requiredGpus > 0;
 
 /** describe() that runs only with at least `minGpus` GPUs. */
 export function describeGpu(name: string, minGpus: number, body: () => void): void {
@@ -28,14 +32,14 @@ export function describeGpu(name: string, minGpus: number, body: () => void): vo
     return;
   }
   const why = `needs ${minGpus} GPU${minGpus > 1 ? "s" : ""}, this machine has ${have}`;
-  if (requireGpu) {
+  if (minGpus <= requiredGpus) {
     describe(name, () => {
-      test(`REQUIRE_GPU=1 but ${why}`, () => {
-        throw new Error(`REQUIRE_GPU=1: ${name} ${why}`);
+      test(`REQUIRE_GPU=${requiredGpus} but ${why}`, () => {
+        throw new Error(`REQUIRE_GPU=${requiredGpus}: ${name} ${why}`);
       });
     });
   } else {
-    describe.skip(`${name} (skipped: ${why}; REQUIRE_GPU=1 turns this into a failure)`, body);
+    describe.skip(`${name} (skipped: ${why}; REQUIRE_GPU=${minGpus} turns this into a failure)`, body);
   }
 }
 

@@ -49,10 +49,25 @@ async function ranksOnOneGpu(world: number, heapBytes: number): Promise<Communic
 
 export async function onOneGpu(world: number, heapBytes: number, body: (ctx: MoeContext) => Promise<string>): Promise<void> {
   const comms = await ranksOnOneGpu(world, heapBytes);
+  let failure: unknown;
   try {
     console.log(`  [one GPU, world ${world}] ${await body({ comms, world })}`);
+  } catch (e) {
+    failure = e;
+    throw e;
   } finally {
-    await Communicator.disposeAll(comms);
+    await cleanUp(failure, () => Communicator.disposeAll(comms));
+  }
+}
+
+/** Runs `cleanup`; when the checks already failed, a cleanup error is printed, not thrown, so it
+ * cannot hide the failure that caused it. */
+export async function cleanUp(failure: unknown, cleanup: () => unknown): Promise<void> {
+  try {
+    await cleanup();
+  } catch (e) {
+    if (failure === undefined) throw e;
+    console.error(`  cleanup after the failure also failed: ${(e as Error).message}`);
   }
 }
 
@@ -244,6 +259,7 @@ export async function checkGraphReplay(ctx: MoeContext, p: MoeProblem, replays: 
   let routing = routings(ctx, p, 0);
   const ranks = prepare(ctx, p, routing);
   const graphs: CudaGraph[] = [];
+  let failure: unknown;
   try {
     await Promise.all(ranks.map((rk) => rk.d.run()));  // plan setup (the barriers) done, one tracked run
     for (const rk of ranks) graphs.push(CudaGraph.capture(rk.c.stream, () => {
@@ -267,9 +283,14 @@ export async function checkGraphReplay(ctx: MoeContext, p: MoeProblem, replays: 
     await Promise.all(ranks.map((rk) => rk.comb.run()));
     const layout = referenceLayout(ctx.world, p.experts, p.topk, routing.ids);
     for (const rk of ranks) verify(ctx, p, rk, layout, routing.weights[rk.c.rank]!, `${label(ctx, p)} after replays`);
+  } catch (e) {
+    failure = e;
+    throw e;
   } finally {
-    for (const g of graphs) g.dispose();
-    for (const rk of ranks) rk.dispose();
+    await cleanUp(failure, () => {
+      for (const g of graphs) g.dispose();
+      for (const rk of ranks) rk.dispose();
+    });
   }
   return `${label(ctx, p)}: captured once, ${replays} replays with new routing, each checked, then a tracked launch`;
 }

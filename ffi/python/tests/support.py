@@ -1,6 +1,7 @@
 """Gating and checks for the tests. Without what a GPU test needs (GPUs, torch, JAX, CuPy) it is
-skipped and says why; REQUIRE_GPU=1 turns that skip into a failure, so a GPU run cannot pass by
-skipping (as test/support/gpu.ts does for the bun tests)."""
+skipped and says why. REQUIRE_GPU=N says the run expects N GPUs: what needs at most N GPUs (and the
+modules a GPU test uses) then fails instead of skipping, so a GPU run cannot pass by skipping; what
+needs more than N still skips, saying why (as test/support/gpu.ts does for the bun tests)."""
 import os
 import shutil
 import subprocess
@@ -11,7 +12,14 @@ import pytest
 
 import weft
 
-REQUIRE_GPU = os.environ.get("REQUIRE_GPU") == "1"
+def _required_gpus() -> int:
+    try:
+        return max(0, int(os.environ.get("REQUIRE_GPU", "0")))
+    except ValueError:
+        return 0
+
+
+REQUIRED_GPUS = _required_gpus()
 REPO = Path(__file__).resolve().parents[3]
 PACKAGE = REPO / "ffi" / "python"
 
@@ -23,17 +31,17 @@ def gpu_count() -> int:
         return 0
 
 
-def _gate(ok: bool, why: str) -> None:
+def _gate(ok: bool, why: str, gpus: int = 1) -> None:
     if ok:
         return
-    if REQUIRE_GPU:
-        pytest.fail(f"REQUIRE_GPU=1 but {why}")
-    pytest.skip(f"{why}; REQUIRE_GPU=1 turns this into a failure")
+    if 0 < gpus <= REQUIRED_GPUS:
+        pytest.fail(f"REQUIRE_GPU={REQUIRED_GPUS} but {why}")
+    pytest.skip(f"{why}; REQUIRE_GPU={max(gpus, 1)} turns this into a failure")
 
 
 def need_gpus(n: int) -> None:
     have = gpu_count()
-    _gate(have >= n, f"needs {n} GPU{'s' if n > 1 else ''}, this machine has {have}")
+    _gate(have >= n, f"needs {n} GPU{'s' if n > 1 else ''}, this machine has {have}", n)
 
 
 def need_module(name: str):

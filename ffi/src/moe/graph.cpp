@@ -33,9 +33,11 @@ WEFT_API int weft_graph_capture_begin(void* stream) {
 WEFT_API int weft_graph_capture_end(void* stream, void** out_graph_exec) {
   return guard([&] {
     WEFT_REQUIRE(stream && out_graph_exec, "stream and out_graph_exec must not be NULL");
-    DeviceGuard g(device_of(stream));
+    // End the capture before anything else can fail: a call that throws first would leave the
+    // stream (and, in thread-local mode, every unsafe call of this thread) capturing.
     cudaGraph_t graph = nullptr;
     WEFT_CUDA(cudaStreamEndCapture(static_cast<cudaStream_t>(stream), &graph));
+    DeviceGuard g(device_of(stream));
     cudaGraphExec_t exec = nullptr;
     const cudaError_t e = cudaGraphInstantiate(&exec, graph, 0);
     (void)cudaGraphDestroy(graph);
