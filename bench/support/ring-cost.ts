@@ -34,7 +34,7 @@ const shapes: Omit<RingCase, "layout">[] = [
 export async function ringCostRows(stream: Stream, timeLoop: TimeLoop): Promise<RingCostRow[]> {
   const rows: RingCostRow[] = [];
   for (const world of [1, 2]) {
-    const comms = await ranksOnOneGpu(world, 3 << 30, 30_000);
+    const comms = await ranksOnOneGpu(world, 3 * 2 ** 30, 30_000);
     try {
       for (const shape of shapes) {
         if (world === 1 && shape.config) continue;  // nothing to move

@@ -38,7 +38,7 @@ async function run(comms: Communicator[], p: Omit<Problem, "tag">, config: TpCon
 describeGpu("tensor-parallel ops, ranks sharing one GPU at large shapes (finding 5)", 1, () => {
   for (const world of [2, 4]) {
     test(`world ${world} on one GPU, a 1/${world} share of the SMs each: auto completes at every large shape, with no copy-engine mover`, async () => {
-      const comms = await ranksOnOneGpu(world, 3 << 30, true);
+      const comms = await ranksOnOneGpu(world, 3 * 2 ** 30, true);
       try {
         for (const [M, N, K] of LARGE) {
           for (const op of OPS) {
@@ -55,7 +55,7 @@ describeGpu("tensor-parallel ops, ranks sharing one GPU at large shapes (finding
   }
 
   test("world 2 on one GPU: the forced copy-engine mover completes at the largest shapes too (one SM of each share left to the copies)", async () => {
-    const comms = await ranksOnOneGpu(2, 3 << 30, true);
+    const comms = await ranksOnOneGpu(2, 3 * 2 ** 30, true);
     try {
       for (const [M, N, K] of [LARGE[0]!, LARGE[3]!]) {
         for (const op of OPS) {
