@@ -56,9 +56,22 @@ interface Job {
   stopWatch(): void;
 }
 
-/** Waits (at most 5 s) for the watchdog's first abort. */
-async function firstAbort(aborts: Job["aborts"]): Promise<void> {
-  for (const deadline = performance.now() + 5000; aborts.length === 0 && performance.now() < deadline;) await sleep(5);
+/** Kills worker rank `victim` with SIGKILL: the other worker and rank 1's watchdog must hear of it,
+ * naming it, within NOTICE_MS (waiting at most 5 s, so that a late notice fails with its time). */
+async function killAndHear(job: Job, victim: 0 | 2, reason: string): Promise<void> {
+  const witness = victim === 0 ? 2 : 0;
+  const t0 = performance.now();
+  job.workers[victim].proc.kill("SIGKILL");
+  const seen = await job.reports[witness].first((r) => r.lost !== undefined, 5000);
+  for (const deadline = performance.now() + 5000; job.aborts.length === 0 && performance.now() < deadline;) await sleep(5);
+  console.log(`  rank ${witness} notice after ${seen ? (seen.at - t0).toFixed(0) : "-"} ms; rank 1 abort after ` +
+    `${job.aborts[0] ? (job.aborts[0].at - t0).toFixed(0) : "-"} ms`);
+  expect(seen?.lost).toBe(victim);
+  expect(seen.reason).toContain(reason);
+  expect(seen.at - t0).toBeLessThan(NOTICE_MS);
+  expect(job.aborts.map((a) => a.rank)).toEqual([victim]);
+  expect(job.aborts[0]!.at - t0).toBeLessThan(NOTICE_MS);
+  expect(await job.workers[victim].proc.exited).toBe(137);
 }
 
 function spawnRank(rank: number, port: number): Worker {
@@ -95,25 +108,15 @@ async function withJob(body: (job: Job) => Promise<void>): Promise<void> {
 
 describeStore("rank-lost notices (the failure watchdog's source)", [runtime.name], () => {
   test("kill -9 of rank 2: rank 0 (the host) and rank 1 get the notice naming rank 2 within 1 s", () =>
-    withJob(async ({ workers, reports, me, aborts }) => {
+    withJob(async (job) => {
+      const { me, reports } = job;
       // A listener that throws is reported on stderr and does not keep the notice from the next one.
       const afterThrower: number[] = [];
       const stops = [me.onRankLost(() => { throw new Error("a listener's own bug (expected in this test)"); }),
         me.onRankLost((r) => afterThrower.push(r))];
-      const t0 = performance.now();
-      workers[2].proc.kill("SIGKILL");
-      const seen = await reports[0].first((r) => r.lost !== undefined, 5000);
-      await firstAbort(aborts);
-      console.log(`  rank 0 notice after ${seen ? (seen.at - t0).toFixed(0) : "-"} ms; rank 1 abort after ` +
-        `${aborts[0] ? (aborts[0].at - t0).toFixed(0) : "-"} ms`);
-      expect(seen?.lost).toBe(2);
-      expect(seen.reason).toContain("rank 2 left the store without closing it");
-      expect(seen.at - t0).toBeLessThan(NOTICE_MS);
-      expect(aborts.map((a) => a.rank)).toEqual([2]);
-      expect(aborts[0]!.at - t0).toBeLessThan(NOTICE_MS);
+      await killAndHear(job, 2, "rank 2 left the store without closing it");
       expect(afterThrower).toEqual([2]);
       stops.forEach((stop) => stop());
-      expect(await workers[2].proc.exited).toBe(137);
       // A listener that subscribes later hears of the known loss at once.
       const late: number[] = [];
       const stop = me.onRankLost((r) => late.push(r));
@@ -123,19 +126,7 @@ describeStore("rank-lost notices (the failure watchdog's source)", [runtime.name
     }), 30_000);
 
   test("kill -9 of rank 0 (the store's host): ranks 1 and 2 get the notice naming rank 0 within 1 s", () =>
-    withJob(async ({ workers, reports, aborts }) => {
-      const t0 = performance.now();
-      workers[0].proc.kill("SIGKILL");
-      const seen = await reports[2].first((r) => r.lost !== undefined, 5000);
-      await firstAbort(aborts);
-      console.log(`  rank 2 notice after ${seen ? (seen.at - t0).toFixed(0) : "-"} ms; rank 1 abort after ` +
-        `${aborts[0] ? (aborts[0].at - t0).toFixed(0) : "-"} ms`);
-      expect(seen?.lost).toBe(0);
-      expect(seen.reason).toContain("lost its connection to the store of rank 0");
-      expect(seen.at - t0).toBeLessThan(NOTICE_MS);
-      expect(aborts.map((a) => a.rank)).toEqual([0]);
-      expect(aborts[0]!.at - t0).toBeLessThan(NOTICE_MS);
-    }), 30_000);
+    withJob((job) => killAndHear(job, 0, "lost its connection to the store of rank 0")), 30_000);
 
   test("a clean close gives no notice: rank 2 leaves, then rank 0 and rank 1 close together", () =>
     withJob(async ({ workers, reports, me, aborts }) => {
@@ -156,7 +147,8 @@ describeStore("rank-lost notices (the failure watchdog's source)", [runtime.name
     }), 30_000);
 
   test("a stranger without the token cannot forge a notice nor cause one; a real death still gives one", () =>
-    withJob(async ({ port, workers, reports, aborts }) => {
+    withJob(async (job) => {
+      const { port, reports, aborts } = job;
       // A DEAD frame of its own (the host's notice), before any handshake: hung up on.
       const forger = await stranger(port);
       forger.send(rawFrame(RawOp.DEAD, 2));
@@ -172,12 +164,6 @@ describeStore("rank-lost notices (the failure watchdog's source)", [runtime.name
       expect([...reports[0].notices, ...reports[2].notices]).toEqual([]);
       expect(aborts).toEqual([]);
       // The notices still flow: the silence above is not a broken path.
-      const t0 = performance.now();
-      workers[2].proc.kill("SIGKILL");
-      const seen = await reports[0].first((r) => r.lost !== undefined, 5000);
-      expect(seen?.lost).toBe(2);
-      expect(seen.at - t0).toBeLessThan(NOTICE_MS);
-      await firstAbort(aborts);
-      expect(aborts.map((a) => a.rank)).toEqual([2]);
+      await killAndHear(job, 2, "rank 2 left the store without closing it");
     }), 30_000);
 });
