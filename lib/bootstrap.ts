@@ -13,7 +13,7 @@
 //   exchanged-values.ts checks of peer handles, transport addresses and region descriptors read
 //                       from the store, before native code sees them
 export { rankEnvFromProcess, storeOptionsFromEnv, type RankEnv } from "./bootstrap/rank-env.ts";
-export { MAX_KEY_BYTES, MAX_VALUE_BYTES, type KeyValueStore } from "./bootstrap/store-api.ts";
+export { MAX_KEY_BYTES, MAX_VALUE_BYTES, type KeyValueStore, type RankLostListener } from "./bootstrap/store-api.ts";
 export { LocalStore } from "./bootstrap/local-store.ts";
 export { Store, type StoreOptions } from "./bootstrap/tcp-store.ts";
 export { checkPeerHandle, checkRegionDescriptors, checkTransportAddresses } from "./bootstrap/exchanged-values.ts";

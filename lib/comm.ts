@@ -16,8 +16,8 @@
 //
 // Its parts live in lib/comm/: options (and their validation), create (the creation sequence),
 // collectives (plans and their checks), failure (what a failed launch's reason word means),
-// node-plan (who is on which node), inter-node-link (transport, proxy and staging between nodes) and
-// internals (what plans share).
+// node-plan (who is on which node), inter-node-link (transport, proxy and staging between nodes),
+// watchdog (a rank the store reports gone is declared failed at once) and internals (what plans share).
 // The tensor-parallel ops are methods here whose bodies are in lib/ops/tp.ts.
 import type { CommInfo } from "./abi.ts";
 import { LocalStore, rankEnvFromProcess, Store, storeOptionsFromEnv, type KeyValueStore } from "./bootstrap.ts";
@@ -26,6 +26,7 @@ import { connectRank } from "./comm/create.ts";
 import { describeCollectiveFailure } from "./comm/failure.ts";
 import type { InterNodeLink } from "./comm/inter-node-link.ts";
 import type { CommInternals } from "./comm/internals.ts";
+import { watchForLostRanks } from "./comm/watchdog.ts";
 import { checkIdentity, checkSpin, resolveOptions, type CommunicatorOptions, type FromEnvOptions, type LocalOptions, type RankIdentity } from "./comm/options.ts";
 import type { Completion, FailureDescriber } from "./completion.ts";
 import { requireDevice } from "./device.ts";
@@ -84,6 +85,8 @@ export class Communicator extends NativeHandle<Promise<void>> implements Symmetr
   readonly #internals: CommInternals;
   // The barrier takes no arguments, so one plan serves every call.
   #barrierPlan: CollectivePlan | undefined;
+  /** Stops the failure watchdog (lib/comm/watchdog.ts). */
+  readonly #unwatch: () => void;
 
   private constructor(init: {
     ident: RankIdentity; device: number; handle: number; info: ReturnType<typeof CommInfo.read>; store: KeyValueStore;
@@ -128,6 +131,8 @@ export class Communicator extends NativeHandle<Promise<void>> implements Symmetr
       },
     };
     this.prepare = new PlanFactory(this, this.#internals);
+    // Last: a rank already reported gone is declared failed right here.
+    this.#unwatch = watchForLostRanks(init.store, { rank: this.rank, size: this.size, abort: (r) => this.abort(r) });
   }
 
   // ---- creation ------------------------------------------------------------------------------------
@@ -365,6 +370,8 @@ export class Communicator extends NativeHandle<Promise<void>> implements Symmetr
 
   /** Collective (every rank calls dispose()): barrier, unmap the peers' arenas, barrier, free. */
   protected async destroy(handle: number): Promise<void> {
+    // Teardown launches no kernel; a peer that dies from here on fails the barriers below instead.
+    this.#unwatch();
     this.#lastPlans.clear();
     this.#barrierPlan = undefined;
     const op = "Communicator.dispose";

@@ -9,7 +9,7 @@ export { Tensor, type Shape, type TensorData, type TensorOptions } from "./tenso
 export { Stream, Event } from "./stream.ts";
 export { runtimeInfo, formatInfo, fabricProviders, type RuntimeInfo } from "./info.ts";
 // communicator, symmetric heap, collectives (issue 3)
-export { rankEnvFromProcess, Store, LocalStore, type RankEnv, type KeyValueStore, type StoreOptions } from "./bootstrap.ts";
+export { rankEnvFromProcess, Store, LocalStore, type RankEnv, type KeyValueStore, type RankLostListener, type StoreOptions } from "./bootstrap.ts";
 export { Completion, type CompletionSlot, type CompletionOptions, type FailureDescriber } from "./completion.ts";
 export { SymmetricTensor } from "./heap.ts";
 export {

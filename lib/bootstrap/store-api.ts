@@ -19,7 +19,14 @@ export interface KeyValueStore extends AsyncDisposable {
   /** Every rank's value, index = rank. */
   allGather(key: string, value: Uint8Array): Promise<Uint8Array[]>;
   close(): Promise<void>;
+  /** Calls `listener` for each rank the store learns has gone without closing (a dead process);
+   * returns the function that unsubscribes it. Optional: a store whose ranks cannot die apart
+   * (LocalStore, one process) has none. The communicator's failure watchdog subscribes here. */
+  onRankLost?(listener: RankLostListener): () => void;
 }
+
+/** `rank` is gone without closing the store; `reason` says how it was learnt, in words. */
+export type RankLostListener = (rank: number, reason: string) => void;
 
 export const DEFAULT_TIMEOUT_MS = 120_000;
 /** A key travels with a u16 length on the wire. */

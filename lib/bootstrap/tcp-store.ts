@@ -10,13 +10,20 @@
 // wrong while it waits; a wait that runs out throws TimeoutError naming the ranks or keys that never
 // arrived; a rank whose connection drops without close() (a dead process) fails every pending and
 // later wait of the others with PeerError naming that rank.
+//
+// The same event reaches onRankLost's listeners (the communicator's failure watchdog, lib/comm/
+// watchdog.ts) at once: rank 0's host sends DEAD to every connected rank, itself included, when a
+// rank's connection drops without BYE; a rank whose own connection to rank 0 drops reports rank 0.
+// Only the host, after proving it holds the token, can send DEAD, and only a connection that proved
+// it can claim a rank, so a stranger can neither forge a notice nor be the subject of one. A clean
+// close() says BYE first, so it reports nothing, and nothing is reported once close() has begun.
 import { ArgumentError, DisposedError, PeerError, TimeoutError } from "../errors.ts";
 import { encodeFrame, Op, messageText, type Frame } from "./frames.ts";
 import { newToken } from "./handshake.ts";
 import { join, type Link } from "./join.ts";
 import { SocketError } from "./socket.ts";
 import {
-  checkBindAddr, checkKey, checkTimeout, checkToken, DEFAULT_TIMEOUT_MS, listRanks, StoreBase, toBytes,
+  checkBindAddr, checkKey, checkTimeout, checkToken, DEFAULT_TIMEOUT_MS, listRanks, StoreBase, toBytes, type RankLostListener,
 } from "./store-api.ts";
 import { StoreHost } from "./store-host.ts";
 import { publishToken, readToken, tokenFilePath, withdrawToken } from "./token-file.ts";
@@ -79,6 +86,7 @@ export class Store extends StoreBase {
   readonly #host: StoreHost | undefined;
   readonly #ownToken: string | undefined;
   readonly #requests = new Map<number, Request>();
+  readonly #lostListeners = new Set<RankLostListener>();
   #link: Link | undefined;
   #nextId = 1;
   #dead: number[] = [];
@@ -208,10 +216,41 @@ export class Store extends StoreBase {
     }
   }
 
+  /** Calls `listener(rank, reason)` for each rank gone without close(): at once for those already
+   * known, then as each notice arrives (see the top of this file). Returns the unsubscribe
+   * function. Nothing is reported once close() has begun. */
+  onRankLost(listener: RankLostListener): () => void {
+    const op = "Store.onRankLost";
+    this.guard(op);
+    if (typeof listener !== "function") throw new ArgumentError(op, "listener", `must be a function (got ${typeof listener})`);
+    this.#lostListeners.add(listener);
+    for (const r of this.#dead) this.#tell(listener, r, lostReason(r));
+    if (this.#lost) this.#tell(listener, 0, this.#lost);
+    return () => void this.#lostListeners.delete(listener);
+  }
+
+  #notifyLost(rank: number, reason: string): void {
+    if (this.closed) return;
+    for (const l of [...this.#lostListeners]) this.#tell(l, rank, reason);
+  }
+
+  /** A listener runs inside a socket callback, where a throw would end the process. */
+  #tell(listener: RankLostListener, rank: number, reason: string): void {
+    try {
+      listener(rank, reason);
+    } catch (e) {
+      console.error(`weft: a Store.onRankLost listener threw on the notice for rank ${rank}: ${(e as Error)?.stack ?? e}`);
+    }
+  }
+
   #receive(f: Frame): void {
     if (f.op === Op.DEAD) {
-      if (!this.#dead.includes(f.id)) this.#dead.push(f.id);
+      // The host names only ranks of this job other than the receiver; anything else is not a notice.
+      if (f.id >= this.worldSize || f.id === this.rank) return;
+      const known = this.#dead.includes(f.id);
+      if (!known) this.#dead.push(f.id);
       this.#failAll(this.#deadError("Store"));
+      if (!known) this.#notifyLost(f.id, lostReason(f.id));
       return;
     }
     const r = this.#requests.get(f.id);
@@ -231,6 +270,7 @@ export class Store extends StoreBase {
     if (this.#lost) return;
     this.#lost = `rank ${this.rank} lost its connection to the store of rank 0 at ${this.addr}:${this.port} (${why}; did rank 0's process die?)`;
     this.#failAll(new PeerError(this.#lost, { code: "E_PEER", op: "Store" }));
+    this.#notifyLost(0, this.#lost);
   }
 
   #deadError(op: string): PeerError {
@@ -317,6 +357,7 @@ export class Store extends StoreBase {
 
   async #close(): Promise<void> {
     this.markClosed();
+    this.#lostListeners.clear();
     this.#failAll(new DisposedError("Store.close", "Store"));
     const link = this.#link;
     if (link && !this.#lost) {
@@ -331,6 +372,10 @@ export class Store extends StoreBase {
     await this.#host?.stop(this.defaultTimeoutMs);
     if (this.#ownToken !== undefined) withdrawToken(this.port, this.#ownToken);
   }
+}
+
+function lostReason(rank: number): string {
+  return `rank ${rank} left the store without closing it (did the process die?)`;
 }
 
 /** A listen failure in words a user can act on. */

@@ -4,7 +4,7 @@
 // Bun and Deno). Used by test/bootstrap/stranger.test.ts.
 import { runtime } from "../../lib/runtime/index.ts";
 
-export const RawOp = { HELLO: 1, SET: 2, WATCH: 3, BYE: 4, OK: 10, VALUE: 11, CHALLENGE: 20, AUTH: 21, WELCOME: 22 } as const;
+export const RawOp = { HELLO: 1, SET: 2, WATCH: 3, BYE: 4, OK: 10, VALUE: 11, DEAD: 13, CHALLENGE: 20, AUTH: 21, WELCOME: 22 } as const;
 
 export function rawFrame(op: number, id: number, key = "", value: Uint8Array = new Uint8Array(0)): Uint8Array {
   const k = new TextEncoder().encode(key);
