@@ -128,11 +128,20 @@ async function main(): Promise<void> {
   const torch = runTorch(selected);
   if ("cases" in torch) for (const r of rows) r.torch = torch.cases[r.case.name] ?? {};
   else console.log(`torch: ${torch.error}`);
-  const ring: RingCostRow[] = flag("--no-ring") ? [] : await ringCostRows(stream, timeLoop);
-  report(rows, ring, dev.name, "cases" in torch ? torch.meta : { error: torch.error });
+  const ring: RingCostRow[] = [];
+  let ringError: string | undefined;
+  try {
+    if (!flag("--no-ring")) await ringCostRows(stream, timeLoop, ring);
+  } catch (e) {
+    // The kernel table (and torch's numbers) still get written; the failure is in the report.
+    ringError = `${(e as Error).name}: ${(e as Error).message}`;
+    console.log(`ring: failed after ${ring.length} rows: ${ringError}`);
+  }
+  report(rows, ring, dev.name, "cases" in torch ? torch.meta : { error: torch.error }, ringError);
+  if (ringError) process.exitCode = 1;
 }
 
-function report(rows: Row[], ring: RingCostRow[], device: string, torch: Record<string, unknown>): void {
+function report(rows: Row[], ring: RingCostRow[], device: string, torch: Record<string, unknown>, ringError?: string): void {
   const tf = (c: Case, ms: number | undefined) => (ms ? (flopsOf(c) / ms / 1e9).toFixed(0) : "-");
   const ms = (t: Timing | { error: string } | undefined) => (t && "medianMs" in t ? t.medianMs : undefined);
   const lines = [
@@ -162,9 +171,10 @@ function report(rows: Row[], ring: RingCostRow[], device: string, torch: Record<
       lines.push(`| ${r.name} | ${r.world} | ${r.ringMs.toFixed(3)} | ${r.plainMs.toFixed(3)} | ${(r.ringMs / r.plainMs).toFixed(3)} | ${r.mover} | ${r.rel.toExponential(1)} |`);
     }
   }
+  if (ringError) lines.push("", `The ring's cost stopped after ${ring.length} rows: ${ringError}`);
   const dir = join(import.meta.dirname, "results");
   mkdirSync(dir, { recursive: true });
-  const json = JSON.stringify({ device, torch, samples, rows, ring }, null, 1);
+  const json = JSON.stringify({ device, torch, samples, rows, ring, ringError }, null, 1);
   writeFileSync(join(dir, "attention.json"), json);
   writeFileSync(join(dir, "attention.md"), lines.join("\n") + "\n");
   if (process.env.OUT) {

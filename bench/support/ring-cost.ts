@@ -31,8 +31,8 @@ const shapes: Omit<RingCase, "layout">[] = [
   { batch: 1, seqlen: 32768, heads: 32, kvHeads: 32, headDim: 128, causal: true, config: { mover: "ctas", commCtas: 4 } },
 ];
 
-export async function ringCostRows(stream: Stream, timeLoop: TimeLoop): Promise<RingCostRow[]> {
-  const rows: RingCostRow[] = [];
+/** The rows, pushed into `rows` as each is measured (a failure part way keeps what was measured). */
+export async function ringCostRows(stream: Stream, timeLoop: TimeLoop, rows: RingCostRow[] = []): Promise<RingCostRow[]> {
   for (const world of [1, 2]) {
     const comms = await ranksOnOneGpu(world, 3 * 2 ** 30, 30_000);
     try {
