@@ -8,7 +8,6 @@
 #include <atomic>
 
 #include "kernel.cuh"
-#include "../primitives/shared_gpu.h"
 
 namespace weft::attn {
 
@@ -51,8 +50,7 @@ cudaError_t launch(const Params<typename Policy::State>& p, int ctas, cudaStream
   cfg.stream = stream;
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  // Not on a GPU that several ranks share (primitives/shared_gpu.h says why).
-  attr.val.programmaticStreamSerializationAllowed = shared_gpu::current_device_is_shared() ? 0 : 1;
+  attr.val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
   return cudaLaunchKernelEx(&cfg, attention_kernel<Cfg, Policy>, p);

@@ -9,7 +9,6 @@
 #include <atomic>
 
 #include "kernel.cuh"
-#include "../primitives/shared_gpu.h"
 
 namespace weft::gemm {
 
@@ -76,12 +75,11 @@ cudaError_t grid_ctas(const Problem& problem, int32_t max_ctas, int* ctas) {
 }
 
 // Every persistent kernel of ours is launched with this attribute: it may start while the previous
-// kernel on the stream finishes (primitives/grid_dependency.cuh; the kernels wait for it first),
-// except on a GPU that hosts several ranks of a communicator (primitives/shared_gpu.h says why).
+// kernel on the stream finishes (primitives/grid_dependency.cuh; the kernels wait for it first).
 inline cudaLaunchAttribute programmatic_launch() {
   cudaLaunchAttribute attr{};
   attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = shared_gpu::current_device_is_shared() ? 0 : 1;
+  attr.val.programmaticStreamSerializationAllowed = 1;
   return attr;
 }
 

@@ -14,8 +14,7 @@
 //     more (its last stores issued, right before cta::finish). The next kernel is then launched once
 //     every CTA has called it or exited; its CTAs wait in wait_previous(), so they only hold SMs that
 //     this kernel's finished CTAs gave back and never keep a CTA of this one (or of a peer's kernel
-//     waiting on it) from running. That holds when every rank has a GPU of its own; where ranks share
-//     one, freed SMs may be a peer's, so there nothing is launched this way (shared_gpu.h).
+//     waiting on it) from running.
 #pragma once
 
 namespace weft::grid {

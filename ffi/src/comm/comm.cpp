@@ -12,7 +12,6 @@
 #include <string>
 
 #include "device_guard.hpp"
-#include "primitives/shared_gpu.h"
 #include "status.hpp"
 #include "topology.hpp"
 
@@ -203,10 +202,6 @@ WEFT_API int weft_comm_connect(WeftComm* comm) {
     c.shares_device = false;
     for (uint32_t r = 0; r < c.world; ++r)
       for (uint32_t q = r + 1; q < c.world; ++q) c.shares_device = c.shares_device || c.peer_device[r] == c.peer_device[q];
-    if (c.shares_device && !c.counted_on_shared_gpu) {
-      shared_gpu::count_rank(c.device, +1);  // this device's kernels launch without PDL from now on
-      c.counted_on_shared_gpu = true;
-    }
     comm::make_launch_graph(c);
     c.connected = true;
   });
@@ -241,8 +236,6 @@ WEFT_API int weft_comm_destroy(WeftComm* comm) {
     std::unique_ptr<WeftComm> owned(comm);
     if (!comm->arena) return;
     DeviceGuard g(comm->device);
-    if (comm->counted_on_shared_gpu) shared_gpu::count_rank(comm->device, -1);
-    comm->counted_on_shared_gpu = false;
     for (uint32_t r = 0; r < comm->world; ++r)
       if (comm->peer_ipc[r]) (void)cudaIpcCloseMemHandle(comm->peer_base[r]);
     WEFT_CUDA(cudaDeviceSynchronize());

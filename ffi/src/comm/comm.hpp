@@ -50,7 +50,6 @@ struct WeftComm {
   // process) or from the mapping's pointer attributes (CUDA IPC); -1 until imported.
   std::vector<int32_t> peer_device;
   bool shares_device = false;  // some two ranks run on the same GPU (set at connect)
-  bool counted_on_shared_gpu = false;  // counted in cuda/primitives/shared_gpu.h's table
   // weft_comm_abort's word, pinned and mapped: 0 while healthy, else the declared rank + 1. Every
   // kernel of this rank polls its device alias; the host stores it once, with release semantics.
   uint64_t* abort_host = nullptr;
