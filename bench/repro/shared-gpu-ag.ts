@@ -6,24 +6,30 @@
 //   WEFT_COMM_TIMEOUT_MS=3000 bun bench/repro/shared-gpu-ag.ts
 import { Communicator } from "../../lib/comm.ts";
 import type { TpConfig } from "../../lib/ops/tp-validation.ts";
-import { backToBack, ranksOnOneGpu, type Problem } from "../../test/support/tp-checks.ts";
+import { LocalStore } from "../../lib/bootstrap.ts";
+import { backToBack, type Problem } from "../../test/support/tp-checks.ts";
 
-type Case = { op: Problem["op"]; shape: [number, number, number]; config: TpConfig; share: boolean };
+// smBudget: each rank's SMs (0: all of them, no share).
+type Case = { op: Problem["op"]; shape: [number, number, number]; config: TpConfig; smBudget: number };
 
 const cases: Case[] = [];
 for (const shape of [[4096, 8192, 8192], [16384, 8192, 8192]] as [number, number, number][]) {
   for (const config of [{}, { path: "sequential" }, { path: "fused", mover: "ctas" }, { path: "fused", mover: "ctas", commCtas: 2 },
     { path: "fused", mover: "copyEngine" }] as TpConfig[]) {
-    cases.push({ op: "allGatherGemm", shape, config, share: true });
+    cases.push({ op: "allGatherGemm", shape, config, smBudget: 66 });
   }
-  cases.push({ op: "allGatherGemm", shape, config: { path: "fused", mover: "ctas" }, share: false });
-  cases.push({ op: "gemmReduceScatter", shape, config: {}, share: true });
-  cases.push({ op: "gemmAllReduce", shape, config: {}, share: true });
+  // Fewer SMs than half: does a spare SM (or several) let the CTA mover complete?
+  for (const smBudget of [65, 60, 0]) cases.push({ op: "allGatherGemm", shape, config: { path: "fused", mover: "ctas" }, smBudget });
+  cases.push({ op: "gemmReduceScatter", shape, config: {}, smBudget: 66 });
+  cases.push({ op: "gemmAllReduce", shape, config: {}, smBudget: 66 });
 }
 
 let tag = 9100;
 for (const c of cases) {
-  const comms = await ranksOnOneGpu(2, 3 * 2 ** 30, c.share);
+  const stores = LocalStore.group(2, { timeoutMs: 60_000 });
+  const comms = await Promise.all(stores.map((store, rank) => Communicator.create(store,
+    { rank, worldSize: 2, localRank: rank, localWorldSize: 2, nodeId: "gpu0" }, 0,
+    { heapBytes: 3 * 2 ** 30, timeoutMs: Number(process.env.WEFT_COMM_TIMEOUT_MS ?? 3000), smBudget: c.smBudget || undefined })));
   const t0 = performance.now();
   let line: string;
   try {
@@ -38,7 +44,7 @@ for (const c of cases) {
     line = `FAILED ${(e as Error).name}: ${(e as Error).message.slice(0, 160)}`;
   }
   const ms = (performance.now() - t0).toFixed(0);
-  console.log(`${c.op} ${c.shape.join("x")} ${JSON.stringify(c.config)} share=${c.share}: ${line} (${ms} ms)`);
+  console.log(`${c.op} ${c.shape.join("x")} ${JSON.stringify(c.config)} smBudget ${c.smBudget || "all"}: ${line} (${ms} ms)`);
   try {
     await Communicator.disposeAll(comms);
   } catch (e) {

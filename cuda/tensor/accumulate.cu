@@ -17,6 +17,19 @@ __global__ void accumulate_kernel(float* acc, const T* src, uint64_t count) {
 
 }  // namespace
 
+// Loads the three instantiations (fill.h's preload_tensor_kernels() says why).
+cudaError_t accumulate_preload() {
+  cudaFuncAttributes attr{};
+  const void* kernels[] = {reinterpret_cast<const void*>(accumulate_kernel<__nv_bfloat16>),
+                           reinterpret_cast<const void*>(accumulate_kernel<__half>),
+                           reinterpret_cast<const void*>(accumulate_kernel<float>)};
+  for (const void* k : kernels) {
+    const cudaError_t e = cudaFuncGetAttributes(&attr, k);
+    if (e != cudaSuccess) return e;
+  }
+  return cudaSuccess;
+}
+
 cudaError_t accumulate(float* acc, const void* src, int src_dtype, uint64_t count, cudaStream_t stream) {
   constexpr int kThreads = 256;
   const uint64_t blocks = (count + kThreads - 1) / kThreads;

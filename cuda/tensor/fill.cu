@@ -3,6 +3,7 @@
 
 #include "weft.h"
 #include "fill.h"
+#include "accumulate.h"
 
 namespace weft::kernels {
 
@@ -119,6 +120,21 @@ cudaError_t fill_random(void* dst, int dtype, uint64_t count, uint64_t seed, flo
     default: return cudaErrorInvalidValue;
   }
   return cudaGetLastError();
+}
+
+cudaError_t preload_tensor_kernels() {
+  // cudaFuncGetAttributes loads the function (the same as its first launch would), launching nothing.
+  cudaFuncAttributes attr{};
+  const void* kernels[] = {
+      reinterpret_cast<const void*>(fill_kernel<uint16_t>), reinterpret_cast<const void*>(fill_kernel<uint32_t>),
+      reinterpret_cast<const void*>(fill_kernel<uint64_t>), reinterpret_cast<const void*>(random_kernel<__nv_bfloat16>),
+      reinterpret_cast<const void*>(random_kernel<__half>), reinterpret_cast<const void*>(random_kernel<float>),
+      reinterpret_cast<const void*>(diff_norms_kernel)};
+  for (const void* k : kernels) {
+    const cudaError_t e = cudaFuncGetAttributes(&attr, k);
+    if (e != cudaSuccess) return e;
+  }
+  return accumulate_preload();
 }
 
 cudaError_t diff_norms(const void* a, int a_dtype, const void* b, int b_dtype, uint64_t count,

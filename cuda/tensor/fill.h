@@ -19,4 +19,12 @@ cudaError_t fill_random(void* dst, int dtype, uint64_t count, uint64_t seed, flo
 cudaError_t diff_norms(const void* a, int a_dtype, const void* b, int b_dtype, uint64_t count,
                        double* out, cudaStream_t stream);
 
+// Loads every kernel of this file and of accumulate.cu now (CUDA loads kernels lazily, at their first
+// launch, and such a load waits for the kernels already running on the device). A communicator calls
+// it when it connects: several ranks driven from one process launch their fused kernels one after
+// another, and a first fill or check launched on rank 0's stream between them would wait for rank 0's
+// kernel, which waits for rank 1's, never launched (bench/DECISIONS.md, "Every kernel a rank may launch
+// between its peers' launches is loaded when the communicator connects").
+cudaError_t preload_tensor_kernels();
+
 }  // namespace weft::kernels

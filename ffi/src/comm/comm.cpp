@@ -12,6 +12,7 @@
 #include <string>
 
 #include "device_guard.hpp"
+#include "tensor/fill.h"
 #include "status.hpp"
 #include "topology.hpp"
 
@@ -202,6 +203,8 @@ WEFT_API int weft_comm_connect(WeftComm* comm) {
     c.shares_device = false;
     for (uint32_t r = 0; r < c.world; ++r)
       for (uint32_t q = r + 1; q < c.world; ++q) c.shares_device = c.shares_device || c.peer_device[r] == c.peer_device[q];
+    // Before any rank's first fused kernel: see preload_tensor_kernels() (cuda/tensor/fill.h).
+    WEFT_CUDA(kernels::preload_tensor_kernels());
     comm::make_launch_graph(c);
     c.connected = true;
   });
