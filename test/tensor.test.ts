@@ -1,25 +1,12 @@
 import { describe, expect, test } from "./support/test-api.ts";
 
 import { bf16ToF32, f32ToBf16 } from "../lib/dtype.ts";
-import { ArgumentError, DeviceError, DisposedError, WeftError } from "../lib/errors.ts";
+import { DeviceError, DisposedError, WeftError } from "../lib/errors.ts";
 import { Tensor } from "../lib/tensor.ts";
 import { enablePeerAccess } from "../lib/device.ts";
 import { Event, Stream } from "../lib/stream.ts";
+import { argError } from "./support/argument-error.ts";
 import { describeGpu, gpuCount, randomArray } from "./support/gpu.ts";
-
-/** Runs fn, expects an ArgumentError naming `argument`, and returns its message. */
-function argError(fn: () => unknown, argument: string | RegExp): string {
-  try {
-    fn();
-  } catch (e) {
-    expect(e).toBeInstanceOf(ArgumentError);
-    const a = (e as ArgumentError).argument;
-    if (typeof argument === "string") expect(a).toBe(argument);
-    else expect(a).toMatch(argument);
-    return (e as Error).message;
-  }
-  throw new Error("expected an ArgumentError");
-}
 
 describe("validation (no GPU needed: checked before anything is allocated)", () => {
   test("negative, zero, non-integer and non-number dims", () => {

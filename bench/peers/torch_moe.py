@@ -34,6 +34,7 @@ os.environ["NVSHMEM_DISABLE_NVLS"] = "1"
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
+from event_timing import events_loop_ms  # noqa: E402
 
 CONFIGS = {
     "A": dict(T=4096, k=8, H=7168, I=2048, local=32),
@@ -54,14 +55,7 @@ def loop_ms(fn, calls):
     barrier()
     torch.cuda.synchronize()
     time.sleep(REST_MS / 1000)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    fn()
-    start.record()
-    for _ in range(calls):
-        fn()
-    end.record()
-    end.synchronize()
-    ms = start.elapsed_time(end) / calls
+    ms = events_loop_ms(fn, calls)
     if WORLD > 1:
         t = torch.tensor([ms], device="cuda")
         dist.all_reduce(t, op=dist.ReduceOp.MAX)

@@ -31,6 +31,7 @@ os.environ["NVSHMEM_DISABLE_NVLS"] = "1"
 import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 import torch.distributed._symmetric_memory as symm_mem  # noqa: E402
+from event_timing import events_loop_ms  # noqa: E402
 
 SHAPES = [
     (1024, 8192, 8192), (4096, 8192, 8192), (8192, 8192, 8192), (16384, 8192, 8192),
@@ -45,20 +46,13 @@ REST_MS = 2.0  # --rest-ms: the GPU idles this long before every sample (bench/t
 
 
 def loop_ms(fn, calls):
-    """ms per call over `calls` back-to-back calls behind one untimed call (so the GPU is busy while
-    Python enqueues the loop), the slower rank's."""
+    """ms per call over `calls` back-to-back calls (events_loop_ms) after a barrier and REST_MS of idle
+    GPU; this rank's: time_variants takes the slower rank's."""
     dist.barrier()
     if REST_MS > 0:
         torch.cuda.synchronize()
         time.sleep(REST_MS / 1000)
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    fn()
-    start.record()
-    for _ in range(calls):
-        fn()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / calls
+    return events_loop_ms(fn, calls)
 
 
 def time_ms(fn, warmup=5, iters=25):

@@ -31,14 +31,20 @@ export interface AttentionConfig {
   maxCtas?: number;
 }
 
-export interface AttentionArgs {
+/** The tensors and the mask every attention op takes: attention() here, comm.ringAttention
+ * (ring-attention.ts), each with its own shapes (its file's header). */
+export interface AttentionTensors {
   q: Tensor;
   k: Tensor;
   v: Tensor;
   out: Tensor;
-  /** f32 [B, H, Sq] (bshd) or [H, Tq] (varlen): written when given. */
+  /** f32 log-sum-exp per query row and head, written when given: [B, H, Sq] (bshd) or [H, Tq]
+   * (varlen) for attention(), [B, H, shard_r] for ring attention. */
   lse?: Tensor;
   causal: boolean;
+}
+
+export interface AttentionArgs extends AttentionTensors {
   /** Softmax scale, > 0 (default 1 / √D). */
   scale?: number;
   /** i32 [B + 1] on the GPU: q (and k, unless cuSeqlensK) is a packed batch. */

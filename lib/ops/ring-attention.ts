@@ -23,7 +23,7 @@ import { SymmetricTensor } from "../heap.ts";
 import { check, native, outPointer } from "../native.ts";
 import { LaunchPlan, writeSlot } from "../plan.ts";
 import { Tensor } from "../tensor.ts";
-import { describeAttentionFailure, HEAD_DIMS } from "./attention.ts";
+import { describeAttentionFailure, HEAD_DIMS, type AttentionTensors } from "./attention.ts";
 import type { TensorDesc } from "./gemm.ts";
 
 export type RingLayout = "zigzag" | "contiguous";
@@ -42,13 +42,7 @@ export interface RingAttentionConfig {
   commCtas?: number;
 }
 
-export interface RingAttentionArgs {
-  q: Tensor;
-  k: Tensor;
-  v: Tensor;
-  out: Tensor;
-  lse?: Tensor;
-  causal: boolean;
+export interface RingAttentionArgs extends AttentionTensors {
   layout?: RingLayout;
   /** The whole sequence's tokens (default: world x this rank's shard, when that is consistent). */
   seqlen?: number;

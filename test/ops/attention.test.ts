@@ -6,6 +6,7 @@ import { ArgumentError } from "../../lib/errors.ts";
 import { attention, planAttention, validateAttention, type AttentionDescArgs } from "../../lib/ops/attention.ts";
 import type { TensorDesc } from "../../lib/ops/gemm.ts";
 import { Tensor } from "../../lib/tensor.ts";
+import { argError } from "../support/argument-error.ts";
 import { AttentionProblem, caseName, compare, cpuAttention, expectWithinBars, LSE_ABS_BAR, type AttentionCase } from "../support/attention.ts";
 import { describeGpu, relError } from "../support/gpu.ts";
 
@@ -17,17 +18,6 @@ const packed = (extra: Partial<AttentionDescArgs> = {}): AttentionDescArgs => ({
   q: t([900, 4, 64]), k: t([900, 4, 64]), v: t([900, 4, 64]), out: t([900, 4, 64]), causal: false,
   cuSeqlens: t([4], "i32"), maxSeqlen: 500, ...extra,
 });
-
-function argError(fn: () => unknown, argument: string): string {
-  try {
-    fn();
-  } catch (e) {
-    expect(e).toBeInstanceOf(ArgumentError);
-    expect((e as ArgumentError).argument).toBe(argument);
-    return (e as Error).message;
-  }
-  throw new Error("expected an ArgumentError");
-}
 
 describe("attention validation (CPU: checked before anything reaches the GPU)", () => {
   test("bshd shapes, GQA and the defaults", () => {

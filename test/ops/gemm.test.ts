@@ -10,23 +10,12 @@ import {
 } from "../../lib/ops/gemm.ts";
 import { Stream } from "../../lib/stream.ts";
 import { Tensor } from "../../lib/tensor.ts";
+import { argError } from "../support/argument-error.ts";
 import { describeGpu } from "../support/gpu.ts";
 import { cpuGemm, deviceError, deviceErrorAsync, readErrors, referenceGemm } from "../support/gemm.ts";
 
 const bf16 = (shape: number[], device = 0): TensorDesc => ({ shape, dtype: "bf16", device });
 const f32 = (shape: number[], device = 0): TensorDesc => ({ shape, dtype: "f32", device });
-
-/** Runs fn, expects an ArgumentError naming `argument`, and returns its message. */
-function argError(fn: () => unknown, argument: string): string {
-  try {
-    fn();
-  } catch (e) {
-    expect(e).toBeInstanceOf(ArgumentError);
-    expect((e as ArgumentError).argument).toBe(argument);
-    return (e as Error).message;
-  }
-  throw new Error("expected an ArgumentError");
-}
 
 describe("gemm validation (CPU: checked before anything reaches the GPU)", () => {
   test("shapes from the tensors, both B layouts", () => {

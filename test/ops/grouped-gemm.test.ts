@@ -7,22 +7,12 @@ import { ArgumentError } from "../../lib/errors.ts";
 import { groupedGemm, groupedGemmConfigFor, groupedGemmSync, planGroupedGemm, type GroupedGemmDesc } from "../../lib/ops/grouped-gemm.ts";
 import type { TensorDesc } from "../../lib/ops/gemm.ts";
 import { Tensor } from "../../lib/tensor.ts";
+import { argError } from "../support/argument-error.ts";
 import { deviceErrorAsync, readErrors } from "../support/gemm.ts";
 import { describeGpu } from "../support/gpu.ts";
 import { rowsGemm, rowsOf } from "../support/moe-reference.ts";
 
 const d = (shape: number[], dtype: TensorDesc["dtype"] = "bf16", device = 0): TensorDesc => ({ shape, dtype, device });
-
-function argError(fn: () => unknown, argument: string): string {
-  try {
-    fn();
-  } catch (e) {
-    expect(e).toBeInstanceOf(ArgumentError);
-    expect((e as ArgumentError).argument).toBe(argument);
-    return (e as Error).message;
-  }
-  throw new Error("expected an ArgumentError");
-}
 
 describe("groupedGemm validation (CPU)", () => {
   const ok: GroupedGemmDesc = { a: d([100, 64]), b: d([4, 64, 48]), groupOffsets: d([5], "i32"), out: d([100, 48]) };

@@ -10,9 +10,9 @@
 //   bun test test/ops/moe-layer.test.ts -t "back to back|graph"  epochs across launches and replays
 import { describe, expect, test } from "../support/test-api.ts";
 
-import { ArgumentError } from "../../lib/errors.ts";
 import { validateDownWeights, validateExpertConfig, validateUpWeights } from "../../lib/ops/moe-gemm-validate.ts";
 import { validateMoeDispatch } from "../../lib/ops/moe-validate.ts";
+import { argError } from "../support/argument-error.ts";
 import { describeGpu } from "../support/gpu.ts";
 import { onOneGpu } from "../support/moe-checks.ts";
 import { checkLayer, checkLayerGraph, checkLayerOverflow } from "../support/moe-layer-checks.ts";
@@ -20,18 +20,6 @@ import { checkLayer, checkLayerGraph, checkLayerOverflow } from "../support/moe-
 const LONG = 900_000;
 type Desc = { shape: number[]; dtype: "bf16" | "f32" | "i32"; device: number };
 const t = (shape: number[], dtype: Desc["dtype"] = "bf16", device = 0): Desc => ({ shape, dtype, device });
-
-function argError(f: () => unknown, argument: string, re: RegExp): void {
-  let err: unknown;
-  try {
-    f();
-  } catch (e) {
-    err = e;
-  }
-  expect(err).toBeInstanceOf(ArgumentError);
-  expect((err as ArgumentError).argument).toBe(argument);
-  expect((err as Error).message).toMatch(re);
-}
 
 describe("MoE expert GEMMs: validation (CPU)", () => {
   const d = validateMoeDispatch(2, 0, 132, { x: t([16, 1024]), topkIds: t([16, 2], "i32"), experts: 8 });

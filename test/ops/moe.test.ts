@@ -13,10 +13,10 @@ import { describe, expect, test } from "../support/test-api.ts";
 import { join } from "node:path";
 
 import { Communicator } from "../../lib/comm.ts";
-import { ArgumentError } from "../../lib/errors.ts";
 import { moeRoute } from "../../lib/ops/moe-route.ts";
 import { validateMoeCombine, validateMoeDispatch, validateMoeRoute, type MoeDispatchShape } from "../../lib/ops/moe-validate.ts";
 import { Tensor } from "../../lib/tensor.ts";
+import { argError } from "../support/argument-error.ts";
 import { describeGpu } from "../support/gpu.ts";
 import {
   checkDispatchCombine, checkFailures, checkGraphReplay, checkMismatchAndTimeout, MOE_CHECKS, onOneGpu,
@@ -30,18 +30,6 @@ const LONG = 600_000;
 
 type Desc = { shape: number[]; dtype: "bf16" | "f32" | "i32"; device: number };
 const t = (shape: number[], dtype: Desc["dtype"] = "bf16", device = 0): Desc => ({ shape, dtype, device });
-
-function argError(f: () => unknown, argument: string, re: RegExp): void {
-  let err: unknown;
-  try {
-    f();
-  } catch (e) {
-    err = e;
-  }
-  expect(err).toBeInstanceOf(ArgumentError);
-  expect((err as ArgumentError).argument).toBe(argument);
-  expect((err as Error).message).toMatch(re);
-}
 
 describe("MoE: validation (CPU)", () => {
   test("moeRoute: logits, topk, outputs", () => {

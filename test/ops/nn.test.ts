@@ -3,7 +3,6 @@
 // NaN-poisoned outputs and every element checked.
 import { describe, expect, test } from "../support/test-api.ts";
 
-import { ArgumentError } from "../../lib/errors.ts";
 import type { TensorDesc } from "../../lib/ops/gemm.ts";
 import {
   cacheAttention, embedding, kvAppend, rmsNorm, rope, swiglu, validateCacheAttention, validateEmbedding, validateKvAppend,
@@ -11,22 +10,12 @@ import {
 } from "../../lib/ops/nn.ts";
 import { Sampler, sampleUniform, validateSample, validateSampling } from "../../lib/ops/sample.ts";
 import { Tensor } from "../../lib/tensor.ts";
+import { argError } from "../support/argument-error.ts";
 import { describeGpu, randomArray, relError } from "../support/gpu.ts";
 import { argmax, cacheAttentionRef, rmsNormRef, roundBf16, ropeRef, sampleRef, swigluRef } from "../support/nn-reference.ts";
 
 const bf16 = (shape: number[], device = 0): TensorDesc => ({ shape, dtype: "bf16", device });
 const i32 = (n: number, device = 0): TensorDesc => ({ shape: [n], dtype: "i32", device });
-
-function argError(fn: () => unknown, argument: string): string {
-  try {
-    fn();
-  } catch (e) {
-    expect(e).toBeInstanceOf(ArgumentError);
-    expect((e as ArgumentError).argument).toBe(argument);
-    return (e as Error).message;
-  }
-  throw new Error(`expected an ArgumentError naming '${argument}'`);
-}
 
 describe("nn validation (CPU)", () => {
   test("embedding: table, ids and out agree; rows default to the shortest", () => {

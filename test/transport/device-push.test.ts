@@ -19,17 +19,28 @@ async function until(cond: () => boolean, timeoutMs: number, what: () => string)
   }
 }
 
+/** A transport that talks to itself, with `words` u64 host words registered as the signals' target
+ * and a zeroed i32 [4] record on GPU 0 of how pushing threads failed; disposing it disposes all
+ * three, the transport first. */
+function openLoopback(words: number) {
+  using owned = new DisposableStack(); // disposes what was made so far if a later step throws
+  const sig = owned.use(HostBuffer.alloc(8 * words));
+  const failures = owned.use(Tensor.empty([4], "i32", { device: 0 }));
+  failures.fill(0);
+  const transport = owned.use(Transport.open({ rank: 0, worldSize: 1, device: 0, provider, timeoutMs: 20_000 }));
+  transport.connectPeers([transport.address()]);
+  const region = transport.register(sig);
+  region.connectPeers([region.descriptor()]);
+  const all = owned.move();
+  return { sig, failures, transport, region, [Symbol.dispose]: () => all.dispose() };
+}
+
 describeGpu("proxy device lane", 1, () => describeFabric(`over ${provider}`, provider, () => {
   for (const [slots, ctas, threads, perThread] of [[1024, 4, 128, 50], [8, 8, 64, 40]] as const) {
     test(`${ctas}x${threads} GPU threads push ${perThread} signals each through a ${slots}-slot FIFO`, async () => {
       const words = ctas * threads;
-      using sig = HostBuffer.alloc(8 * words);
-      using failures = Tensor.empty([4], "i32", { device: 0 });
-      failures.fill(0);
-      using transport = Transport.open({ rank: 0, worldSize: 1, device: 0, provider, timeoutMs: 20_000 });
-      transport.connectPeers([transport.address()]);
-      const region = transport.register(sig);
-      region.connectPeers([region.descriptor()]);
+      using loopback = openLoopback(words);
+      const { sig, failures, transport, region } = loopback;
       using proxy = Proxy.start(transport, { fifoSlots: slots, device: 0 });
       console.log(`transport provider: ${transport.provider} (FI_HMEM ${transport.info.hmem})`);
       expect(proxy.deviceLane).toBeDefined();
@@ -53,13 +64,8 @@ describeGpu("proxy device lane", 1, () => describeFabric(`over ${provider}`, pro
   }
 
   test("an aborted proxy releases GPU threads waiting on a full FIFO", async () => {
-    using sig = HostBuffer.alloc(8 * 64);
-    using failures = Tensor.empty([4], "i32", { device: 0 });
-    failures.fill(0);
-    using transport = Transport.open({ rank: 0, worldSize: 1, device: 0, provider, timeoutMs: 20_000 });
-    transport.connectPeers([transport.address()]);
-    const region = transport.register(sig);
-    region.connectPeers([region.descriptor()]);
+    using loopback = openLoopback(64);
+    const { failures, transport, region } = loopback;
     const proxy = Proxy.start(transport, { fifoSlots: 4, device: 0 });
     proxy.paused = true;
     // 64 threads into 4 slots with the proxy paused: all but 4 wait; aborting the proxy marks the
