@@ -22,8 +22,14 @@ import statistics
 import sys
 from pathlib import Path
 
-import torch
-import torch.nn.functional as F
+# Ranks sharing GPU 0 in this process: rank 0's fused kernel waits for rank 1's, launched after rank
+# 0's torch ops; a torch kernel's first (lazy) load in between would wait for rank 0's kernel for good
+# (README, "Several ranks can share one GPU"). Read when CUDA starts, so set before its first use.
+if any(a.startswith("--local-ranks") for a in sys.argv[1:]):
+    os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "ffi" / "python"))  # run from a checkout
 import weft.torch as wt  # noqa: E402

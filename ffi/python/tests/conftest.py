@@ -13,3 +13,9 @@ os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] = "1"
 os.environ["NVSHMEM_DISABLE_NVLS"] = "1"
 # JAX takes 75% of GPU memory at its first use unless told not to; torch shares this process.
 os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+# Several tests drive two ranks from this one process (weft.torch.local): rank 0's fused kernel waits
+# for rank 1's, which is launched after rank 0's torch ops. CUDA loads a kernel at its first launch,
+# and that load waits for the running kernels: a torch kernel's first launch between the two ranks'
+# launches would wait for rank 0's kernel for good (README, "Several ranks can share one GPU").
+# Loading every kernel when CUDA starts takes that wait away, at a slower start.
+os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
