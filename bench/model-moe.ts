@@ -37,7 +37,7 @@ const SMS = 132;
 const CFG = { T: 4096, k: 8, H: 7168, I: 2048, local: 32 };
 const TORCH_2GPU_MS = 3.86;
 const PUBLISHED = { lo: 230, hi: 415 };  // TFLOP/s per GPU, MoE dispatch + GEMM on 2 x 8 H200 (DeepEP + grouped GEMM, mKernel)
-const PER_SM_STORE_GBS = 25;  // one CTA's 16-byte peer stores (bench/NOTES-tp.md, all-gather comm CTAs: ~25 GB/s per CTA)
+const PER_SM_STORE_GBS = 25;  // one CTA's 16-byte peer stores to another GPU: ~25 GB/s (the all-gather's comm CTAs, 2 x H200)
 
 const notes: string[] = [];
 const collectives = load("collectives.json");

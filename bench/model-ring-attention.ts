@@ -8,8 +8,8 @@
 //   - our kernel's rate at S 32k (TFLOP/s, causal counted half) and the ring's own cost on one GPU
 //     (world 2 sharing a GPU against the plain kernel): bench/results/attention.json when it exists,
 //     else the design targets (600 TFLOP/s, 1.03), marked as assumed;
-//   - the copy engines' NVLink rate, ~300 GB/s per peer link (bench/NOTES-tp.md: 293-312 GB/s for the
-//     TP movers' copies), and ~380 GB/s as one GPU's inbound ceiling (NOTES-tp: the link's measured
+//   - the copy engines' NVLink rate, ~300 GB/s per peer link (bench/DECISIONS.md, "Ring attention's peers' K and V come by copy engine unless asked otherwise": 293-312 GB/s for the
+//     TP movers' copies), and ~380 GB/s as one GPU's inbound ceiling (the link's measured
 //     ceiling; bench/results/collectives.md: a 256 MiB all-gather at 345 GB/s busbw);
 //   - the schedule (ring.cuh): every rank computes 1/W of the work (zigzag balances causal work);
 //     the peers' K and V stream in by kv-head groups (8 at Hkv 32) while the first tiles compute on

@@ -36,7 +36,7 @@ export interface RingAttentionConfig {
   memoryBytes?: number;
   /** Who moves the peers' K and V: "copyEngine" (side streams' 2-D copies, no SM taken) or
    * "ctas" (commCtas CTAs of the kernel load from the peers over NVLink). "auto" (default): the
-   * cost model, which takes the copy engines (ffi/src/attention/ring_layout.cpp). */
+   * copy engines, or the CTAs where ranks share a GPU (ffi/src/attention/ring_layout.cpp). */
   mover?: "auto" | "copyEngine" | "ctas";
   /** With mover "ctas": how many CTAs copy (default 4); the rest compute. */
   commCtas?: number;

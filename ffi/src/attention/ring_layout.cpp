@@ -31,7 +31,7 @@ int64_t peer_tokens(const Layout& l, int32_t rank) {
   return n;
 }
 
-Layout ring_layout(const WeftRingAttentionParams& p, int32_t world, int32_t rank) {
+Layout ring_layout(const WeftRingAttentionParams& p, int32_t world, int32_t rank, bool shares_device) {
   Layout l{};
   const bool zigzag = p.layout == WEFT_RING_ZIGZAG;
   l.chunks = zigzag ? 2 * world : world;
@@ -63,9 +63,13 @@ Layout ring_layout(const WeftRingAttentionParams& p, int32_t world, int32_t rank
   }
   // Mover: the copy engines unless the caller asks for CTAs. The model (bench/model-ring-attention.ts)
   // has them hide every peer's shard under the math at 32k and 128k tokens on 2 and 8 GPUs without
-  // taking an SM; copy CTAs run at ~60 GB/s each (bench/NOTES-tp.md: a CTA's TMA stores to a peer),
-  // so matching 300 GB/s would take 5 SMs (4% of the math).
-  l.mover = world == 1 ? WEFT_RING_MOVER_AUTO : (p.mover == WEFT_RING_MOVER_CTAS ? WEFT_RING_MOVER_CTAS : WEFT_RING_MOVER_COPY_ENGINE);
+  // taking an SM; copy CTAs run at ~60 GB/s each, so matching 300 GB/s would take 5 SMs (4% of the
+  // math) (bench/DECISIONS.md, "Ring attention's peers' K and V come by copy engine unless asked
+  // otherwise"). Where ranks share a GPU, "auto" takes the CTAs: a copy between two buffers of one
+  // device runs on its SMs, which the ranks' kernels hold (the same rule as the TP ops' copy engines).
+  if (world == 1) l.mover = WEFT_RING_MOVER_AUTO;
+  else if (p.mover == WEFT_RING_MOVER_AUTO) l.mover = shares_device ? WEFT_RING_MOVER_CTAS : WEFT_RING_MOVER_COPY_ENGINE;
+  else l.mover = p.mover == WEFT_RING_MOVER_CTAS ? WEFT_RING_MOVER_CTAS : WEFT_RING_MOVER_COPY_ENGINE;
   l.mover_ctas = l.mover == WEFT_RING_MOVER_CTAS ? (p.comm_ctas > 0 ? p.comm_ctas : 4) : 0;
   l.abort_offset = 64 + 8ull * world + 8ull * l.groups * world + 8ull * l.groups;
   l.control_bytes = (l.abort_offset + 8 + kControlAlign - 1) / kControlAlign * kControlAlign;

@@ -32,7 +32,7 @@ struct Layout {
 int64_t peer_tokens(const Layout& l, int32_t rank);
 
 // Throws WEFT_E_INVALID when the sequence cannot be chunked or the budget holds no slot.
-Layout ring_layout(const WeftRingAttentionParams& p, int32_t world, int32_t rank);
+Layout ring_layout(const WeftRingAttentionParams& p, int32_t world, int32_t rank, bool shares_device);
 
 // The kernel's state for `rank` (every pointer null, epoch 0, ctas and timeout unset).
 attn::RingState ring_state(const WeftRingAttentionParams& p, const Layout& l, int32_t world, int32_t rank, int32_t block_m);

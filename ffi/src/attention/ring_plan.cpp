@@ -68,7 +68,7 @@ void validate(const WeftComm& c, const WeftRingAttentionParams* p) {
 }
 
 Layout choose(const WeftComm& c, const WeftRingAttentionParams& p) {
-  Layout l = attn_abi::ring_layout(p, int32_t(c.world), int32_t(c.rank));
+  Layout l = attn_abi::ring_layout(p, int32_t(c.world), int32_t(c.rank), c.shares_device);
   const int32_t world = int32_t(c.world);
   const bool zigzag = p.layout == WEFT_RING_ZIGZAG;
   const attn::TileShape t = attn::tile_shape(p.head_dim);

@@ -55,7 +55,7 @@ WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* c
     p.memory_bytes = uint64_t(config[kMemoryKib]) * 1024;
     const int32_t world = config[kWorld], rank = config[kRank];
     WEFT_REQUIRE(world >= 1 && world <= attn::kRingMaxWorld && rank >= 0 && rank < world, "world in [1, 8], rank in [0, world)");
-    const attn_abi::Layout l = attn_abi::ring_layout(p, world, rank);
+    const attn_abi::Layout l = attn_abi::ring_layout(p, world, rank, false);  // the walk does not depend on the mover
     const attn::RingState s = attn_abi::ring_state(p, l, world, rank, t.block_m);
     const attn::Problem q = attn_abi::ring_problem(p, l, rank, s);
     *out_rows = attn::list_walk_ring(q, s, d, out, capacity);
