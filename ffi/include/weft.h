@@ -1314,7 +1314,8 @@ WEFT_API int weft_reference_attention(const WeftAttentionParams* params, uint64_
  * same on every rank) -> weft_ring_attention_plan_create on every rank (zeroes the workspace and
  * publishes this rank's k, v offsets on `stream`) -> a barrier on that stream -> once it completed,
  * weft_ring_attention_plan_connect on every rank -> launches (every rank the same launches in the
- * same order; each takes the next epoch). */
+ * same order; each takes the next epoch). At world 1 (with kv_rows == seqlen, or batch 1) a launch is
+ * the one-GPU kernel's (weft_attention's). */
 #define WEFT_RING_ZIGZAG 0
 #define WEFT_RING_CONTIGUOUS 1
 /* Who copies the peers' K and V: the copy engines (2-D copies on side streams; no SM taken), or

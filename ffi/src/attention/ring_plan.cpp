@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "attention/attention.h"
+#include "attention_params.hpp"
 #include "comm/call_checks.hpp"
 #include "comm/comm.hpp"
 #include "device_guard.hpp"
@@ -104,6 +105,9 @@ struct WeftRingAttentionPlan {
   attn::RingLaunch launch{};
   attn_abi::RingBuffers buffers{};
   std::unique_ptr<attn_abi::RingMover> mover;
+  // World 1: the one-GPU kernel's launch instead of the ring's (build() says when and why).
+  bool one_gpu = false;
+  attn::LocalLaunch one_gpu_launch{};
   std::array<uint64_t, 5> published{};  // tag, workspace, k and v heap offsets, kv_rows (connect reads the peers')
   char* workspace = nullptr;
   uint64_t epoch = 0;
@@ -183,6 +187,24 @@ void build(WeftRingAttentionPlan& plan) {
   b.group_done = s.group_done;
   b.pulled = pulled;
   b.ctas = l.ctas;
+
+  // World 1 has no peer to wait for, and its shard is the whole sequence in order (zigzag's two
+  // chunks are 0 and 1), so the one-GPU kernel computes the same result without the ring's per-stage
+  // bookkeeping (the ring kernel took 1.48x the one-GPU kernel at S 8k causal on one H200,
+  // bench/results/attention.md). It reads k and v as [batch, seqlen, kv_heads, head_dim]: kv_rows ==
+  // seqlen, or one sequence (then the rows past the shard are simply not read).
+  plan.one_gpu = world == 1 && (p.batch == 1 || p.kv_rows == p.seqlen);
+  if (plan.one_gpu) {
+    WeftAttentionParams a = WEFT_ATTENTION_PARAMS_INIT;
+    a.q = p.q, a.k = p.k, a.v = p.v, a.out = p.out, a.lse = p.lse;
+    a.batch = p.batch, a.heads = p.heads, a.kv_heads = p.kv_heads, a.head_dim = p.head_dim;
+    a.seqlen_q = a.seqlen_k = p.seqlen;
+    a.flags = p.flags;
+    a.scale = p.scale;
+    a.max_ctas = c.sm_count;  // the communicator's SM budget
+    a.stream = p.stream;
+    plan.one_gpu_launch = attn_abi::local_launch(a, attn_abi::validate(&a));
+  }
 }
 
 void launch_kernel(WeftRingAttentionPlan& plan, const WeftOpLaunch* l) {
@@ -191,6 +213,11 @@ void launch_kernel(WeftRingAttentionPlan& plan, const WeftOpLaunch* l) {
   WEFT_REQUIRE(l, "launch must not be NULL (a WeftOpLaunch; done = 0 for no completion)");
   const attn::CompletionWords completion = completion_words<attn::CompletionWords>(l);
   plan.launch.state.epoch = ++plan.epoch;
+  if (plan.one_gpu) {
+    plan.one_gpu_launch.completion = completion;
+    WEFT_CUDA(attn::launch_local(plan.one_gpu_launch));
+    return;
+  }
   plan.launch.completion = completion;
   WEFT_CUDA(attn::launch_ring(plan.launch));
 }
