@@ -3,11 +3,10 @@
 // communicators per case (a timed-out case leaves its pair aborted), three checked back-to-back runs
 // each; prints one line per case: ok with the time, or the first words of the failure.
 //
-//   WEFT_COMM_TIMEOUT_MS=3000 bun bench/repro/shared-gpu-ag.ts
+//   WEFT_COMM_TIMEOUT_MS=3000 bun bench/repro/shared-gpu-ag.ts   (the GPU wait bound, as tp-checks reads it)
 import { Communicator } from "../../lib/comm.ts";
 import type { TpConfig } from "../../lib/ops/tp-validation.ts";
-import { LocalStore } from "../../lib/bootstrap.ts";
-import { backToBack, type Problem } from "../../test/support/tp-checks.ts";
+import { backToBack, ranksOnOneGpu, type Problem } from "../../test/support/tp-checks.ts";
 
 // smBudget: each rank's SMs (0: all of them, no share).
 type Case = { op: Problem["op"]; shape: [number, number, number]; config: TpConfig; smBudget: number };
@@ -26,10 +25,7 @@ for (const shape of [[4096, 8192, 8192], [16384, 8192, 8192]] as [number, number
 
 let tag = 9100;
 for (const c of cases) {
-  const stores = LocalStore.group(2, { timeoutMs: 60_000 });
-  const comms = await Promise.all(stores.map((store, rank) => Communicator.create(store,
-    { rank, worldSize: 2, localRank: rank, localWorldSize: 2, nodeId: "gpu0" }, 0,
-    { heapBytes: 3 * 2 ** 30, timeoutMs: Number(process.env.WEFT_COMM_TIMEOUT_MS ?? 3000), smBudget: c.smBudget || undefined })));
+  const comms = await ranksOnOneGpu(2, 3 * 2 ** 30, c.smBudget || false);
   const t0 = performance.now();
   let line: string;
   try {

@@ -45,7 +45,6 @@ struct DispatchGemmState : GroupedBase {
   const uint64_t* arrivals;
   const uint64_t* abort_word;
   int32_t pull;           // own rows from x
-  int32_t every_row_own;  // world 1: every row is own, though Groups::local is null (one pass)
   int32_t last_token;     // tokens - 1 (clamps the row indices of a failed layout)
 };
 
@@ -62,7 +61,7 @@ struct ArrivedRows {
   template <class P>
   __device__ __forceinline__ ArrivedRows(const P& p, const GroupTile& t) : s(&p.hooks), from_x(0) {
     // At world 1 the scheduler has no own-rows split (Groups::local is null), yet every row is own.
-    const int32_t own_end = p.hooks.every_row_own ? t.row_end : t.local_end;
+    const int32_t own_end = p.hooks.dispatch.peer.world == 1 ? t.row_end : t.local_end;
     const bool whole = !p.hooks.pull || t.m0 >= own_end;
     const int lane = int(threadIdx.x % 32);
 #pragma unroll
@@ -200,7 +199,6 @@ cudaError_t launch_config(const DispatchGemmLaunch& l) {
   h.arrivals = reinterpret_cast<const uint64_t*>(me + l.dispatch.layout.arrivals);
   h.abort_word = reinterpret_cast<const uint64_t*>(me + l.dispatch.layout.abort);
   h.pull = l.dispatch.pull_local;
-  h.every_row_own = l.dispatch.peer.world == 1;
   h.last_token = int32_t(l.dispatch.tokens > 0 ? l.dispatch.tokens - 1 : 0);
   return fused::launch_persistent<Cfg, dispatch_gemm_kernel<Cfg, Hooks>>(p, l.ctas, l.stream);
 }

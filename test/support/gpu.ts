@@ -22,7 +22,6 @@ export function gpuCount(): number {
 
 /** The GPUs this run requires (REQUIRE_GPU=N), 0 when unset. */
 export const requiredGpus = Math.max(0, Math.floor(Number(process.env.REQUIRE_GPU ?? 0)) || 0);
-export const requireGpu = requiredGpus > 0;
 
 /** describe() that runs only with at least `minGpus` GPUs. */
 export function describeGpu(name: string, minGpus: number, body: () => void): void {

@@ -27,11 +27,12 @@ export type TpCheck = NamedCheck<TpContext>;
 const TOL = 1e-2;
 const GPU_TIMEOUT_MS = Number(process.env.WEFT_COMM_TIMEOUT_MS ?? 10_000);
 
-/** `world` ranks of one communicator, all on GPU 0 in this process. shareSms: each rank plans for a
- * 1/W share of the SMs (smBudget), so that every rank's persistent kernels are resident together. */
-export async function ranksOnOneGpu(world: number, heapBytes: number, shareSms = false): Promise<Communicator[]> {
+/** `world` ranks of one communicator, all on GPU 0 in this process. shareSms: true, each rank plans
+ * for a 1/W share of the SMs (smBudget), so that every rank's persistent kernels are resident
+ * together; a number, that many SMs each. */
+export async function ranksOnOneGpu(world: number, heapBytes: number, shareSms: boolean | number = false): Promise<Communicator[]> {
   const stores = LocalStore.group(world, { timeoutMs: 60_000 });
-  const smBudget = shareSms ? Math.floor(deviceInfo(0).smCount / world) : undefined;
+  const smBudget = typeof shareSms === "number" ? shareSms : shareSms ? Math.floor(deviceInfo(0).smCount / world) : undefined;
   return Promise.all(stores.map((store, rank) => Communicator.create(store,
     { rank, worldSize: world, localRank: rank, localWorldSize: world, nodeId: "gpu0" }, 0,
     { heapBytes, timeoutMs: GPU_TIMEOUT_MS, smBudget })));

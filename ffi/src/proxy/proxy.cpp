@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "proxy/cpu_affinity.hpp"
+#include "info_log.hpp"
 #include "status.hpp"
 #include "transport/live_counters.hpp"
 
@@ -85,8 +86,7 @@ void Proxy::record_error(int code, const std::string& message) {
     error_code_.store(code ? code : WEFT_E_INTERNAL, std::memory_order_release);
   }
   for (auto& lane : lanes_) lane->fifo->publish_error(error_code_.load());
-  const char* log = std::getenv("WEFT_LOG");
-  if (log && (std::strcmp(log, "info") == 0 || std::strcmp(log, "debug") == 0))
+  if (info_log_enabled())
     std::fprintf(stderr, "weft: rank %d proxy failed (%d): %s\n", transport_.rank(), code,
                  message.c_str());
 }

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <string>
 
+#include "info_log.hpp"
 #include "status.hpp"
 #include "tensor_map.hpp"
 #include "tp/candidate.hpp"
@@ -261,8 +262,7 @@ void capture_copies(WeftTpPlan& plan) {
     g = nullptr;
   }
   (void)cudaGetLastError();
-  const char* log = std::getenv("WEFT_LOG");
-  if (log && (std::strcmp(log, "info") == 0 || std::strcmp(log, "debug") == 0))
+  if (info_log_enabled())
     std::fprintf(stderr, "weft: rank %d: the copy-engine mover's side streams run call by call: capturing them failed at %s: %s\n",
                  plan.problem.rank, step, enqueue_failure.empty() ? cudaGetErrorString(error) : enqueue_failure.c_str());
 }

@@ -13,6 +13,7 @@
 #include "transport/libfabric.hpp"
 #include "transport/live_counters.hpp"
 
+#include "info_log.hpp"
 #include "status.hpp"
 #include "transport/transport.hpp"
 
@@ -259,8 +260,7 @@ void FabricTransport::open() {
       info_->domain_attr->data_progress == FI_PROGRESS_AUTO ? "auto" : "manual",
       (unsigned long long)info_->ep_attr->max_msg_size, wait_fd_ >= 0 ? "true" : "false", rank(),
       world_size());
-  const char* log = std::getenv("WEFT_LOG");
-  if (log && (std::strcmp(log, "info") == 0 || std::strcmp(log, "debug") == 0))
+  if (info_log_enabled())
     std::fprintf(stderr, "weft: rank %d transport: libfabric %s provider %s (fabric %s, domain %s, FI_HMEM %s)\n",
                  rank(), fabric::version_string().c_str(), provider_.c_str(),
                  info_->fabric_attr->name ? info_->fabric_attr->name : "?",
