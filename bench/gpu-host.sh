@@ -7,7 +7,10 @@
 # Steps:  info -> weft info;  test -> REQUIRE_GPU=N bun test;  demo -> the README's demo;
 #         quickstart -> the README's API example;
 #         torch -> bench/peers/torch_tp.py under torchrun (2 ranks); a later `tp` step reads it;
-#         pytest -> pip install ./ffi/python, then REQUIRE_GPU=N pytest ffi/python/tests;
+#         pytest -> pip install ./ffi/python, then REQUIRE_GPU=N pytest ffi/python/tests (PYTEST_SELECT: some
+#           tests only; PYTEST_TEST_TIMEOUT: each test's bound where pytest-timeout is installed, 120 s);
+#           a test still running at 2/3 of the bound dumps every thread's stack;
+#         serve -> bench/serve-load.ts, two ranks on GPU 0, 8 and 64 clients (64 for 60 s), auto and sequential;
 #         mlp -> examples/torch_tp_mlp.py with 2 ranks on GPU 0; mlp2 -> the same under torchrun (2 GPUs);
 #         torch-ring -> bench/peers/torch_ring_attention.py under torchrun (2 ranks): torch_ring.json;
 #         NAME.cu -> bench/NAME.cu built with nvcc (linked against build/libweft.so) and run;
@@ -19,7 +22,7 @@
 #         sass/PATTERN -> per kernel of build/libweft.so whose name matches PATTERN: HGMMA, LDL/STL counts;
 #         ab/gemm, ab/tp-split -> that bench in the base tree and this one, interleaved (bench/ab-trees.sh);
 #         test1 -> bun test without REQUIRE_GPU (a one-GPU host: the two-GPU suites skip);
-#         deno-info, deno-demo, deno-test -> info, demo and test under Deno (deno on PATH:
+#         deno-info, deno-demo, deno-test -> info, demo and test (DENO_TEST_FILES, or all) under Deno (deno on PATH:
 #           bench/pack-deno.sh's .gpu-deno/enter.sh);
 #         anything else -> bun bench/<name>.ts (repro/rank-spread: bench/repro/rank-spread.ts)
 # A library built elsewhere travels as .carry/libweft.so.xz (the whole build/ folder is too large to
@@ -77,15 +80,20 @@ for spec in "$@"; do
            grep -E "^\(fail\)|^ *[0-9]+ (pass|fail|skip)$|^Ran " "$LOGS/test1.txt" ;;
     deno-info) timeout "$T" deno run $DENO_RUN lib/cli.ts info > "$LOGS/deno-info.txt" 2>&1; step_rc "$step" $?; cat "$LOGS/deno-info.txt" ;;
     deno-demo) timeout "$T" deno run $DENO_RUN examples/demo.ts > "$LOGS/deno-demo.txt" 2>&1; step_rc "$step" $?; tail -6 "$LOGS/deno-demo.txt" ;;
-    deno-test) NO_COLOR=1 timeout "$T" deno test $DENO_TEST test/ > "$LOGS/deno-test.txt" 2>&1; step_rc "$step" $?
+    deno-test) NO_COLOR=1 timeout "$T" deno test $DENO_TEST ${DENO_TEST_FILES:-test/} > "$LOGS/deno-test.txt" 2>&1; step_rc "$step" $?
                grep -E "\.\.\. FAILED|^(ok|FAILED) \|" "$LOGS/deno-test.txt" ;;
     torch) TORCHRUN=$(command -v torchrun || echo "python3 -m torch.distributed.run")
            timeout "$T" $TORCHRUN --nproc-per-node=2 bench/peers/torch_tp.py --out "$LOGS/torch_tp.json" > "$LOGS/torch.txt" 2>&1
            step_rc "$step" $?; export TORCH_TP_JSON="$LOGS/torch_tp.json"; tail -3 "$LOGS/torch.txt" ;;
     pytest) { python3 -m pip install --no-index --no-deps --force-reinstall ./ffi/python &&
-              timeout "$T" python3 -m pytest ffi/python/tests -q -rs; } > "$LOGS/pytest.txt" 2>&1
+              per_test=$(python3 -c "import pytest_timeout" 2>/dev/null && echo "--timeout=${PYTEST_TEST_TIMEOUT:-120}")
+              timeout "$T" python3 -m pytest ${PYTEST_SELECT:-ffi/python/tests} -v -rfEs --tb=short --durations=12 $per_test \
+                -o faulthandler_timeout=$((T * 2 / 3)); } > "$LOGS/pytest.txt" 2>&1
             step_rc "$step" $?; grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$LOGS/pytest.txt" | tail -40 ;;
-    mlp) timeout "$T" python3 examples/torch_tp_mlp.py --local-ranks 2 > "$log" 2>&1; step_rc "$step" $?; tail -8 "$log" ;;
+    serve) timeout "$T" bun bench/serve-load.ts --world 2 --one-gpu --clients 8,64 --duration 15 --duration-max 60 \
+             > "$log" 2>&1; step_rc "$step" $?; tail -30 "$log" ;;
+    mlp) timeout -s ABRT "$T" python3 -X faulthandler examples/torch_tp_mlp.py --local-ranks 2 > "$log" 2>&1  # ABRT: stacks
+         step_rc "$step" $?; tail -60 "$log" ;;
     mlp2) TORCHRUN=$(command -v torchrun || echo "python3 -m torch.distributed.run")
           timeout "$T" $TORCHRUN --nproc-per-node=2 examples/torch_tp_mlp.py > "$log" 2>&1; step_rc "$step" $?; tail -8 "$log" ;;
     sanitize) SANITIZE_TIMEOUT=$((T / 6)) OUT=$LOGS bash bench/sanitize.sh > "$log" 2>&1; step_rc "$step" $?; cat "$log" ;;

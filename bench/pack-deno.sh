@@ -26,10 +26,15 @@ if [ ! -x /tmp/weft-deno/deno ]; then
   mkdir -p /tmp/weft-deno
   xz -dc "$here/deno.xz" > /tmp/weft-deno/deno.part && chmod +x /tmp/weft-deno/deno.part && mv /tmp/weft-deno/deno.part /tmp/weft-deno/deno
 fi
-if [ ! -x "$root/.gpu/enter.sh" ]; then echo ".gpu-deno: .gpu/enter.sh is missing here: carry .gpu (gpu-pack) too" >&2; exit 1; fi
 # No network there: no update check; Deno's cache in /tmp.
 export PATH=/tmp/weft-deno:$PATH DENO_DIR=/tmp/weft-deno/cache DENO_NO_UPDATE_CHECK=1
-exec bash "$root/.gpu/enter.sh" "$@"
+if [ -x /tmp/weft-bun/bun ] || [ -f "$root/.gpu/bun.xz" ]; then exec bash "$root/.gpu/enter.sh" "$@"; fi
+# No bun here (a call that carried .gpu-deno, .carry and .gpu/node_modules only: bun.xz and deno.xz
+# together exceed one call's carry): Deno and Python steps run; Bun steps fail saying bun is missing.
+if [ ! -d "$root/.gpu/node_modules" ]; then echo ".gpu-deno: carry .gpu/node_modules (gpu-pack) too" >&2; exit 1; fi
+[ -e "$root/node_modules" ] || ln -s "$root/.gpu/node_modules" "$root/node_modules"
+cd "$root"
+exec "$@"
 INNER
 chmod +x .gpu-deno/enter.sh
 du -h .gpu-deno/deno.xz | awk '{print "pack-deno: .gpu-deno/deno.xz is " $1 "; carry .gpu-deno to the GPU host after .gpu and build"}'
