@@ -25,8 +25,11 @@ from pathlib import Path
 # Ranks sharing GPU 0 in this process: rank 0's fused kernel waits for rank 1's, launched after rank
 # 0's torch ops; a torch kernel's first (lazy) load in between would wait for rank 0's kernel for good
 # (README, "Several ranks can share one GPU"). Read when CUDA starts, so set before its first use.
+# Set even where the environment says LAZY: with ranks sharing a process it cannot work lazily.
 if any(a.startswith("--local-ranks") for a in sys.argv[1:]):
-    os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
+    if os.environ.get("CUDA_MODULE_LOADING", "EAGER") != "EAGER":
+        print(f"torch_tp_mlp: CUDA_MODULE_LOADING={os.environ['CUDA_MODULE_LOADING']} replaced by EAGER (--local-ranks)")
+    os.environ["CUDA_MODULE_LOADING"] = "EAGER"
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
