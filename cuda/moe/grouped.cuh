@@ -210,26 +210,16 @@ __device__ __forceinline__ void swiglu_in_place(float (&acc)[Cfg::kTileN / 2]) {
 // tail.c / tail.ldc the same memory, tail.tma_cols = n, a multiple of 8). Swiglu: paired tiles, the
 // output half-width (Hooks::kSwiglu).
 template <class Cfg, class Hooks>
-class BoundedEpilogue {
+class BoundedEpilogue : public gemm::OneKindEpilogue<Cfg, typename Hooks::State, GroupTile> {
+  using Base = gemm::OneKindEpilogue<Cfg, typename Hooks::State, GroupTile>;
+  using Base::consumer_, Base::p_, Base::s_, Base::staged_;
+
  public:
-  using State = typename Hooks::State;
-  using Tile = GroupTile;
-  static constexpr int kKinds = 1;
-  static constexpr int kBarriers = 0;
+  using Base::Base;
   static constexpr int kCols = Hooks::kSwiglu ? Cfg::kTileN / 2 : Cfg::kTileN;
-  static __device__ __forceinline__ int kind(const State&, const Tile&) { return 0; }
-
-  __device__ __forceinline__ BoundedEpilogue(const gemm::KernelParams<State>& p, const gemm::SharedStorage<Cfg>& s,
-                                             int consumer, uint32_t)
-      : p_(p), s_(s), consumer_(consumer) {}
-
-  template <int Kind>
-  __device__ __forceinline__ void before_math(const Tile&) {}
-  template <int Kind>
-  __device__ __forceinline__ void on_kblock(const Tile&, int32_t, int32_t) {}
 
   template <int Kind, class Scheduler>
-  __device__ __forceinline__ void store(float (&acc)[Cfg::kTileN / 2], const Tile& t, const Scheduler&) {
+  __device__ __forceinline__ void store(float (&acc)[Cfg::kTileN / 2], const GroupTile& t, const Scheduler&) {
     const int32_t row0 = t.m0 + consumer_ * Cfg::kConsumerRows;
     const int32_t rows = min(t.row_end - row0, int32_t(Cfg::kConsumerRows));
     if (rows <= 0) return;  // the next group's rows (uniform over the warpgroup)
@@ -257,12 +247,6 @@ class BoundedEpilogue {
 
   __device__ __forceinline__ void finish(float (&)[Cfg::kTileN / 2]) {}
   __device__ __forceinline__ bool ok() const { return true; }
-
- private:
-  const gemm::KernelParams<State>& p_;
-  const gemm::SharedStorage<Cfg> s_;
-  const int consumer_;
-  uint32_t staged_ = 0;
 };
 
 // Reasons the grouped kernels report through cta::fail beside the engine's (gemm/params.cuh): the
