@@ -203,7 +203,7 @@ class OneKindEpilogue {
   static constexpr int kBarriers = 0;
   static __device__ __forceinline__ int kind(const State&, const Tile&) { return 0; }
 
-  // The engine's constructor arguments; the last (the CTA's tile-kind count) is for policies of more kinds.
+  // The engine's constructor arguments; the last (the rank, gemm/kernel.cuh) only routed policies use.
   __device__ __forceinline__ OneKindEpilogue(const KernelParams<State>& p, const SharedStorage<Cfg>& s, int consumer, uint32_t)
       : p_(p), s_(s), consumer_(consumer) {}
 
