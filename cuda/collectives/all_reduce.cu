@@ -55,7 +55,7 @@ __global__ void __launch_bounds__(kThreads, 1) all_reduce_staged_kernel(const __
            npeers, len * a.elem_bytes, cta_workers());
   const uint32_t p = threadIdx.x;
   const bool is_peer = p < a.world && p != a.rank;
-  if (is_peer) write_desc(staged_desc(a, s, p, parity, a.rank), describe(a, p));
+  if (is_peer) sys::store_line_payload(staged_desc(a, s, p, parity, a.rank), describe(a, p));
   __syncthreads();
   // Release, cumulative through the barrier: the CTA's slice and the descriptor before the flag.
   if (is_peer) sys::signal_store(&staged_desc(a, s, p, parity, a.rank)->epoch, a.epoch);
