@@ -27,13 +27,14 @@ import type { SymmetricTensor } from "../heap.ts";
 import { check, native } from "../native.ts";
 import { Tensor } from "../tensor.ts";
 import {
-  describer, dispatchParams, layoutViews, MoeDispatchPlan, MoePlan, outWord, reportView, requireTensor,
+  describer, dispatchParams, layoutViews, MoeDispatchPlan, MoePlan, reportView, requireTensor,
   type MoeDispatchArgs, type MoeLayout,
 } from "./moe.ts";
 import {
   validateDownWeights, validateExpertConfig, validateUpWeights, type ExpertGemmConfig, type MoeActivation,
 } from "./moe-gemm-validate.ts";
 import { validateMoeCombine, validateMoeDispatch, type MoeDispatchShape } from "./moe-validate.ts";
+import { createNativePlan } from "./native-plan.ts";
 
 export interface MoeDispatchGemmArgs extends Omit<MoeDispatchArgs, "config"> {
   /** [E/W, H, N] bf16, N = I (or 2I, gate | up, with activation "swiglu"); [E/W, N, H] with transW. */
@@ -166,8 +167,6 @@ export function createMoeDispatchGemm(comm: Communicator, args: MoeDispatchGemmA
   const up = validateUpWeights(shape, args.w1, args.activation, args.transW, comm.device, op);
   const config = validateExpertConfig(args.config, comm.maxCtas, op, true);
   const owned: Tensor[] = [];
-  let workspace: SymmetricTensor | undefined;
-  let handle = 0;
   try {
     const { params, ids, weights, inputs } = dispatchParams(comm, shape, dispatchArgs, owned);
     const flags = (up.transW ? FLAG_W_NK : 0) | (up.swiglu ? FLAG_SWIGLU : 0);
@@ -185,19 +184,14 @@ export function createMoeDispatchGemm(comm: Communicator, args: MoeDispatchGemmA
     } else if (hidden.device !== comm.device) {
       throw new ArgumentError(op, "out", `is on device ${hidden.device} but this rank is on device ${comm.device}`);
     }
-    workspace = comm.empty([Number(choice.workspace_bytes)], "u8");
-    MoeDispatchParams.write(params, { workspace: workspace.ptr, workspace_bytes: workspace.bytes });
     const g = gemmParams({ flags, n: up.inter, k: shape.hidden, ...config, w: args.w1.ptr, out: hidden.ptr });
-    const out = new BigUint64Array(1);
-    check(native().weft_moe_dispatch_gemm_create(internals.handle, params, g, out), op);
-    handle = outWord(out);
-    const report = new BigUint64Array(1);
-    check(native().weft_moe_dispatch_gemm_report(handle, report), op);
-    return new MoeDispatchGemmPlan(comm, shape, choice, gemm, handle, workspace, [...inputs, args.w1, hidden], owned,
-      { hidden, inter: up.inter, activation: up.swiglu ? "swiglu" : "none", ids, weights }, outWord(report));
+    return createNativePlan(comm, op, MoeDispatchParams, params, choice.workspace_bytes, {
+      create: (out) => native().weft_moe_dispatch_gemm_create(internals.handle, params, g, out),
+      report: (handle, out) => native().weft_moe_dispatch_gemm_report(handle, out),
+      destroy: (handle) => native().weft_moe_dispatch_gemm_destroy(handle),
+    }, (handle, workspace, report) => new MoeDispatchGemmPlan(comm, shape, choice, gemm, handle, workspace, [...inputs, args.w1, hidden], owned,
+      { hidden, inter: up.inter, activation: up.swiglu ? "swiglu" : "none", ids, weights }, report));
   } catch (e) {
-    if (handle) native().weft_moe_dispatch_gemm_destroy(handle);
-    workspace?.dispose();
     for (const t of owned) t.dispose();
     throw e;
   }
@@ -230,27 +224,17 @@ export function createMoeGemmCombine(comm: Communicator, args: MoeGemmCombineArg
     d.topkWeights !== undefined, op);
   const config = validateExpertConfig(args.config, comm.maxCtas, op, false);
   const weights = args.topkWeights ?? d.topkWeights!;
-  let workspace: SymmetricTensor | undefined;
-  let handle = 0;
-  try {
-    const params = MoeCombineParams.write(MoeCombineParams.alloc(), {
-      dispatch: layoutHandle, hidden: hidden.ptr, weights: weights.ptr, out: args.out.ptr, ctas: 0, stream: comm.stream.handle,
-    });
-    const g = gemmParams({ flags: down.transW ? FLAG_W_NK : 0, n: d.shape.hidden, k: down.inter, ...config, mover: 0, w: args.w2.ptr, out: 0 });
-    const choiceBuf = MoeCombineChoice.alloc(), gemmBuf = MoeExpertGemmChoice.alloc();
-    check(native().weft_moe_gemm_combine_choose(internals.handle, params, g, choiceBuf, gemmBuf), op);
-    const choice = MoeCombineChoice.read(choiceBuf), gemm = MoeExpertGemmChoice.read(gemmBuf);
-    workspace = comm.empty([Number(choice.workspace_bytes)], "u8");
-    MoeCombineParams.write(params, { workspace: workspace.ptr, workspace_bytes: workspace.bytes });
-    const out = new BigUint64Array(1);
-    check(native().weft_moe_gemm_combine_create(internals.handle, params, g, out), op);
-    handle = outWord(out);
-    const report = new BigUint64Array(1);
-    check(native().weft_moe_gemm_combine_report(handle, report), op);
-    return new MoeGemmCombinePlan(comm, d, gemm.ctas, gemm.tile_n, handle, workspace, [hidden, args.w2, args.out, weights], outWord(report));
-  } catch (e) {
-    if (handle) native().weft_moe_gemm_combine_destroy(handle);
-    workspace?.dispose();
-    throw e;
-  }
+  const params = MoeCombineParams.write(MoeCombineParams.alloc(), {
+    dispatch: layoutHandle, hidden: hidden.ptr, weights: weights.ptr, out: args.out.ptr, ctas: 0, stream: comm.stream.handle,
+  });
+  const g = gemmParams({ flags: down.transW ? FLAG_W_NK : 0, n: d.shape.hidden, k: down.inter, ...config, mover: 0, w: args.w2.ptr, out: 0 });
+  const choiceBuf = MoeCombineChoice.alloc(), gemmBuf = MoeExpertGemmChoice.alloc();
+  check(native().weft_moe_gemm_combine_choose(internals.handle, params, g, choiceBuf, gemmBuf), op);
+  const choice = MoeCombineChoice.read(choiceBuf), gemm = MoeExpertGemmChoice.read(gemmBuf);
+  return createNativePlan(comm, op, MoeCombineParams, params, choice.workspace_bytes, {
+    create: (out) => native().weft_moe_gemm_combine_create(internals.handle, params, g, out),
+    report: (handle, out) => native().weft_moe_gemm_combine_report(handle, out),
+    destroy: (handle) => native().weft_moe_gemm_combine_destroy(handle),
+  }, (handle, workspace, report) =>
+    new MoeGemmCombinePlan(comm, d, gemm.ctas, gemm.tile_n, handle, workspace, [hidden, args.w2, args.out, weights], report));
 }

@@ -24,10 +24,11 @@ import { Completion, decodeReason, type FailureDescriber } from "../completion.t
 import { DTYPES } from "../dtype.ts";
 import { ArgumentError, DisposedError, PeerError, TimeoutError, WeftError } from "../errors.ts";
 import type { SymmetricTensor } from "../heap.ts";
-import { check, native, outPointer, viewNative } from "../native.ts";
+import { check, native, viewNative } from "../native.ts";
 import { LaunchPlan, writeSlot } from "../plan.ts";
 import { Tensor } from "../tensor.ts";
 import { validateMoeCombine, validateMoeDispatch, type MoeDispatchShape } from "./moe-validate.ts";
+import { createNativePlan } from "./native-plan.ts";
 
 export interface MoeDispatchArgs {
   /** [≥ tokens, H] bf16, H a multiple of 8. */
@@ -330,10 +331,6 @@ export function requireTensor(t: unknown, op: string, name: string): Tensor {
   return t;
 }
 
-export function outWord(cell: BigUint64Array): number {
-  return outPointer(cell);
-}
-
 /** A dispatch's WeftMoeDispatchParams (workspace still 0) and the routing tensors it reads or
  * writes: the given ones, or new ones pushed onto `owned`. */
 export function dispatchParams(comm: Communicator, shape: MoeDispatchShape, args: MoeDispatchArgs, owned: Tensor[]) {
@@ -360,24 +357,17 @@ export function createMoeDispatch(comm: Communicator, args: MoeDispatchArgs): Mo
   for (const name of ["topkIds", "topkWeights", "logits"] as const) if (args[name] !== undefined) requireTensor(args[name], op, name);
   const shape = validateMoeDispatch(comm.size, comm.device, comm.maxCtas, args, op);
   const owned: Tensor[] = [];
-  let workspace: SymmetricTensor | undefined;
-  let handle = 0;
   try {
     const { params, ids, weights, inputs } = dispatchParams(comm, shape, args, owned);
     const choiceBuf = MoeDispatchChoice.alloc();
     check(native().weft_moe_dispatch_choose(internals.handle, params, choiceBuf), op);
     const choice = MoeDispatchChoice.read(choiceBuf);
-    workspace = comm.empty([Number(choice.workspace_bytes)], "u8");
-    MoeDispatchParams.write(params, { workspace: workspace.ptr, workspace_bytes: workspace.bytes });
-    const out = new BigUint64Array(1);
-    check(native().weft_moe_dispatch_create(internals.handle, params, out), op);
-    handle = outWord(out);
-    const report = new BigUint64Array(1);
-    check(native().weft_moe_dispatch_report(handle, report), op);
-    return new MoeDispatchPlan(comm, shape, choice, handle, workspace, inputs, owned, ids, weights, outWord(report));
+    return createNativePlan(comm, op, MoeDispatchParams, params, choice.workspace_bytes, {
+      create: (out) => native().weft_moe_dispatch_create(internals.handle, params, out),
+      report: (handle, out) => native().weft_moe_dispatch_report(handle, out),
+      destroy: (handle) => native().weft_moe_dispatch_destroy(handle),
+    }, (handle, workspace, report) => new MoeDispatchPlan(comm, shape, choice, handle, workspace, inputs, owned, ids, weights, report));
   } catch (e) {
-    if (handle) native().weft_moe_dispatch_destroy(handle);
-    workspace?.dispose();
     for (const t of owned) t.dispose();
     throw e;
   }
@@ -397,26 +387,15 @@ export function createMoeCombine(comm: Communicator, args: MoeCombineArgs): MoeC
   if (args.topkWeights !== undefined) requireTensor(args.topkWeights, op, "topkWeights");
   const { ctas } = validateMoeCombine(d.shape, d.layout.capacity, comm.device, comm.maxCtas, args, d.topkWeights !== undefined, op);
   const weights = args.topkWeights ?? d.topkWeights!;
-  let workspace: SymmetricTensor | undefined;
-  let handle = 0;
-  try {
-    const params = MoeCombineParams.write(MoeCombineParams.alloc(), {
-      dispatch: dispatchHandle, hidden: args.hidden.ptr, weights: weights.ptr, out: args.out.ptr, ctas, stream: comm.stream.handle,
-    });
-    const choiceBuf = MoeCombineChoice.alloc();
-    check(native().weft_moe_combine_choose(internals.handle, params, choiceBuf), op);
-    const choice = MoeCombineChoice.read(choiceBuf);
-    workspace = comm.empty([Number(choice.workspace_bytes)], "u8");
-    MoeCombineParams.write(params, { workspace: workspace.ptr, workspace_bytes: workspace.bytes });
-    const out = new BigUint64Array(1);
-    check(native().weft_moe_combine_create(internals.handle, params, out), op);
-    handle = outWord(out);
-    const report = new BigUint64Array(1);
-    check(native().weft_moe_combine_report(handle, report), op);
-    return new MoeCombinePlan(comm, d, choice.ctas, handle, workspace, [args.hidden, args.out, weights], outWord(report));
-  } catch (e) {
-    if (handle) native().weft_moe_combine_destroy(handle);
-    workspace?.dispose();
-    throw e;
-  }
+  const params = MoeCombineParams.write(MoeCombineParams.alloc(), {
+    dispatch: dispatchHandle, hidden: args.hidden.ptr, weights: weights.ptr, out: args.out.ptr, ctas, stream: comm.stream.handle,
+  });
+  const choiceBuf = MoeCombineChoice.alloc();
+  check(native().weft_moe_combine_choose(internals.handle, params, choiceBuf), op);
+  const choice = MoeCombineChoice.read(choiceBuf);
+  return createNativePlan(comm, op, MoeCombineParams, params, choice.workspace_bytes, {
+    create: (out) => native().weft_moe_combine_create(internals.handle, params, out),
+    report: (handle, out) => native().weft_moe_combine_report(handle, out),
+    destroy: (handle) => native().weft_moe_combine_destroy(handle),
+  }, (handle, workspace, report) => new MoeCombinePlan(comm, d, choice.ctas, handle, workspace, [args.hidden, args.out, weights], report));
 }

@@ -20,11 +20,12 @@ import { Communicator } from "../comm.ts";
 import { decodeReason, type Completion, type FailureDescriber } from "../completion.ts";
 import { ArgumentError, checkInt, DisposedError } from "../errors.ts";
 import { SymmetricTensor } from "../heap.ts";
-import { check, native, outPointer } from "../native.ts";
+import { check, native } from "../native.ts";
 import { LaunchPlan, writeSlot } from "../plan.ts";
 import { Tensor } from "../tensor.ts";
 import { describeAttentionFailure, HEAD_DIMS, type AttentionTensors } from "./attention.ts";
 import type { TensorDesc } from "./gemm.ts";
+import { createNativePlan } from "./native-plan.ts";
 
 export type RingLayout = "zigzag" | "contiguous";
 
@@ -404,21 +405,14 @@ export function ringAttention(comm: Communicator, args: RingAttentionArgs): Ring
   const buf = RingAttentionChoice.alloc();
   check(native().weft_ring_attention_choose(internals.handle, params, buf), op);
   const choice = readChoice(buf);
-  const workspace = comm.empty([choice.workspaceBytes], "u8");
-  let handle = 0;
-  try {
-    RingAttentionParams.write(params, { workspace: workspace.ptr, workspace_bytes: workspace.bytes });
-    const out = new BigUint64Array(1);
-    check(native().weft_ring_attention_plan_create(internals.handle, params, out), op);
-    handle = outPointer(out);
+  return createNativePlan(comm, op, RingAttentionParams, params, choice.workspaceBytes, {
+    create: (out) => native().weft_ring_attention_plan_create(internals.handle, params, out),
+    destroy: (handle) => native().weft_ring_attention_plan_destroy(handle),
+  }, (handle, workspace) => {
     // The workspace was zeroed and this rank's offsets written on the stream; a barrier there orders
     // both before any peer reads them (at its first launch) or copies into them.
     const barrier = comm.prepare.barrier();
     const seq = barrier.launch();
     return new RingAttentionPlan(comm, shape, choice, handle, workspace, tensors, internals.completion, { wait: () => barrier.wait(seq) });
-  } catch (e) {
-    if (handle) native().weft_ring_attention_plan_destroy(handle);
-    workspace.dispose();
-    throw e;
-  }
+  });
 }
