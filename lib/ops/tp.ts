@@ -28,7 +28,7 @@ import { ArgumentError, TimeoutError, WeftError } from "../errors.ts";
 import { NativeHandle, teardown } from "../handle.ts";
 import { SymmetricTensor } from "../heap.ts";
 import { check, native } from "../native.ts";
-import { LaunchPlan, writeSlot } from "../plan.ts";
+import { LaunchPlan, runAllLaunched, writeSlot } from "../plan.ts";
 import { Tensor } from "../tensor.ts";
 import {
   FLAG_B_NK, MOVER_NAMES, MOVERS, OPS, opName, PATHS, validateTp, validateTpConfig,
@@ -183,13 +183,7 @@ export class TpPlan extends LaunchPlan implements Disposable {
 
   /** launchAll(plans), then one Promise that resolves when every plan's launch is done. */
   static runAll(plans: readonly TpPlan[]): Promise<void> {
-    let seqs: number[];
-    try {
-      seqs = TpPlan.launchAll(plans);
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return Promise.all(plans.map((p, i) => p.promise(seqs[i]!))).then(() => undefined);
+    return runAllLaunched(plans, (p) => TpPlan.launchAll(p));
   }
 
   get label(): string {
