@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { Communicator } from "../../lib/comm.ts";
 import { ArgumentError } from "../../lib/errors.ts";
 import { TpPlan, validateTp, validateTpConfig, type TpTensorDesc } from "../../lib/ops/tp.ts";
+import { expectWorkersPassed, testChecks } from "../support/check-suites.ts";
 import { describeGpu } from "../support/gpu.ts";
 import { runCheckWorkers } from "../support/report-channel.ts";
 import { backToBack, checkOddSizes, checkProblem, ranksOnOneGpu, TP_CHECKS, type TpContext } from "../support/tp-checks.ts";
@@ -96,22 +97,13 @@ describeGpu("tensor-parallel ops, one process driving both GPUs (Communicator.lo
     if (ctx) await Communicator.disposeAll(ctx.comms);
   }, LONG);
 
-  for (const check of TP_CHECKS) {
-    test(check.name, async () => {
-      const detail = await check.run(ctx);
-      console.log(`  [local] ${check.name}: ${detail}`);
-    }, LONG);
-  }
+  testChecks(TP_CHECKS, () => ctx, LONG);
 });
 
 describeGpu("tensor-parallel ops, one process per GPU (2 bun processes, CUDA IPC)", 2, () => {
   test("every check passes on both ranks", async () => {
     const worker = join(import.meta.dirname, "..", "support", "tp-worker.ts");
-    const { failed, exits, reported } = await runCheckWorkers(worker, 2);
-    expect(failed).toEqual([]);
-    expect(exits).toEqual([0, 0]);
-    const expected = process.env.CHECK_FILTER ? reported[0] : TP_CHECKS.length;
-    expect(reported).toEqual([expected!, expected!]);
+    expectWorkersPassed(await runCheckWorkers(worker, 2), TP_CHECKS.length);
   }, LONG);
 });
 
