@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { Communicator } from "../../lib/comm.ts";
 import { ArgumentError } from "../../lib/errors.ts";
 import { TpPlan, validateTp, validateTpConfig, type TpTensorDesc } from "../../lib/ops/tp.ts";
+import { caught } from "../support/caught.ts";
 import { expectWorkersPassed, testChecks } from "../support/check-suites.ts";
 import { describeGpu } from "../support/gpu.ts";
 import { runCheckWorkers } from "../support/report-channel.ts";
@@ -43,12 +44,7 @@ describe("tensor-parallel ops: validation (CPU)", () => {
 
   test("dtype, rank and device errors name the argument", () => {
     const bad = (args: Parameters<typeof validateTp>[3], re: RegExp) => {
-      let err: unknown;
-      try {
-        validateTp("gemmAllReduce", 2, 0, args);
-      } catch (e) {
-        err = e;
-      }
+      const err = caught(() => validateTp("gemmAllReduce", 2, 0, args));
       expect(err).toBeInstanceOf(ArgumentError);
       expect(String((err as Error).message)).toMatch(re);
     };
