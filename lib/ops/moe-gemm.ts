@@ -27,7 +27,7 @@ import type { SymmetricTensor } from "../heap.ts";
 import { check, native } from "../native.ts";
 import { Tensor } from "../tensor.ts";
 import {
-  describer, dispatchParams, layoutViews, MoeDispatchPlan, MoePlan, reportView, requireTensor,
+  describer, dispatchParams, layoutViews, MoeDispatchPlan, MoePlan, moePlanCalls, reportView, requireTensor, withOwnedTensors,
   type MoeDispatchArgs, type MoeLayout,
 } from "./moe.ts";
 import {
@@ -88,7 +88,7 @@ export class MoeDispatchGemmPlan extends MoePlan {
     owned: readonly Tensor[], parts: { hidden: Tensor; inter: number; activation: MoeActivation; ids: Tensor; weights?: Tensor },
     report: number) {
     const op = "Communicator.moeDispatchGemm";
-    super(comm, op, handle, (h) => native().weft_moe_dispatch_gemm_destroy(h), workspace, inputs, owned,
+    super(comm, op, "dispatch_gemm", handle, workspace, inputs, owned,
       describer(comm, op, reportView(report), shape));
     this.shape = shape;
     this.layout = layoutViews(comm, shape, choice, workspace);
@@ -100,16 +100,6 @@ export class MoeDispatchGemmPlan extends MoePlan {
     this.ctas = gemm.ctas;
     this.tileN = gemm.tile_n;
     this.mover = MOVER_NAMES[gemm.mover] === "push" ? "push" : "pull";
-  }
-
-  /** @internal The native plan, for moeGemmCombine / moeCombine. */
-  static nativeHandle(p: MoeDispatchGemmPlan): number {
-    p.checkUsable();
-    return p.handle;
-  }
-
-  protected nativeLaunch(handle: number, launch: Uint8Array): number {
-    return native().weft_moe_dispatch_gemm_launch(handle, launch);
   }
 
   override toString(): string {
@@ -129,7 +119,7 @@ export class MoeGemmCombinePlan extends MoePlan {
   constructor(comm: Communicator, layout: MoeDispatchGemmPlan | MoeDispatchPlan, ctas: number, tileN: number, handle: number,
     workspace: SymmetricTensor, inputs: readonly Tensor[], report: number) {
     const op = "Communicator.moeGemmCombine";
-    super(comm, op, handle, (h) => native().weft_moe_gemm_combine_destroy(h), workspace, inputs, [],
+    super(comm, op, "gemm_combine", handle, workspace, inputs, [],
       describer(comm, op, reportView(report), layout.shape));
     this.layout = layout;
     this.ctas = ctas;
@@ -139,10 +129,6 @@ export class MoeGemmCombinePlan extends MoePlan {
   protected override checkUsable(): void {
     if (this.layout.disposed) throw new DisposedError(this.label, "the layout plan this combine reads");
     super.checkUsable();
-  }
-
-  protected nativeLaunch(handle: number, launch: Uint8Array): number {
-    return native().weft_moe_gemm_combine_launch(handle, launch);
   }
 }
 
@@ -166,8 +152,7 @@ export function createMoeDispatchGemm(comm: Communicator, args: MoeDispatchGemmA
   const shape = validateMoeDispatch(comm.size, comm.device, comm.maxCtas, dispatchArgs, op);
   const up = validateUpWeights(shape, args.w1, args.activation, args.transW, comm.device, op);
   const config = validateExpertConfig(args.config, comm.maxCtas, op, true);
-  const owned: Tensor[] = [];
-  try {
+  return withOwnedTensors((owned) => {
     const { params, ids, weights, inputs } = dispatchParams(comm, shape, dispatchArgs, owned);
     const flags = (up.transW ? FLAG_W_NK : 0) | (up.swiglu ? FLAG_SWIGLU : 0);
     const choiceBuf = MoeDispatchChoice.alloc(), gemmBuf = MoeExpertGemmChoice.alloc();
@@ -186,15 +171,10 @@ export function createMoeDispatchGemm(comm: Communicator, args: MoeDispatchGemmA
     }
     const g = gemmParams({ flags, n: up.inter, k: shape.hidden, ...config, w: args.w1.ptr, out: hidden.ptr });
     return createNativePlan(comm, op, MoeDispatchParams, params, choice.workspace_bytes, {
-      create: (out) => native().weft_moe_dispatch_gemm_create(internals.handle, params, g, out),
-      report: (handle, out) => native().weft_moe_dispatch_gemm_report(handle, out),
-      destroy: (handle) => native().weft_moe_dispatch_gemm_destroy(handle),
+      ...moePlanCalls("dispatch_gemm"), create: (out) => native().weft_moe_dispatch_gemm_create(internals.handle, params, g, out),
     }, (handle, workspace, report) => new MoeDispatchGemmPlan(comm, shape, choice, gemm, handle, workspace, [...inputs, args.w1, hidden], owned,
       { hidden, inter: up.inter, activation: up.swiglu ? "swiglu" : "none", ids, weights }, report));
-  } catch (e) {
-    for (const t of owned) t.dispose();
-    throw e;
-  }
+  });
 }
 
 /** comm.moeGemmCombine: validates against the layout and creates the plan. */
@@ -208,7 +188,7 @@ export function createMoeGemmCombine(comm: Communicator, args: MoeGemmCombineArg
     throw new ArgumentError(op, "layout", "must be a MoeDispatchGemmPlan (comm.moeDispatchGemm) or a MoeDispatchPlan");
   }
   if (d.comm !== comm) throw new ArgumentError(op, "layout", "belongs to another communicator");
-  const layoutHandle = d instanceof MoeDispatchGemmPlan ? MoeDispatchGemmPlan.nativeHandle(d) : MoeDispatchPlan.nativeHandle(d);
+  const layoutHandle = MoePlan.nativeHandle(d);
   const hidden = args.hidden ?? (d instanceof MoeDispatchGemmPlan ? d.hidden : undefined);
   if (hidden === undefined) throw new ArgumentError(op, "hidden", "must be given with a moeDispatch layout (a moeDispatchGemm plan gives its own)");
   requireTensor(hidden, op, "hidden");
@@ -232,9 +212,7 @@ export function createMoeGemmCombine(comm: Communicator, args: MoeGemmCombineArg
   check(native().weft_moe_gemm_combine_choose(internals.handle, params, g, choiceBuf, gemmBuf), op);
   const choice = MoeCombineChoice.read(choiceBuf), gemm = MoeExpertGemmChoice.read(gemmBuf);
   return createNativePlan(comm, op, MoeCombineParams, params, choice.workspace_bytes, {
-    create: (out) => native().weft_moe_gemm_combine_create(internals.handle, params, g, out),
-    report: (handle, out) => native().weft_moe_gemm_combine_report(handle, out),
-    destroy: (handle) => native().weft_moe_gemm_combine_destroy(handle),
+    ...moePlanCalls("gemm_combine"), create: (out) => native().weft_moe_gemm_combine_create(internals.handle, params, g, out),
   }, (handle, workspace, report) =>
     new MoeGemmCombinePlan(comm, d, gemm.ctas, gemm.tile_n, handle, workspace, [hidden, args.w2, args.out, weights], report));
 }
