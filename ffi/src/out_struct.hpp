@@ -8,10 +8,10 @@
 namespace weft {
 
 template <class T>
-void require_out_struct(const T* out, const char* type) {
-  WEFT_REQUIRE(out, "out must not be NULL");
-  WEFT_REQUIRE(out->size == sizeof(T) && out->version == 1, "out->size/version must be sizeof(%s) (%zu) and 1", type,
-               sizeof(T));
+void require_out_struct(const T* out, const char* type, const char* name = "out") {
+  WEFT_REQUIRE(out, "%s must not be NULL", name);
+  WEFT_REQUIRE(out->size == sizeof(T) && out->version == 1, "%s must be a %s with size %zu and version 1 (got size %u, version %u)",
+               name, type, sizeof(T), unsigned(out->size), unsigned(out->version));
 }
 
 }  // namespace weft

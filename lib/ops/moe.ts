@@ -152,12 +152,16 @@ const leaks = new FinalizationRegistry<string>((what) => {
  * _launch and _destroy. */
 export type MoeKind = "dispatch" | "combine" | "dispatch_gemm" | "gemm_combine";
 
-/** The calls every MoE plan makes once it exists (the same signatures for every kind). */
+/** The calls every MoE plan makes once it exists (the same signatures for every kind). The symbol
+ * names are made once per plan, not per launch. */
 export function moePlanCalls(kind: MoeKind) {
+  const report = `weft_moe_${kind}_report` as const;
+  const launch = `weft_moe_${kind}_launch` as const;
+  const destroy = `weft_moe_${kind}_destroy` as const;
   return {
-    report: (handle: number, out: BigUint64Array) => native()[`weft_moe_${kind}_report`](handle, out),
-    launch: (handle: number, launch: Uint8Array) => native()[`weft_moe_${kind}_launch`](handle, launch),
-    destroy: (handle: number) => native()[`weft_moe_${kind}_destroy`](handle),
+    report: (handle: number, out: BigUint64Array) => native()[report](handle, out),
+    launch: (handle: number, words: Uint8Array) => native()[launch](handle, words),
+    destroy: (handle: number) => native()[destroy](handle),
   };
 }
 
