@@ -78,6 +78,7 @@ struct Config {
 //   [V stage 0 .. S-1: the same]
 //   [O: consumer 0 boxes | consumer 1 boxes | ...]               epilogue staging, 64 x 128 B boxes
 //   [q_full | q_empty | k_full[S] | k_empty[S] | v_full[S] | v_empty[S]]   mbarriers
+//   [tile index]                         the producer's handoff of the next tile (scheduler.cuh)
 template <class Cfg>
 struct SharedStorage {
   uint8_t* base;
@@ -103,6 +104,7 @@ struct SharedStorage {
   __device__ uint64_t* k_empty(uint32_t stage) const { return q_full() + 2 + Cfg::kStages + stage; }
   __device__ uint64_t* v_full(uint32_t stage) const { return q_full() + 2 + 2 * Cfg::kStages + stage; }
   __device__ uint64_t* v_empty(uint32_t stage) const { return q_full() + 2 + 3 * Cfg::kStages + stage; }
+  __device__ int32_t* tile_index() const { return reinterpret_cast<int32_t*>(q_full() + 2 + 4 * Cfg::kStages); }
 };
 
 }  // namespace weft::attn

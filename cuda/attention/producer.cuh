@@ -1,6 +1,7 @@
 // producer.cuh — the producer role: one thread of warpgroup 0 issues every TMA load of the CTA.
 //
-// Per tile: Q once (all kBoxes boxes on q_full, after the consumers released the previous tile's
+// Per tile: the tile's index (scheduler.cuh: the next of the launch's counter) into the shared
+// word, then Q once (all kBoxes boxes on q_full, after the consumers released the previous tile's
 // Q on q_empty), then the tile's key blocks in KvWalk order, K one block ahead of V: K0, K1, V0,
 // K2, V1, ..., V(last). That is the order the consumers need them in (they compute S of block j + 1
 // before P·V of block j: consumer.cuh). K and V have rings of their own (kStages slots each, a full
@@ -55,12 +56,27 @@ __device__ __forceinline__ bool produce(const Params<State>& p, const SharedStor
   SlotCounter<Cfg::kStages> k_ring, v_ring;
   uint32_t q_phase = 0;
   bool ok = true;
-  TileSequence tiles(p.problem.tiles, Policy::first_tile_cta(p));
-  int32_t index;
-  while (tiles.next(index)) {
+  TileFetcher fetcher(Policy::tile_counter(p), Policy::first_tile_cta(p));
+  for (;;) {
+    const int32_t index = fetcher.next(p.problem.tiles);
+    const bool end = index >= p.problem.tiles;
     QTile t;
-    if (Policy::template decode<Cfg>(p, index, t) != TileStatus::kOk) continue;
+    if (!end) {
+      const TileStatus status = Policy::template decode<Cfg>(p, index, t);
+      if (status == TileStatus::kInvalid) cta::fail(p.completion, kFailSeqlens, kStageProducer);
+      if (status != TileStatus::kOk) continue;  // the consumers never hear of it
+    }
     ok = ok && cta::mbarrier_wait(s.q_empty(), q_phase ^ 1u);
+    // The consumers read the word after their q_full wait and release q_empty only after that read,
+    // so the wait above also ends their use of the previous index. Ordering: this store precedes
+    // the arrive in program order, mbarrier.arrive has release semantics at CTA scope, and the
+    // consumers' try_wait that observes the phase complete acquires at CTA scope, so the index is
+    // visible to them once q_full completes (the Q bytes' complete_tx adds nothing to order).
+    *s.tile_index() = index;
+    if (end) {
+      cta::mbarrier_arrive(s.q_full());  // the end marker: no bytes
+      break;
+    }
     cta::mbarrier_arrive_expect_tx(s.q_full(), Cfg::kQBytes);
 #pragma unroll
     for (int box = 0; box < Cfg::kBoxes; ++box) {

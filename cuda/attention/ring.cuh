@@ -35,7 +35,9 @@
 // Tile order: kv-head groups one after the other; inside a group, query block by query block
 // (under a causal mask the last positions first: a later local block is a later global position,
 // in both layouts), then (sequence, head) pairs of the group. So group g's slot is released as
-// early as the schedule allows, and L2 holds the few heads the running CTAs share.
+// early as the schedule allows, and L2 holds the few heads the running CTAs share. The compute CTAs
+// take tiles in that order from the workspace's tile counter (scheduler.cuh), so each CTA's tiles
+// still come group by group (group_done below) and a group's tiles start as its peers' data lands.
 #pragma once
 
 #include "../collectives/move.cuh"
@@ -58,6 +60,7 @@ struct RingPolicy {
 
   static constexpr bool kMovers = true;
   static __device__ int32_t first_tile_cta(const Params<State>& p) { return p.state.mover_ctas; }
+  static __device__ uint32_t* tile_counter(const Params<State>& p) { return p.state.tile_counter; }
   static __device__ bool is_mover(const Params<State>& p) { return int32_t(blockIdx.x) < p.state.mover_ctas; }
 
   // primitives/abort.cuh's abort_budget, with this rank's plan word read from own_abort.

@@ -89,6 +89,7 @@ struct RingState {
   // the epoch when group g of source s has landed; CTAs add to group_done[g] when done with group g.
   uint64_t* flags;
   uint64_t* group_done;
+  uint32_t* tile_counter; // the compute CTAs' tile scheduler (scheduler.cuh; 0 between launches)
   uint64_t* entered;      // symmetric: this rank's, raised at kernel start
   uint64_t* go;           // this rank's side streams wait for it: every peer has entered
   // The CTA mover (mover_ctas > 0): CTAs [0, mover_ctas) copy the peers' groups themselves, in the

@@ -1,28 +1,35 @@
 // The attention kernel's tile order and key walk, listed on the host by the kernel's own code
 // (weft_testing_attention_walk) and checked without a GPU: every query in exactly one tile, every
 // tile's blocks covering exactly the keys its queries may see, once each, at the rows and columns of
-// the right map; for the ring, on every rank of worlds 1-4, both layouts.
+// the right map; for the ring, on every rank of worlds 1-4, both layouts. A host replay of the tile
+// scheduler (simulated CTAs taking the next index from a model of the device counter, two launches
+// without a reset) checks that each launch hands every tile to exactly one CTA.
 import { describe, expect, test } from "../support/test-api.ts";
 
 import { check, native } from "../../lib/native.ts";
 import { shardLength, shardRanges, type RingLayout } from "../../lib/ops/ring-attention.ts";
 
-const FIELDS = 16;
+const FIELDS = 18;
+const REPLAY_ROW = 3;
 const BM = 128, BN = 128;
 
 interface Block {
   index: number; status: number; b: number; h: number; hk: number; qRow: number; qRows: number; qPos: number;
   source: number; kvRow: number; kvCol: number; kvPos: number; valid: number; gate: number; masked: boolean; lse: number;
+  /** The replayed second launch: the CTA that took the tile (-2: two did, -1: none) and when. */
+  cta: number; order: number;
 }
 
 interface Config {
   batch: number; heads: number; kvHeads: number; headDim: number; seqQ: number; seqK: number; causal: boolean; section?: number;
   totalQ?: number; totalK?: number; world?: number; rank?: number; layout?: RingLayout; groupHeads?: number; kvRows?: number;
+  /** Simulated CTAs of the scheduler replay (0: none), and the CTAs the counter's limit assumes (a fault when it differs). */
+  replayCtas?: number; limitCtas?: number;
 }
 
 function walk(c: Config, cuQ?: number[], cuK?: number[]): Block[] {
   const config = Int32Array.from([c.batch, c.heads, c.kvHeads, c.headDim, c.seqQ, c.seqK, c.causal ? 1 : 0, c.section ?? 1,
-    c.totalQ ?? 0, c.totalK ?? 0, c.world ?? 0, c.rank ?? 0, c.layout === "contiguous" ? 1 : 0, c.groupHeads ?? 0, c.kvRows ?? 0, 0]);
+    c.totalQ ?? 0, c.totalK ?? 0, c.world ?? 0, c.rank ?? 0, c.layout === "contiguous" ? 1 : 0, c.groupHeads ?? 0, c.kvRows ?? 0, 0, c.replayCtas ?? 0, c.limitCtas ?? 0]);
   const count = new BigInt64Array(1);
   const q = cuQ ? Int32Array.from(cuQ) : null, k = cuK ? Int32Array.from(cuK) : null;
   check(native().weft_testing_attention_walk(config, q, k, null, 0, count), "walk");
@@ -32,9 +39,38 @@ function walk(c: Config, cuQ?: number[], cuK?: number[]): Block[] {
   for (let i = 0; i < out.length; i += FIELDS) {
     const f = out.subarray(i, i + FIELDS);
     rows.push({ index: f[0]!, status: f[1]!, b: f[2]!, h: f[3]!, hk: f[4]!, qRow: f[5]!, qRows: f[6]!, qPos: f[7]!, source: f[8]!,
-      kvRow: f[9]!, kvCol: f[10]!, kvPos: f[11]!, valid: f[12]!, gate: f[13]!, masked: f[14] === 1, lse: f[15]! });
+      kvRow: f[9]!, kvCol: f[10]!, kvPos: f[11]!, valid: f[12]!, gate: f[13]!, masked: f[14] === 1, lse: f[15]!, cta: f[16]!, order: f[17]! });
   }
   return rows;
+}
+
+/** Checks the scheduler replay of `ctas` CTAs: the counter back at 0 after each launch, every tile
+ * of the second launch taken by exactly one CTA, each CTA's tiles in increasing index order, and
+ * list scheduling's bound (Graham): no CTA busy longer than the mean plus the longest tile. */
+function checkReplay(rows: Block[], ctas: number): void {
+  const trailer = rows.filter((r) => r.status === REPLAY_ROW);
+  expect(trailer.length).toBe(1);
+  const [wordAfterFirst, wordAfterSecond, missed] = [trailer[0]!.b, trailer[0]!.h, trailer[0]!.hk];
+  if (wordAfterFirst !== 0 || wordAfterSecond !== 0) throw new Error(`counter left at ${wordAfterFirst}, ${wordAfterSecond} after the launches`);
+  if (missed !== 0) throw new Error(`${missed} tiles nobody took`);
+  const cost = new Map<number, number>(), owner = new Map<number, [number, number]>();
+  for (const r of rows) {
+    if (r.index < 0) continue;
+    if (r.cta < 0 || r.cta >= ctas) throw new Error(`tile ${r.index} went to CTA ${r.cta}`);
+    owner.set(r.index, [r.cta, r.order]);
+    if (r.status === 1) cost.set(r.index, (cost.get(r.index) ?? 0) + (r.source >= 0 ? 1 : 0));
+  }
+  const orders = [...owner.values()].map(([, o]) => o).sort((a, b) => a - b);
+  expect(orders).toEqual(orders.map((_, i) => i));  // one fetch per tile, none twice
+  const load = new Array<number>(ctas).fill(0), last = new Array<number>(ctas).fill(-1);
+  for (const [index, [cta, order]] of [...owner.entries()].sort((a, b) => a[1][1] - b[1][1])) {
+    expect(index).toBeGreaterThan(last[cta]!);
+    last[cta] = index;
+    if (order >= 0 && cost.has(index)) load[cta]! += Math.max(1, cost.get(index)!) + 1;
+  }
+  const total = load.reduce((a, b) => a + b, 0);
+  const longest = Math.max(...[...cost.values()].map((n) => Math.max(1, n) + 1));
+  for (const l of load) expect(l).toBeLessThanOrEqual(total / ctas + longest);
 }
 
 function byTile(rows: Block[]): Block[][] {
@@ -86,7 +122,8 @@ describe("the attention kernel's tiles and key blocks (host listing of the kerne
   ];
   for (const [name, c, cu] of local) {
     test(`one GPU: ${name}`, () => {
-      const rows = walk(c, cu, cu);
+      const rows = walk({ ...c, replayCtas: 3 }, cu, cu);
+      checkReplay(rows, 3);
       const lenQ = (b: number) => (cu ? cu[b + 1]! - cu[b]! : c.seqQ);
       const lenK = (b: number) => (cu ? cu[b + 1]! - cu[b]! : c.seqK);
       const startQ = (b: number) => (cu ? cu[b]! : b * c.seqQ);
@@ -120,7 +157,9 @@ describe("the attention kernel's tiles and key blocks (host listing of the kerne
           const shards = Array.from({ length: world }, (_, r) => shardLength(s, world, layout, r));
           const kvRows = Math.max(...shards) + 5;  // spare rows: the local map's stride is kvRows
           for (let rank = 0; rank < world; rank++) {
-            const rows = walk({ ...c, seqQ: s, seqK: s, causal, world, rank, layout, groupHeads: 1, kvRows }, undefined, undefined);
+            const ctas = 5 + rank;
+            const rows = walk({ ...c, seqQ: s, seqK: s, causal, world, rank, layout, groupHeads: 1, kvRows, replayCtas: ctas }, undefined, undefined);
+            checkReplay(rows, ctas);
             const ranges = shardRanges(s, world, layout, rank);
             const localOf = (r: number, pos: number) => {
               let at = 0;
@@ -167,4 +206,10 @@ describe("the attention kernel's tiles and key blocks (host listing of the kerne
       }
     }
   }
+
+  test("the replay's checks fail when the counter's limit miscounts the CTAs", () => {
+    const c: Config = { batch: 2, heads: 4, kvHeads: 2, headDim: 128, seqQ: 700, seqK: 700, causal: true, section: 3, replayCtas: 4 };
+    expect(() => checkReplay(walk(c), 4)).not.toThrow();
+    for (const limitCtas of [3, 5]) expect(() => checkReplay(walk({ ...c, limitCtas }), 4)).toThrow();
+  });
 });

@@ -6,7 +6,9 @@
 //   [control, 4 KiB multiple] entered @0 | go @8 | what the peers read at connect @16: a tag, this
 //                             workspace's own heap offset, k's and v's, kv_rows |
 //                             movers_done @56 | pulled[W] @64 | flags[groups][W] | group_done[groups] |
-//                             abort (Layout::abort_offset: raised by a rank whose own wait ran out)
+//                             abort (Layout::abort_offset: raised by a rank whose own wait ran out) |
+//                             tile counter (Layout::tile_counter_offset: this rank's scheduler word,
+//                             0 between launches: cuda/attention/scheduler.cuh)
 //   [receive K: slots x slot_rows rows of group_heads x D bf16][receive V: the same]
 // entered and pulled are read by the peers and abort is raised by them (same offsets everywhere); the
 // receive buffers are sized for the rank whose peers hold the most tokens.
@@ -150,6 +152,7 @@ void build(WeftRingAttentionPlan& plan) {
   s.pulled = pulled;
   s.flags = pulled + world;
   s.group_done = s.flags + int64_t(l.groups) * world;
+  s.tile_counter = reinterpret_cast<uint32_t*>(ws + l.tile_counter_offset);
   char* recv_k = ws + l.control_bytes;
   char* recv_v = recv_k + l.receive_bytes / 2;
   s.recv_k = recv_k;
@@ -205,6 +208,7 @@ void build(WeftRingAttentionPlan& plan) {
     a.max_ctas = c.sm_count;  // the communicator's SM budget
     a.stream = p.stream;
     plan.one_gpu_launch = attn_abi::local_launch(a, attn_abi::validate(&a));
+    plan.one_gpu_launch.tile_counter = s.tile_counter;  // the plan's, with or without a completion
   }
 }
 

@@ -16,11 +16,13 @@ WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* c
   return guard([&] {
     WEFT_REQUIRE(config && out_rows && (out || capacity == 0), "config and out_rows must not be NULL");
     enum { kBatch, kHeads, kKvHeads, kHeadDim, kSeqQ, kSeqK, kCausal, kSection, kTotalQ, kTotalK, kWorld, kRank, kLayout,
-           kGroupHeads, kKvRows, kMemoryKib };
+           kGroupHeads, kKvRows, kMemoryKib, kReplayCtas, kReplayLimitCtas };
     const int32_t d = config[kHeadDim];
     WEFT_REQUIRE(attn::head_dim_supported(d), "head_dim must be 64 or 128");
     WEFT_REQUIRE(config[kBatch] >= 1 && config[kHeads] >= 1 && config[kKvHeads] >= 1 && config[kHeads] % config[kKvHeads] == 0,
                  "batch, heads, kv_heads must be >= 1, heads a multiple of kv_heads");
+    WEFT_REQUIRE(config[kReplayCtas] >= 0 && config[kReplayLimitCtas] >= 0, "replay CTAs must be >= 0");
+    const attn::WalkReplay replay{config[kReplayCtas], config[kReplayLimitCtas]};
     const attn::TileShape t = attn::tile_shape(d);
     if (config[kWorld] == 0) {
       attn::Problem q{};
@@ -39,7 +41,7 @@ WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* c
       q.lse_batch_stride = int64_t(q.heads) * q.seqlen_q;
       q.rows_q = cu_q ? config[kTotalQ] : q.batch * q.seqlen_q;
       q.rows_k = cu_q ? config[kTotalK] : q.batch * q.seqlen_k;
-      *out_rows = attn::list_walk_local(q, d, out, capacity);
+      *out_rows = attn::list_walk_local(q, d, replay, out, capacity);
       return;
     }
     WeftRingAttentionParams p{};
@@ -58,7 +60,7 @@ WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* c
     const attn_abi::Layout l = attn_abi::ring_layout(p, world, rank, false);  // the walk does not depend on the mover
     const attn::RingState s = attn_abi::ring_state(p, l, world, rank, t.block_m);
     const attn::Problem q = attn_abi::ring_problem(p, l, rank, s);
-    *out_rows = attn::list_walk_ring(q, s, d, out, capacity);
+    *out_rows = attn::list_walk_ring(q, s, d, replay, out, capacity);
   });
 }
 
