@@ -56,9 +56,9 @@ __device__ __forceinline__ bool produce(const Params<State>& p, const SharedStor
   SlotCounter<Cfg::kStages> k_ring, v_ring;
   uint32_t q_phase = 0;
   bool ok = true;
-  TileFetcher fetcher(Policy::tile_counter(p), Policy::first_tile_cta(p));
+  TileFetcher<Policy> fetcher;
   for (;;) {
-    const int32_t index = fetcher.next(p.problem.tiles);
+    const int32_t index = fetcher.next(p);
     const bool end = index >= p.problem.tiles;
     QTile t;
     if (!end) {

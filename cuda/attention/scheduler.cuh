@@ -37,21 +37,23 @@ WEFT_ATTN_WALK int32_t snake_index(int32_t round, int32_t ctas, int32_t cta) {
   return round * ctas + ((round & 1) ? ctas - 1 - cta : cta);
 }
 
-// The producer thread's source of tile indices. An index >= tiles ends the CTA's walk.
+// The producer thread's source of tile indices. An index >= tiles ends the CTA's walk. The word's
+// address and the grid split are read from parameter space at each fetch (once per tile), not kept:
+// the producer's 40 registers spilled 8 bytes when they were.
+template <class Policy>
 class TileFetcher {
  public:
-  // CTAs [first, gridDim.x) compute tiles (the first ones may have another role: ring.cuh's movers).
-  __device__ TileFetcher(uint32_t* counter, int32_t first) : counter_(counter), first_(first) {}
-
-  __device__ int32_t next(int32_t tiles) {
-    const int32_t fetchers = static_cast<int32_t>(gridDim.x) - first_;
-    if (counter_ != nullptr) return static_cast<int32_t>(atomicInc(counter_, fetch_limit(tiles, fetchers)));
-    return snake_index(round_++, fetchers, static_cast<int32_t>(blockIdx.x) - first_);
+  template <class State>
+  __device__ int32_t next(const Params<State>& p) {
+    // CTAs [first, gridDim.x) compute tiles (the first ones may have another role: ring.cuh's movers).
+    const int32_t first = Policy::first_tile_cta(p);
+    const int32_t fetchers = static_cast<int32_t>(gridDim.x) - first;
+    uint32_t* counter = Policy::tile_counter(p);
+    if (counter != nullptr) return static_cast<int32_t>(atomicInc(counter, fetch_limit(p.problem.tiles, fetchers)));
+    return snake_index(round_++, fetchers, static_cast<int32_t>(blockIdx.x) - first);
   }
 
  private:
-  uint32_t* counter_;
-  int32_t first_;
   int32_t round_ = 0;
 };
 
