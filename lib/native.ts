@@ -171,7 +171,7 @@ export const symbols = {
   weft_ring_attention_plan_launch: { args: [T.ptr /* WeftRingAttentionPlan* */, T.ptr /* const WeftOpLaunch* */], returns: T.i32 },
   weft_ring_attention_plans_launch: { args: [T.ptr /* WeftRingAttentionPlan* const* */, T.ptr /* const WeftOpLaunch* */, T.i32 /* count */], returns: T.i32 },
   weft_ring_attention_plan_destroy: { args: [T.ptr /* WeftRingAttentionPlan* */], returns: T.i32 },
-  weft_testing_attention_walk: { args: [T.ptr /* const int32_t* config */, T.ptr /* const int32_t* cu_q */, T.ptr /* const int32_t* cu_k */, T.ptr /* int32_t* out */, T.i64 /* capacity */, T.ptr /* int64_t* out_rows */], returns: T.i32 },
+  weft_testing_attention_walk: { args: [T.ptr /* const int32_t* config */, T.ptr /* const int32_t* cu_q */, T.ptr /* const int32_t* cu_k */, T.ptr /* const int32_t* used_k */, T.ptr /* int32_t* out */, T.i64 /* capacity */, T.ptr /* int64_t* out_rows */], returns: T.i32 },
 
   // baselines for benchmarks (dlopen'ed cuBLASLt, NCCL)
   weft_cublaslt_available: { args: [T.ptr /* int32_t* */, T.ptr /* const char** path */], returns: T.i32 },
