@@ -38,6 +38,7 @@ export const symbols = {
   weft_memset: { args: [T.ptr /* dst */, T.i32 /* value */, T.u64 /* bytes */, T.ptr /* stream */], returns: T.i32 },
   weft_fill: { args: [T.ptr /* dst */, T.u64 /* count */, T.i32 /* elem_bytes */, T.u64 /* pattern */, T.ptr /* stream */], returns: T.i32 },
   weft_memcpy: { args: [T.ptr /* dst */, T.ptr /* src */, T.u64 /* bytes */, T.i32 /* WeftCopyKind */, T.ptr /* stream */], returns: T.i32 },
+  weft_memcpy_2d: { args: [T.ptr /* dst */, T.u64 /* dst_pitch */, T.ptr /* src */, T.u64 /* src_pitch */, T.u64 /* width_bytes */, T.u64 /* rows */, T.i32 /* WeftCopyKind */, T.ptr /* stream */], returns: T.i32 },
   weft_memcpy_peer: { args: [T.ptr /* dst */, T.i32 /* dst_device */, T.ptr /* src */, T.i32 /* src_device */, T.u64 /* bytes */, T.ptr /* stream */], returns: T.i32 },
   // streams and events
   weft_stream_create: { args: [T.i32 /* device */, T.ptr /* void** */], returns: T.i32 },

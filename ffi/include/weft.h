@@ -133,6 +133,10 @@ enum WeftCopyKind {
 };
 /* Stream-ordered copy. With a NULL stream and pageable host memory it completes before returning. */
 WEFT_API int weft_memcpy(void* dst, const void* src, uint64_t bytes, int32_t kind, void* stream);
+/* Stream-ordered 2-D copy: `rows` rows of width_bytes each, row r from src + r x src_pitch to
+ * dst + r x dst_pitch (a column range of a matrix into a dense one, say). NULL stream: as weft_memcpy. */
+WEFT_API int weft_memcpy_2d(void* dst, uint64_t dst_pitch, const void* src, uint64_t src_pitch, uint64_t width_bytes,
+                            uint64_t rows, int32_t kind, void* stream);
 /* Copy between two devices' memory, over NVLink/PCIe peer access when enabled. */
 WEFT_API int weft_memcpy_peer(void* dst, int32_t dst_device, const void* src, int32_t src_device,
                               uint64_t bytes, void* stream);
