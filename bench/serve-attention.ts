@@ -15,9 +15,10 @@ import { mkdirSync, writeFileSync } from "node:fs";
 
 import { EngineAttention, ReferenceAttention, type AttentionBackend, type AttentionCall } from "../examples/serve/attention.ts";
 import { deviceInfo } from "../lib/device.ts";
-import { Event, Stream } from "../lib/stream.ts";
+import { Stream } from "../lib/stream.ts";
 import { Tensor } from "../lib/tensor.ts";
 import { relError } from "../test/support/gpu.ts";
+import { timeLoop } from "./attention.ts";
 
 const args = process.argv.slice(2);
 const samples = Number(args.includes("--samples") ? args[args.indexOf("--samples") + 1] : 7);
@@ -74,26 +75,7 @@ function setup(c: Case, stream: Stream, maxCtas: number) {
   return { call, dispose: () => Object.values(t).forEach((x) => x.dispose()) };
 }
 
-function time(fn: () => void, stream: Stream): number {
-  using a = Event.create(0);
-  using b = Event.create(0);
-  for (let i = 0; i < 3; i++) fn();
-  a.record(stream);
-  fn();
-  b.record(stream);
-  b.synchronize();
-  const loop = Math.max(1, Math.ceil(20 / Math.max(b.elapsedSince(a), 1e-3)));
-  const times: number[] = [];
-  for (let s = 0; s < samples; s++) {
-    a.record(stream);
-    for (let i = 0; i < loop; i++) fn();
-    b.record(stream);
-    b.synchronize();
-    times.push(b.elapsedSince(a) / loop);
-  }
-  times.sort((x, y) => x - y);
-  return times[Math.floor(times.length / 2)]! * 1000;
-}
+const time = (fn: () => void, stream: Stream) => timeLoop(fn, stream, samples).medianMs * 1000;
 
 const dev = deviceInfo(0);
 using stream = Stream.create(0);

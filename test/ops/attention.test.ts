@@ -4,11 +4,13 @@
 import { describe, expect, test } from "../support/test-api.ts";
 
 import { ArgumentError } from "../../lib/errors.ts";
-import { attention, planAttention, referenceAttention, validateAttention, type AttentionDescArgs } from "../../lib/ops/attention.ts";
+import { attention, planAttention, validateAttention, type AttentionDescArgs } from "../../lib/ops/attention.ts";
 import type { TensorDesc } from "../../lib/ops/gemm.ts";
 import { Tensor } from "../../lib/tensor.ts";
 import { argError } from "../support/argument-error.ts";
-import { AttentionProblem, caseName, compare, cpuAttention, expectWithinBars, LSE_ABS_BAR, type AttentionCase } from "../support/attention.ts";
+import {
+  AttentionProblem, caseName, compare, cpuAttention, expectWithinBars, fp32Reference, LSE_ABS_BAR, type AttentionCase,
+} from "../support/attention.ts";
 import { cacheCaseName, CacheProblem, randomCacheCase, type CacheCase } from "../support/attention-cache.ts";
 import { describeGpu, relError } from "../support/gpu.ts";
 
@@ -220,23 +222,21 @@ async function checkCache(c: CacheCase): Promise<void> {
   const { cuSeqlensK: _k, sequsedK: _u, ...plain } = p.args;
   using out2 = Tensor.empty(p.out.shape, "bf16").fill(Number.NaN);
   using lse2 = Tensor.empty(p.lse.shape, "f32").fill(Number.NaN);
-  const packedArgs = { ...plain, k: dense.k, v: dense.v, cuSeqlensK: dense.cuK, maxSeqlenK: Math.min(c.maxSeq, dense.k.shape[0]!) };
-  using out32 = Tensor.empty(p.q.shape, "f32").fill(Number.NaN);
-  using lse32 = Tensor.empty(p.lse.shape, "f32").fill(Number.NaN);
+  const packedArgs = {
+    ...plain, k: dense.k, v: dense.v, cuSeqlensK: dense.cuK, maxSeqlenK: Math.min(c.maxSeq, dense.k.shape[0]!), out: out2, lse: lse2,
+  };
+  const { out32, lse32 } = fp32Reference(packedArgs);
   try {
     expectWithinBars(compare(p.out, ref.out32, p.lse, ref.lse32), `${name} vs the reference (sequsedK)`);
-    const { out: _o, lse: _l, ...rest } = packedArgs;
-    referenceAttention({ ...rest, out32, lse32 });
     expect(relError(out32.download() as Float32Array, ref.out32.download() as Float32Array)).toBeLessThanOrEqual(1e-6);
     expectWithinBars(compare(p.out, out32, p.lse, lse32), `${name} vs the reference over the packed keys`);
-    await attention({ ...packedArgs, out: out2, lse: lse2 });
+    await attention(packedArgs);
     const a = p.out.download({ raw: true }) as Uint16Array, b = out2.download({ raw: true }) as Uint16Array;
     const differ = a.reduce((n, x, i) => n + (x !== b[i] ? 1 : 0), 0);
     if (differ) throw new Error(`${name}: ${differ} of ${a.length} out elements differ from the engine over the packed keys`);
     expect(Array.from(p.lse.download() as Float32Array)).toEqual(Array.from(lse2.download() as Float32Array));
   } finally {
-    ref.out32.dispose();
-    ref.lse32.dispose();
+    for (const t of [ref.out32, ref.lse32, out32, lse32]) t.dispose();
     dense.dispose();
   }
 }

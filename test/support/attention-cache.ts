@@ -5,8 +5,9 @@
 // mix). Two references: weft_reference_attention with the same sequsedK, and the same sequences
 // with their keys copied into a dense packed batch, run by the engine's and the reference's plain
 // varlen path (no sequsedK anywhere), so a bug shared by both kernels' sequsedK handling cannot pass.
-import { referenceAttention, type AttentionArgs } from "../../lib/ops/attention.ts";
+import type { AttentionArgs } from "../../lib/ops/attention.ts";
 import { Tensor } from "../../lib/tensor.ts";
+import { fp32Reference } from "./attention.ts";
 
 export interface CacheCase {
   slots: number;
@@ -86,11 +87,7 @@ export class CacheProblem implements Disposable {
 
   /** The fp32 reference kernel over the cache in place, with the same sequsedK. */
   reference(): { out32: Tensor; lse32: Tensor } {
-    const out32 = Tensor.empty(this.q.shape, "f32", { device: this.q.device }).fill(Number.NaN);
-    const lse32 = Tensor.empty(this.lse.shape, "f32", { device: this.q.device }).fill(Number.NaN);
-    const { out: _o, lse: _l, ...rest } = this.args;
-    referenceAttention({ ...rest, out32, lse32 });
-    return { out32, lse32 };
+    return fp32Reference(this.args);
   }
 
   /** Each sequence's keys copied out of its slot into one dense packed batch: the plain varlen
