@@ -20,7 +20,8 @@
 #         sanitize -> bench/sanitize.sh (compute-sanitizer memcheck + racecheck over each fused TP op);
 #         soak -> bench/soak.ts (1000 checked back-to-back runs of each fused TP op, world 2 on GPU 0);
 #         sass/PATTERN -> per kernel of build/libweft.so whose name matches PATTERN: HGMMA, LDL/STL counts;
-#         ab/gemm, ab/tp-split -> that bench in the base tree and this one, interleaved (bench/ab-trees.sh);
+#         ab/gemm, ab/tp-split -> that bench in the base tree and this one, interleaved (bench/ab-trees.sh;
+#           AB_ROUNDS rounds, default 2; AB_ITERATIONS: bench/gemm.ts's timed iterations, default 40);
 #         test1 -> bun test without REQUIRE_GPU (a one-GPU host: the two-GPU suites skip);
 #         deno-info, deno-demo, deno-test -> info, demo and test (DENO_TEST_FILES, or all) under Deno (deno on PATH:
 #           bench/pack-deno.sh's .gpu-deno/enter.sh);
@@ -104,9 +105,9 @@ for spec in "$@"; do
     t/*) files=${step#t/}
          timeout "$T" bun test --timeout 300000 ${files//,/ } > "$log" 2>&1; step_rc "$step" $?
          grep -E "^\(fail\)|^ *[0-9]+ (pass|fail|skip)$|^Ran " "$log" ;;
-    ab/gemm) AB_STEP_TIMEOUT=$T bash bench/ab-trees.sh 2 "$LOGS/ab-gemm" -- bun bench/gemm.ts --iterations 40 > "$log" 2>&1
+    ab/gemm) AB_STEP_TIMEOUT=$T bash bench/ab-trees.sh "${AB_ROUNDS:-2}" "$LOGS/ab-gemm" -- bun bench/gemm.ts --iterations "${AB_ITERATIONS:-40}" > "$log" 2>&1
              step_rc "$step" $?; cat "$log" ;;
-    ab/tp-split) AB_STEP_TIMEOUT=$T bash bench/ab-trees.sh 2 "$LOGS/ab-tp-split" -- \
+    ab/tp-split) AB_STEP_TIMEOUT=$T bash bench/ab-trees.sh "${AB_ROUNDS:-2}" "$LOGS/ab-tp-split" -- \
                    bun bench/tp-split.ts --cases decode,rs,ar --devices 0 --variants gemm,gemm+done,op > "$log" 2>&1
                  step_rc "$step" $?; cat "$log" ;;
     ladder/*.cu) bin="$LOGS/$(basename "$step" .cu)"

@@ -296,3 +296,14 @@ function genericFailure(reason: bigint, op: string): WeftError {
   const { code, stage } = decodeReason(reason);
   return new WeftError(`the GPU reported failure (status ${code}, stage ${stage})`, { code: "E_INTERNAL", op });
 }
+
+/** For an op without a communicator (gemm, groupedGemm, attention, moeRoute): its one Completion
+ * per device, made on first use. Each op calls this once and keeps its own slots. */
+export function completionPerDevice(): (device: number) => Completion {
+  const made = new Map<number, Completion>();
+  return (device) => {
+    let c = made.get(device);
+    if (!c) made.set(device, (c = Completion.create(device)));
+    return c;
+  };
+}

@@ -305,6 +305,14 @@ export function outPointer(cell: BigUint64Array): number {
   return Number(cell[0]);
 }
 
+/** Makes a native call whose last argument is one pointer-sized out-parameter (a new handle, an
+ * address), checks its status (errors name `op`) and returns what it wrote. */
+export function checkedOut(op: string, call: (out: BigUint64Array) => number): number {
+  const out = new BigUint64Array(1);
+  check(call(out), op);
+  return outPointer(out);
+}
+
 // ---- WEFT_TRACE_FFI -------------------------------------------------------------------------------
 
 function traced(raw: Symbols): Symbols {

@@ -22,6 +22,18 @@ export function writeSlot(words: Uint32Array, at: SlotOffsets, slot: CompletionS
   writeU64(words, at.arrivals, slot.arrivals);
 }
 
+/** launchAll(plans) (a plan kind's batched launch), then one Promise that resolves when every
+ * plan's launch is done; a launchAll that throws rejects it instead of throwing. */
+export function runAllLaunched<P extends LaunchPlan>(plans: readonly P[], launchAll: (plans: readonly P[]) => number[]): Promise<void> {
+  let seqs: number[];
+  try {
+    seqs = launchAll(plans);
+  } catch (e) {
+    return Promise.reject(e);
+  }
+  return Promise.all(plans.map((p, i) => p.promise(seqs[i]!))).then(() => undefined);
+}
+
 export abstract class LaunchPlan {
   /** The op's name in errors ("all_reduce", "allGatherGemm", ...). */
   abstract readonly label: string;

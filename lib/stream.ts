@@ -2,18 +2,40 @@
 import { requireDevice } from "./device.ts";
 import { ArgumentError } from "./errors.ts";
 import { NativeHandle } from "./handle.ts";
-import { check, native, offThread, outPointer } from "./native.ts";
+import { check, checkedOut, native, offThread } from "./native.ts";
 
 const nextTurn = () => new Promise<void>((resolve) => setImmediate(resolve));
 const aMillisecond = () => new Promise<void>((resolve) => setTimeout(resolve, 1));
 
+/** How each kind of device handle's native object is made and freed. */
+const NATIVE_CALLS = {
+  Stream: {
+    create: (device: number, out: BigUint64Array) => native().weft_stream_create(device, out),
+    destroy: (handle: number) => native().weft_stream_destroy(handle),
+  },
+  Event: {
+    create: (device: number, out: BigUint64Array) => native().weft_event_create(device, out),
+    destroy: (handle: number) => native().weft_event_destroy(handle),
+  },
+};
+
 /** A stream or event: a native handle on one device. */
 abstract class DeviceHandle extends NativeHandle {
   readonly device: number;
+  readonly #kind: keyof typeof NATIVE_CALLS;
 
-  protected constructor(handle: number, device: number, what: string) {
-    super(handle, what, "it stays allocated until the process exits");
+  /** Creates a `kind` on `device`; errors name `${kind}.create`. */
+  protected constructor(kind: keyof typeof NATIVE_CALLS, device: number) {
+    const op = `${kind}.create`;
+    requireDevice(device, op);
+    const handle = checkedOut(op, (out) => NATIVE_CALLS[kind].create(device, out));
+    super(handle, `${kind} on device ${device}`, "it stays allocated until the process exits");
     this.device = device;
+    this.#kind = kind;
+  }
+
+  protected destroy(h: number): void {
+    check(NATIVE_CALLS[this.#kind].destroy(h), `${this.#kind}.dispose`);
   }
 
   get handle(): number {
@@ -24,14 +46,7 @@ abstract class DeviceHandle extends NativeHandle {
 /** A non-blocking CUDA stream on one device. */
 export class Stream extends DeviceHandle {
   static create(device = 0): Stream {
-    requireDevice(device, "Stream.create");
-    const out = new BigUint64Array(1);
-    check(native().weft_stream_create(device, out), "Stream.create");
-    return new Stream(outPointer(out), device, `Stream on device ${device}`);
-  }
-
-  protected destroy(h: number): void {
-    check(native().weft_stream_destroy(h), "Stream.dispose");
+    return new Stream("Stream", device);
   }
 
   synchronize(): void {
@@ -70,14 +85,7 @@ export class Stream extends DeviceHandle {
 /** A CUDA event, for timing stream work. */
 export class Event extends DeviceHandle {
   static create(device = 0): Event {
-    requireDevice(device, "Event.create");
-    const out = new BigUint64Array(1);
-    check(native().weft_event_create(device, out), "Event.create");
-    return new Event(outPointer(out), device, `Event on device ${device}`);
-  }
-
-  protected destroy(h: number): void {
-    check(native().weft_event_destroy(h), "Event.dispose");
+    return new Event("Event", device);
   }
 
   record(stream: Stream | null = null): this {

@@ -7,6 +7,7 @@ import { join } from "node:path";
 import { LocalStore, rankEnvFromProcess, Store, storeOptionsFromEnv } from "../lib/bootstrap.ts";
 import { ArgumentError, PeerError, TimeoutError } from "../lib/errors.ts";
 import { runtime } from "../lib/runtime/index.ts";
+import { caught } from "./support/caught.ts";
 import { nextReport, spawnWorker, type Worker } from "./support/report-channel.ts";
 import { describeStore } from "./support/store-gate.ts";
 
@@ -35,6 +36,14 @@ async function runRanks(worldSize: number, scenario: string, launched = worldSiz
   return { results, exits };
 }
 
+/** Every rank in `results` reported the error class `error`, with a message holding each of `parts`. */
+function expectEveryRankFailed(results: any[], error: string, parts: string[]): void {
+  for (const r of results) {
+    expect(r.error).toBe(error);
+    for (const part of parts) expect(r.message).toContain(part);
+  }
+}
+
 describeStore("Store between processes", [runtime.name], () => {
   test("set/get/wait/barrier/allGather across 4 processes, large values included", async () => {
     const { results, exits } = await runRanks(4, "basic");
@@ -48,43 +57,26 @@ describeStore("Store between processes", [runtime.name], () => {
 
   test("get of a key nobody sets times out and names the key", async () => {
     const { results } = await runRanks(2, "get-timeout");
-    for (const r of results) {
-      expect(r.error).toBe("TimeoutError");
-      expect(r.code).toBe("E_TIMEOUT");
-      expect(r.message).toContain("'never-set'");
-      expect(r.message).toContain("300 ms");
-    }
+    expectEveryRankFailed(results, "TimeoutError", ["'never-set'", "300 ms"]);
+    for (const r of results) expect(r.code).toBe("E_TIMEOUT");
   });
 
   test("wait names exactly the keys that were never set", async () => {
     const { results } = await runRanks(2, "wait-timeout");
-    for (const r of results) {
-      expect(r.error).toBe("TimeoutError");
-      expect(r.message).toContain("2 of 3 keys");
-      expect(r.message).toContain("'absent/a'");
-      expect(r.message).toContain("'absent/b'");
-      expect(r.message).not.toContain("present/");
-    }
+    expectEveryRankFailed(results, "TimeoutError", ["2 of 3 keys", "'absent/a'", "'absent/b'"]);
+    for (const r of results) expect(r.message).not.toContain("present/");
   });
 
   test("a rank that never joins: the barrier times out naming it", async () => {
     const { results } = await runRanks(4, "barrier-missing", 2);
-    for (const r of results) {
-      expect(r.error).toBe("TimeoutError");
-      expect(r.message).toContain("barrier 'all'");
-      expect(r.message).toContain("ranks 2, 3 never arrived");
-      expect(r.message).toContain("arrived: 0, 1");
-    }
+    expectEveryRankFailed(results, "TimeoutError", ["barrier 'all'", "ranks 2, 3 never arrived", "arrived: 0, 1"]);
   });
 
   test("a rank that dies: the others get PeerError naming it, not a hang", async () => {
     const t0 = performance.now();
     const { results, exits } = await runRanks(3, "dies");
     expect(exits[2]).toBe(3);
-    for (const r of results.slice(0, 2)) {
-      expect(r.error).toBe("PeerError");
-      expect(r.message).toContain("rank 2 left the store");
-    }
+    expectEveryRankFailed(results.slice(0, 2), "PeerError", ["rank 2 left the store"]);
     expect(performance.now() - t0).toBeLessThan(9000); // well before the 10 s barrier bound
   });
 
@@ -181,12 +173,7 @@ describe("rankEnvFromProcess", () => {
 
   test("missing or malformed variables are ArgumentErrors naming the variable", () => {
     const arg = (env: Record<string, string>, name: string, text: string) => {
-      let err: unknown;
-      try {
-        rankEnvFromProcess(env);
-      } catch (e) {
-        err = e;
-      }
+      const err = caught(() => rankEnvFromProcess(env));
       expect(err).toBeInstanceOf(ArgumentError);
       expect((err as ArgumentError).argument).toBe(name);
       expect((err as Error).message).toContain(text);

@@ -10,6 +10,7 @@ import { HeapAllocator } from "../lib/heap.ts";
 import { Tensor } from "../lib/tensor.ts";
 import { CHECKS, releaseDiffBuffers, type CheckContext } from "./support/collective-checks.ts";
 import { deviceError, referenceGemm } from "./support/gemm.ts";
+import { expectWorkersPassed, testChecks } from "./support/check-suites.ts";
 import { describeGpu, gpuCount } from "./support/gpu.ts";
 import { freePorts, runCheckWorkers } from "./support/report-channel.ts";
 
@@ -64,12 +65,7 @@ describeGpu("collectives, one process driving both GPUs (Communicator.local)", 2
     expect(a!.nodeId).toBe(b!.nodeId);
   });
 
-  for (const check of CHECKS) {
-    test(check.name, async () => {
-      const detail = await check.run(ctx);
-      console.log(`  [local] ${check.name}: ${detail}`);
-    }, LONG);
-  }
+  testChecks(CHECKS, () => ctx, LONG);
 });
 
 describeGpu("collectives, one process per GPU (2 bun processes, CUDA IPC)", 2, () => {
@@ -77,10 +73,8 @@ describeGpu("collectives, one process per GPU (2 bun processes, CUDA IPC)", 2, (
     // The second port is for the worker's Communicator.fromEnv() smoke run.
     const [port, port2] = await freePorts(2);
     const worker = join(import.meta.dirname, "support", "comm-worker.ts");
-    const { failed, exits, reported } = await runCheckWorkers(worker, 2, { WEFT_FROM_ENV_PORT: String(port2) }, port);
-    expect(failed).toEqual([]);
-    expect(exits).toEqual([0, 0]);
-    expect(reported).toEqual([CHECKS.length + 1, CHECKS.length + 1]);
+    // Each rank reports one more result than CHECKS: comm-worker's fromEnv run.
+    expectWorkersPassed(await runCheckWorkers(worker, 2, { WEFT_FROM_ENV_PORT: String(port2) }, port), CHECKS.length + 1);
   }, LONG);
 });
 

@@ -7,6 +7,7 @@ import { DlpackDesc } from "../lib/abi.ts";
 import { ArgumentError, UnsupportedError, WeftError } from "../lib/errors.ts";
 import { check, native, outPointer, viewNative } from "../lib/native.ts";
 import { Tensor } from "../lib/tensor.ts";
+import { caught } from "./support/caught.ts";
 import { describeGpu, randomArray } from "./support/gpu.ts";
 
 const VERSIONED = 1;
@@ -56,12 +57,7 @@ describe("DLPack (CPU)", () => {
     const m = hostManaged([4]);
     const version = new Uint32Array(viewNative(m, 8));  // DLManagedTensorVersioned starts with {major, minor}
     version[0] = 2;
-    let err: unknown;
-    try {
-      read(m);
-    } catch (e) {
-      err = e;
-    }
+    const err = caught(() => read(m));
     expect(err).toBeInstanceOf(UnsupportedError);
     expect((err as WeftError).message).toContain("DLPack version 2.0: weft reads version 1.x");
     version[0] = 1;

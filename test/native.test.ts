@@ -7,6 +7,7 @@ import { join } from "node:path";
 
 import { DeviceError, LibraryError, WeftError } from "../lib/errors.ts";
 import { ABI_VERSION, check, native, symbols } from "../lib/native.ts";
+import { caught } from "./support/caught.ts";
 import { evalArgv, runSync } from "./support/processes.ts";
 
 const root = join(import.meta.dirname, "..");
@@ -63,12 +64,7 @@ describe("loader", () => {
 describe("native errors", () => {
   test("a failing call becomes the matching WeftError with the native file:line message", () => {
     const out = new BigUint64Array(1);
-    let err: unknown;
-    try {
-      check(native().weft_malloc(1 << 20, 16, out), "weft_malloc");
-    } catch (e) {
-      err = e;
-    }
+    const err = caught(() => check(native().weft_malloc(1 << 20, 16, out), "weft_malloc"));
     expect(err).toBeInstanceOf(DeviceError);
     expect(err).toBeInstanceOf(WeftError);
     const e = err as WeftError;

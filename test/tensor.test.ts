@@ -6,6 +6,7 @@ import { Tensor } from "../lib/tensor.ts";
 import { enablePeerAccess } from "../lib/device.ts";
 import { Event, Stream } from "../lib/stream.ts";
 import { argError } from "./support/argument-error.ts";
+import { caught } from "./support/caught.ts";
 import { describeGpu, gpuCount, randomArray } from "./support/gpu.ts";
 
 describe("validation (no GPU needed: checked before anything is allocated)", () => {
@@ -38,12 +39,7 @@ describe("validation (no GPU needed: checked before anything is allocated)", () 
     if (gpuCount() > 0) {
       expect(argError(() => Tensor.empty([4], "f32", { device: gpuCount() + 3 }), "device")).toContain(`must be < ${gpuCount()}`);
     } else {
-      let err: unknown;
-      try {
-        Tensor.empty([4], "f32", { device: 0 });
-      } catch (e) {
-        err = e;
-      }
+      const err = caught(() => Tensor.empty([4], "f32", { device: 0 }));
       expect(err).toBeInstanceOf(DeviceError);
       expect((err as DeviceError).argument).toBe("device");
       expect((err as Error).message).toContain("no GPU on this machine");

@@ -34,6 +34,13 @@ interface Variant {
   teardown?(): void;
   call(): Promise<number>;
 }
+/** A variant's call(): the ms from calling `f` until what it returns has settled. */
+const timedAwait = (f: () => Promise<unknown>) => async () => {
+  const t0 = performance.now();
+  await f();
+  return performance.now() - t0;
+};
+
 const variants: Record<string, Variant> = {
   launch: {
     setup() {
@@ -74,11 +81,7 @@ const variants: Record<string, Variant> = {
     setup() {
       comm.eagerSpinMicros = defaultEager;
     },
-    async call() {
-      const t0 = performance.now();
-      await plan.run();
-      return performance.now() - t0;
-    },
+    call: timedAwait(() => plan.run()),
   },
   "run+eager": {
     setup() {
@@ -87,18 +90,10 @@ const variants: Record<string, Variant> = {
     teardown() {
       comm.eagerSpinMicros = defaultEager;
     },
-    async call() {
-      const t0 = performance.now();
-      await plan.run();
-      return performance.now() - t0;
-    },
+    call: timedAwait(() => plan.run()),
   },
   allReduce: {
-    async call() {
-      const t0 = performance.now();
-      await comm.allReduce(x, y);
-      return performance.now() - t0;
-    },
+    call: timedAwait(() => comm.allReduce(x, y)),
   },
 };
 const chosen = process.env.LAT_VARIANTS ? process.env.LAT_VARIANTS.split(",") : Object.keys(variants);

@@ -5,24 +5,14 @@
 
 #include <cuda_runtime.h>
 
-#include <atomic>
-
+#include "../primitives/persistent_launch.cuh"
 #include "kernel.cuh"
 
 namespace weft::attn {
 
 template <class Cfg, class Policy>
 cudaError_t opt_in() {
-  constexpr int kMaxDevices = 64;
-  static std::atomic<bool> done[kMaxDevices];
-  int device = 0;
-  cudaError_t e = cudaGetDevice(&device);
-  if (e != cudaSuccess) return e;
-  if (device < 0 || device >= kMaxDevices) return cudaErrorInvalidDevice;
-  if (done[device].load(std::memory_order_relaxed)) return cudaSuccess;
-  e = cudaFuncSetAttribute(attention_kernel<Cfg, Policy>, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
-  if (e == cudaSuccess) done[device].store(true, std::memory_order_relaxed);
-  return e;
+  return opt_in_shared_memory<attention_kernel<Cfg, Policy>>(Cfg::kSmemBytes);
 }
 
 template <class Cfg, class Policy>
@@ -43,17 +33,7 @@ cudaError_t launch(const Params<typename Policy::State>& p, int ctas, cudaStream
   cudaError_t e = opt_in<Cfg, Policy>();
   if (e != cudaSuccess) return e;
   if (ctas <= 0) return cudaErrorInvalidConfiguration;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(ctas));
-  cfg.blockDim = dim3(Cfg::kThreads);
-  cfg.dynamicSmemBytes = Cfg::kSmemBytes;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, attention_kernel<Cfg, Policy>, p);
+  return launch_persistent_grid<attention_kernel<Cfg, Policy>>(p, ctas, Cfg::kThreads, Cfg::kSmemBytes, stream);
 }
 
 // The instantiated shapes.

@@ -10,20 +10,15 @@
 //
 // Both sum in rank order, so every rank ends with the same bits. In-place (in == out) is safe:
 // every element is read and then written by the same thread.
+#include "collectives/direct_kernel.cuh"
 #include "collectives/move.cuh"
-#include "collectives/protocol.cuh"
 
 namespace weft::coll {
 
 namespace {
 
-struct Config {
-  static constexpr int kThreads = coll::kThreads;
-};
-
-__global__ void __launch_bounds__(Config::kThreads, 1) all_reduce_direct_kernel(const __grid_constant__ Args a) {
-  const Shared s = cta_setup(a);
-  if (cta_enter(a, s)) {
+struct AllReduceDirect : ToEveryPeer {
+  __device__ static void move(const Args& a, const Shared& s) {
     uint64_t begin, len;
     split(a.count, a.elem_bytes, a.rank, a.world, begin, len);
     const uint64_t at = begin * a.elem_bytes;
@@ -33,10 +28,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) all_reduce_direct_kernel(
                  [&](uint32_t i) { return on_rank(a, s, (a.rank + 1 + i) % a.world, a.out) + at; },
                  a.world, len, grid_workers());
     });
-    cta_leave(a, s, Every{}, Every{});
   }
-  cta_finish(a);
-}
+};
 
 __device__ __forceinline__ PairDesc* staged_desc(const Args& a, const Shared& s, uint32_t owner,
                                                  uint32_t parity, uint32_t writer) {
@@ -50,7 +43,7 @@ __device__ __forceinline__ char* staged_data(const Args& a, const Shared& s, uin
          (uint64_t(parity) * a.world + writer) * a.layout.staged_bytes;
 }
 
-__global__ void __launch_bounds__(Config::kThreads, 1) all_reduce_staged_kernel(const __grid_constant__ Args a) {
+__global__ void __launch_bounds__(kThreads, 1) all_reduce_staged_kernel(const __grid_constant__ Args a) {
   const Shared s = cta_setup(a);
   const uint32_t parity = uint32_t(a.epoch & 1);
   uint64_t begin, len;
@@ -62,7 +55,7 @@ __global__ void __launch_bounds__(Config::kThreads, 1) all_reduce_staged_kernel(
            npeers, len * a.elem_bytes, cta_workers());
   const uint32_t p = threadIdx.x;
   const bool is_peer = p < a.world && p != a.rank;
-  if (is_peer) write_desc(staged_desc(a, s, p, parity, a.rank), describe(a, p));
+  if (is_peer) sys::store_line_payload(staged_desc(a, s, p, parity, a.rank), describe(a, p));
   __syncthreads();
   // Release, cumulative through the barrier: the CTA's slice and the descriptor before the flag.
   if (is_peer) sys::signal_store(&staged_desc(a, s, p, parity, a.rank)->epoch, a.epoch);
@@ -83,9 +76,8 @@ __global__ void __launch_bounds__(Config::kThreads, 1) all_reduce_staged_kernel(
 }  // namespace
 
 KernelLaunch all_reduce_launch(const Args& a) {
-  const void* k = a.algo == kStaged ? reinterpret_cast<const void*>(&all_reduce_staged_kernel)
-                                    : reinterpret_cast<const void*>(&all_reduce_direct_kernel);
-  return {k, a.nctas, Config::kThreads, uint32_t(shared_bytes(a.world))};
+  return a.algo == kStaged ? collective_launch(reinterpret_cast<const void*>(&all_reduce_staged_kernel), a)
+                           : direct_launch<AllReduceDirect>(a);
 }
 
 }  // namespace weft::coll

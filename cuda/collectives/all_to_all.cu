@@ -2,20 +2,15 @@
 // place rank d reserved for rank r (its recv offset). Direct protocol, push. Each rank tells each
 // peer, in its entry descriptor, how many elements it expects from it and where they go; the
 // sender checks the count against its own send count before moving anything.
+#include "collectives/direct_kernel.cuh"
 #include "collectives/move.cuh"
-#include "collectives/protocol.cuh"
 
 namespace weft::coll {
 
 namespace {
 
-struct Config {
-  static constexpr int kThreads = coll::kThreads;
-};
-
-__global__ void __launch_bounds__(Config::kThreads, 1) all_to_all_kernel(const __grid_constant__ Args a) {
-  const Shared s = cta_setup(a);
-  if (cta_enter(a, s)) {
+struct AllToAll : ToEveryPeer {
+  __device__ static void move(const Args& a, const Shared& s) {
     const uint64_t* send_off = a.a2a;
     const uint64_t* send_count = a.a2a + a.world;
     for (uint32_t i = 0; i < a.world; ++i) {
@@ -24,15 +19,11 @@ __global__ void __launch_bounds__(Config::kThreads, 1) all_to_all_kernel(const _
       copy_out(a.in + send_off[d] * a.elem_bytes, [&](uint32_t) { return dst; }, 1,
                send_count[d] * a.elem_bytes, grid_workers());
     }
-    cta_leave(a, s, Every{}, Every{});
   }
-  cta_finish(a);
-}
+};
 
 }  // namespace
 
-KernelLaunch all_to_all_launch(const Args& a) {
-  return {reinterpret_cast<const void*>(&all_to_all_kernel), a.nctas, Config::kThreads, uint32_t(shared_bytes(a.world))};
-}
+KernelLaunch all_to_all_launch(const Args& a) { return direct_launch<AllToAll>(a); }
 
 }  // namespace weft::coll

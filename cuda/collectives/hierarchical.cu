@@ -38,11 +38,6 @@ using inter::recv_offset;
 using inter::send_offset;
 using inter::sum_in;
 
-struct Config {
-  static constexpr int kThreads = coll::kThreads;
-};
-
-
 // One thread: this CTA's slice, `bytes` at send-staging offset `src`, to the peer on node
 // `peer_node` at its receive-staging offset `dst`, then its signal [this node][this CTA]. Failures
 // are reported for the whole grid (and the local ranks stop waiting).
@@ -99,12 +94,8 @@ __device__ inline bool exchange(const Args& a, const Shared& s, const InterNode&
   return !__syncthreads_or(failed);
 }
 
-__global__ void __launch_bounds__(Config::kThreads, 1) hier_all_gather_kernel(const __grid_constant__ HierArgs h) {
-  const Args& a = h.local;
-  const InterNode& x = h.inter;
-  const Shared s = cta_setup(a);
-  if (cta_enter(a, s)) {
-    const uint32_t parity = uint32_t(a.epoch & 1);
+struct AllGather {
+  __device__ static bool move(const Args& a, const Shared& s, const InterNode& x, uint32_t parity) {
     const uint32_t L = a.world;
     const uint64_t bytes = a.count * a.elem_bytes;  // one rank's block
     uint64_t b, len;
@@ -114,25 +105,19 @@ __global__ void __launch_bounds__(Config::kThreads, 1) hier_all_gather_kernel(co
     copy_out(a.in + b,
              [&](uint32_t i) { return i < L ? on_rank(a, s, (a.rank + 1 + i) % L, a.out) + uint64_t(x.rank) * bytes + b : send + b; },
              L + 1, len, cta_workers());
-    if (exchange(a, s, x, parity, [](uint32_t) { return 0u; }, b, len)) {
-      for (uint32_t i = 0; i + 1 < x.nodes; ++i) {
-        const uint32_t m = other_node(x, i);
-        const uint64_t at = uint64_t(global_rank(x, m, a.rank)) * bytes + b;
-        copy_in(x.recv + recv_offset(x, parity, m) + b,
-                 [&](uint32_t j) { return on_rank(a, s, (a.rank + 1 + j) % L, a.out) + at; }, L, len, cta_workers());
-      }
-      cta_leave(a, s, Every{}, Every{});
+    if (!exchange(a, s, x, parity, [](uint32_t) { return 0u; }, b, len)) return false;
+    for (uint32_t i = 0; i + 1 < x.nodes; ++i) {
+      const uint32_t m = other_node(x, i);
+      const uint64_t at = uint64_t(global_rank(x, m, a.rank)) * bytes + b;
+      copy_in(x.recv + recv_offset(x, parity, m) + b,
+               [&](uint32_t j) { return on_rank(a, s, (a.rank + 1 + j) % L, a.out) + at; }, L, len, cta_workers());
     }
+    return true;
   }
-  cta_finish(a);
-}
+};
 
-__global__ void __launch_bounds__(Config::kThreads, 1) hier_reduce_scatter_kernel(const __grid_constant__ HierArgs h) {
-  const Args& a = h.local;
-  const InterNode& x = h.inter;
-  const Shared s = cta_setup(a);
-  if (cta_enter(a, s)) {
-    const uint32_t parity = uint32_t(a.epoch & 1);
+struct ReduceScatter {
+  __device__ static bool move(const Args& a, const Shared& s, const InterNode& x, uint32_t parity) {
     const uint32_t L = a.world;
     const uint64_t bytes = a.count * a.elem_bytes;  // one rank's output block
     uint64_t cb, clen;
@@ -149,32 +134,26 @@ __global__ void __launch_bounds__(Config::kThreads, 1) hier_reduce_scatter_kerne
                    cta_workers());
       }
     });
-    if (exchange(a, s, x, parity, [](uint32_t m) { return m; }, b, clen * a.elem_bytes)) {
-      with_float_type(a.dtype, [&](auto tag) {
-        using T = decltype(tag);
-        const uint64_t at = uint64_t(x.rank) * bytes + b;
-        // Sources: the local ranks' block (n, l), then the peer nodes' partials in node order.
-        sum_in<T>(
-            [&](uint32_t q) -> const char* {
-              if (q < L) return on_rank(a, s, q, a.in) + at;
-              const uint32_t r = q - L;
-              const uint32_t m = r < x.node ? r : r + 1;
-              return x.recv + recv_offset(x, parity, m) + b;
-            },
-            L + x.nodes - 1, [&](uint32_t) { return a.out + b; }, 1, clen, cta_workers());
-      });
-      cta_leave(a, s, Every{}, Every{});
-    }
+    if (!exchange(a, s, x, parity, [](uint32_t m) { return m; }, b, clen * a.elem_bytes)) return false;
+    with_float_type(a.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      const uint64_t at = uint64_t(x.rank) * bytes + b;
+      // Sources: the local ranks' block (n, l), then the peer nodes' partials in node order.
+      sum_in<T>(
+          [&](uint32_t q) -> const char* {
+            if (q < L) return on_rank(a, s, q, a.in) + at;
+            const uint32_t r = q - L;
+            const uint32_t m = r < x.node ? r : r + 1;
+            return x.recv + recv_offset(x, parity, m) + b;
+          },
+          L + x.nodes - 1, [&](uint32_t) { return a.out + b; }, 1, clen, cta_workers());
+    });
+    return true;
   }
-  cta_finish(a);
-}
+};
 
-__global__ void __launch_bounds__(Config::kThreads, 1) hier_all_reduce_kernel(const __grid_constant__ HierArgs h) {
-  const Args& a = h.local;
-  const InterNode& x = h.inter;
-  const Shared s = cta_setup(a);
-  if (cta_enter(a, s)) {
-    const uint32_t parity = uint32_t(a.epoch & 1);
+struct AllReduce {
+  __device__ static bool move(const Args& a, const Shared& s, const InterNode& x, uint32_t parity) {
     const uint32_t L = a.world;
     uint64_t sb, slen;  // this local rank's shard
     split(a.count, a.elem_bytes, a.rank, L, sb, slen);
@@ -188,18 +167,29 @@ __global__ void __launch_bounds__(Config::kThreads, 1) hier_all_reduce_kernel(co
       sum_out<T>([&](uint32_t q) { return on_rank(a, s, q, a.in) + at; }, L, [&](uint32_t) { return send; }, 1, clen,
                  cta_workers());
     });
-    if (exchange(a, s, x, parity, [](uint32_t) { return 0u; }, b, clen * a.elem_bytes)) {
-      with_float_type(a.dtype, [&](auto tag) {
-        using T = decltype(tag);
-        // Every node's partial in node order (this node's from its own send staging), so every
-        // rank of the rail computes the same bits; then shard l of every local output.
-        sum_in<T>(
-            [&](uint32_t m) -> const char* { return m == x.node ? send : x.recv + recv_offset(x, parity, m) + b; },
-            x.nodes, [&](uint32_t i) { return on_rank(a, s, (a.rank + 1 + i) % L, a.out) + at; }, L, clen,
-            cta_workers());
-      });
-      cta_leave(a, s, Every{}, Every{});
-    }
+    if (!exchange(a, s, x, parity, [](uint32_t) { return 0u; }, b, clen * a.elem_bytes)) return false;
+    with_float_type(a.dtype, [&](auto tag) {
+      using T = decltype(tag);
+      // Every node's partial in node order (this node's from its own send staging), so every
+      // rank of the rail computes the same bits; then shard l of every local output.
+      sum_in<T>(
+          [&](uint32_t m) -> const char* { return m == x.node ? send : x.recv + recv_offset(x, parity, m) + b; },
+          x.nodes, [&](uint32_t i) { return on_rank(a, s, (a.rank + 1 + i) % L, a.out) + at; }, L, clen,
+          cta_workers());
+    });
+    return true;
+  }
+};
+
+// The three kernels share one shape: the node-local entry, then the op's staging, its exchange
+// with the peer nodes and its node-local finish (Op::move: false when a slice did not arrive,
+// already reported), then the node-local exit.
+template <class Op>
+__global__ void __launch_bounds__(kThreads, 1) hier_kernel(const __grid_constant__ HierArgs h) {
+  const Args& a = h.local;
+  const Shared s = cta_setup(a);
+  if (cta_enter(a, s)) {
+    if (Op::move(a, s, h.inter, uint32_t(a.epoch & 1))) cta_leave(a, s, Every{}, Every{});
   }
   cta_finish(a);
 }
@@ -211,13 +201,13 @@ cudaError_t launch_hierarchical(const HierArgs& h, cudaStream_t stream) {
   switch (h.local.kind) {
     case kAllGather:
     case kBarrier:
-      hier_all_gather_kernel<<<h.local.nctas, Config::kThreads, smem, stream>>>(h);
+      hier_kernel<AllGather><<<h.local.nctas, kThreads, smem, stream>>>(h);
       break;
     case kReduceScatter:
-      hier_reduce_scatter_kernel<<<h.local.nctas, Config::kThreads, smem, stream>>>(h);
+      hier_kernel<ReduceScatter><<<h.local.nctas, kThreads, smem, stream>>>(h);
       break;
     case kAllReduce:
-      hier_all_reduce_kernel<<<h.local.nctas, Config::kThreads, smem, stream>>>(h);
+      hier_kernel<AllReduce><<<h.local.nctas, kThreads, smem, stream>>>(h);
       break;
     default:
       return cudaErrorInvalidValue;

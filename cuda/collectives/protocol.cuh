@@ -50,9 +50,9 @@ template <class SignalTo, class WaitFor>
 __device__ inline bool cta_leave(const Args& a, const Shared& s, SignalTo signal_to, WaitFor wait_for);
 __device__ inline void cta_finish(const Args& a, bool clean = false);
 
-// Pieces the staged (one-shot) path assembles itself.
+// Pieces the staged (one-shot) path assembles itself; a descriptor travels with
+// sys::store_line_payload() (signal.cuh), then its epoch with sys::signal_store().
 __device__ inline PairDesc describe(const Args& a, uint32_t peer);
-__device__ inline void write_desc(PairDesc* remote, const PairDesc& d);
 // Waits for `slot` (written by `peer`) to reach this epoch and checks it; false after reporting.
 __device__ inline bool await_desc(const Args& a, const Shared& s, const PairDesc* slot, uint32_t peer,
                                   uint32_t wait_stage);

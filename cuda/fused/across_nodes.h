@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "collectives/hierarchical.h"
+#include "fused/fused.h"
 #include "gemm/gemm.h"
 #include "weft.h"
 
@@ -44,16 +45,10 @@ struct InterAgState {
   int32_t row_bytes;    // k * 2
 };
 
-struct InterAgLaunch {
+struct InterAgLaunch : GemmLaunchShape {
   CUtensorMap landing;  // KernelParams::a: this rank's landing slot (every rank's rows but its own)
   CUtensorMap b, c;
   InterAgState state;
-  int32_t m, n, k;
-  int32_t tile_n;
-  bool b_n_major;
-  int32_t gemm_ctas;
-  gemm::CompletionWords completion;
-  cudaStream_t stream;
 };
 
 // gemm_ctas == 0: only loads and configures the kernel.
@@ -86,15 +81,9 @@ struct InterRsState {
   int32_t n;           // columns of C (a multiple of 8)
 };
 
-struct InterRsLaunch {
+struct InterRsLaunch : GemmLaunchShape {
   CUtensorMap a, b, c;  // c: this rank's partial slot of the launch's parity [M, N]
   InterRsState state;
-  int32_t m, n, k;
-  int32_t tile_n;
-  bool b_n_major;
-  int32_t gemm_ctas;
-  gemm::CompletionWords completion;
-  cudaStream_t stream;
 };
 
 // gemm_ctas == 0: only loads and configures the kernel.

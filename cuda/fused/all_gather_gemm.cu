@@ -23,6 +23,7 @@
 #include "fused/abort.cuh"
 #include "fused/fused.h"
 #include "fused/launch.cuh"
+#include "fused/row_chunks.cuh"
 #include "gemm/kernel.cuh"
 #include "gemm/tail_split.cuh"
 
@@ -103,11 +104,7 @@ struct AgSource : gemm::TmaA<Cfg> {
 
 struct AgHooks : gemm::DefaultHooks {
   using State = AgState;
-  // The last chunk seen complete: the next tiles of the same chunk need no poll.
-  struct ProducerState {
-    int32_t src = -1;
-    int32_t chunk = -1;
-  };
+  using ProducerState = ChunkSeen;
   template <class Cfg>
   using Scheduler = AgScheduler<Cfg>;
   template <class Cfg>
@@ -122,19 +119,12 @@ struct AgHooks : gemm::DefaultHooks {
     if (blockIdx.x == 0 && s.entered) sys::signal_store(s.entered, s.epoch);
   }
 
+  // Chunk c of rank src's rows has landed here once src's flag [my rank][c] says so (in src's memory).
   static __device__ __forceinline__ bool before_tile_loads(const State& s, ProducerState& ps, const gemm::TileCoord& t) {
-    const int32_t src = t.m0 / s.m_shard;
-    if (src == s.rank) return true;
-    const int32_t chunk = (t.m0 - src * s.m_shard) / s.chunk_rows;
-    if (src == ps.src && chunk == ps.chunk) return true;
-    const gemm::RowSignalGate gate{s.flags[src] + int64_t(s.rank) * s.chunks, s.epoch, src * s.m_shard, s.chunk_rows,
-                                   budget(s.timeout_ns, s.abort, s.rank, s.epoch)};
-    const bool ok = gate.wait(t);
-    // The chunk was written by another agent (a copy engine or a peer's stores); TMA reads it next.
-    cta::fence_proxy_async_global();
-    ps.src = src;
-    ps.chunk = chunk;
-    return ok;
+    return await_row_chunk(ps, t, s.m_shard, s.chunk_rows, s.rank, [&](int32_t src) {
+      return gemm::RowSignalGate{s.flags[src] + int64_t(s.rank) * s.chunks, s.epoch, src * s.m_shard, s.chunk_rows,
+                                 budget(s.timeout_ns, s.abort, s.rank, s.epoch)};
+    });
   }
 
   static __device__ bool before_finish(const State& s) {
@@ -175,19 +165,12 @@ __device__ inline void push_rows(const AgState& s, const Completion&) {
   }
 }
 
-template <int TileN, bool BNMajor>
-cudaError_t launch_config(const AgLaunch& l) {
-  using Gemm = FusedGemm<TileN, BNMajor>;
-  return launch_persistent<Gemm, mover_gemm_kernel<Gemm, AgState, AgHooks, push_rows>>(
-      fused_params(l, l.landing, l.c), l.state.comm_ctas + l.gemm_ctas, l.stream);
-}
-
 }  // namespace
 
 bool all_gather_gemm_supported(int tile_n) { return tile_n == 128 || tile_n == 256; }
 
 cudaError_t launch_all_gather_gemm(const AgLaunch& l) {
-  return launch_tile_shape<256, 128>(l, [&]<int TileN, bool BNMajor>() { return launch_config<TileN, BNMajor>(l); });
+  return launch_mover_gemm<AgHooks, push_rows, 256, 128>(l, l.landing, l.state.comm_ctas + l.gemm_ctas);
 }
 
 }  // namespace weft::fused

@@ -23,8 +23,9 @@
 // only after its launch e-1 has received that peer's rows of e-1 (the GEMM waited for every
 // chunk), which the peer produced only after its launch e-2, the last reader of slot e % 2, ended.
 #include "collectives/between_nodes.cuh"
-#include "fused/across_nodes.h"
+#include "fused/across_nodes.cuh"
 #include "fused/launch.cuh"
+#include "fused/row_chunks.cuh"
 #include "gemm/kernel.cuh"
 
 namespace weft::fused {
@@ -39,48 +40,40 @@ template <class Cfg>
 class InterAgScheduler {
  public:
   __device__ InterAgScheduler(const gemm::Problem& p, const InterAgState& s, uint32_t)
-      : tiles_n_((p.n + Cfg::kTileN - 1) / Cfg::kTileN),
-        shard_tiles_(s.m_shard / Cfg::kTileM),
-        chunk_tiles_(s.chunk_rows / Cfg::kTileM),
-        group_(s.group_m),
-        local_rank_(s.local_rank),
-        local_size_(s.local_size),
-        node_(int32_t(s.inter.node)),
-        nodes_(int32_t(s.inter.nodes)),
-        unit_(static_cast<int32_t>(blockIdx.x) - s.comm_ctas),
-        stride_(static_cast<int32_t>(gridDim.x) - s.comm_ctas) {
-    units_ = nodes_ * local_size_ * shard_tiles_ * tiles_n_;
-  }
+      : w_(p, s), chunk_tiles_(s.chunk_rows / Cfg::kTileM) {}
 
   __device__ bool next(gemm::TileCoord& t) {
-    if (unit_ >= units_) return false;
-    const gemm::BandTile b = gemm::whole_band_tile(unit_, group_, tiles_n_);
+    if (w_.unit >= w_.units) return false;
+    const gemm::BandTile b = gemm::whole_band_tile(w_.unit, w_.group, w_.tiles_n);
+    const int32_t shard_tiles = w_.shard_tiles, local_rank = w_.local_rank, local_size = w_.local_size;
+    const int32_t node = w_.node, nodes = w_.nodes;
     int32_t v = b.row;  // tile row in this order
     int32_t src, row;  // whose rows, and which tile row of that rank's shard
-    if (v < shard_tiles_) {
-      src = node_ * local_size_ + local_rank_;
+    if (v < shard_tiles) {
+      src = node * local_size + local_rank;
       row = v;
     } else {
-      v -= shard_tiles_;
-      const int32_t local_tiles = shard_tiles_ * (local_size_ - 1);
+      v -= shard_tiles;
+      const int32_t local_tiles = shard_tiles * (local_size - 1);
       const bool same_node = v < local_tiles;
       if (!same_node) v -= local_tiles;
-      const int32_t sources = same_node ? local_size_ - 1 : (nodes_ - 1) * local_size_;
+      const int32_t sources = same_node ? local_size - 1 : (nodes - 1) * local_size;
       const int32_t per_chunk = chunk_tiles_ * sources;
       const int32_t chunk = v / per_chunk;
       const int32_t rest = v - chunk * per_chunk;
       const int32_t i = rest / chunk_tiles_;
-      src = same_node ? node_ * local_size_ + (local_rank_ + 1 + i) % local_size_
-                      : ((node_ + 1 + i / local_size_) % nodes_) * local_size_ + (local_rank_ + i) % local_size_;
+      src = same_node ? node * local_size + (local_rank + 1 + i) % local_size
+                      : ((node + 1 + i / local_size) % nodes) * local_size + (local_rank + i) % local_size;
       row = chunk * chunk_tiles_ + rest % chunk_tiles_;
     }
-    gemm::set_whole_k_tile<Cfg>(t, src * shard_tiles_ + row, b.col);
-    unit_ += stride_;
+    gemm::set_whole_k_tile<Cfg>(t, src * shard_tiles + row, b.col);
+    w_.unit += w_.stride;
     return true;
   }
 
  private:
-  int32_t tiles_n_, shard_tiles_, chunk_tiles_, group_, local_rank_, local_size_, node_, nodes_, unit_, stride_, units_;
+  ShardWalk<Cfg> w_;
+  int32_t chunk_tiles_;
 };
 
 // A: this rank's own tiles straight from its rows (a_local), the others' from the landing buffer
@@ -98,48 +91,36 @@ struct InterAgSource : gemm::TmaA<Cfg> {
 
 struct InterAgHooks : gemm::DefaultHooks {
   using State = InterAgState;
-  // The last chunk seen complete: the next tiles of the same chunk need no poll.
-  struct ProducerState {
-    int32_t src = -1;
-    int32_t chunk = -1;
-  };
+  using ProducerState = ChunkSeen;
   template <class Cfg>
   using Scheduler = InterAgScheduler<Cfg>;
   template <class Cfg>
   using ASource = InterAgSource<Cfg>;
 
+  // Chunk c of global rank src's rows has landed here once flag [src][c] in this rank's own memory
+  // says so (raised by a mover CTA here or on a local peer).
   static __device__ __forceinline__ bool before_tile_loads(const State& s, ProducerState& ps, const gemm::TileCoord& t) {
-    const int32_t src = t.m0 / s.m_shard;
-    if (src == int32_t(s.inter.rank)) return true;
-    const int32_t chunk = (t.m0 - src * s.m_shard) / s.chunk_rows;
-    if (src == ps.src && chunk == ps.chunk) return true;
-    const gemm::RowSignalGate gate{s.flags[s.local_rank] + int64_t(src) * s.chunks, s.epoch, src * s.m_shard, s.chunk_rows,
-                                   sys::WaitBudget{s.timeout_ns, s.inter.host_abort}};
-    const bool ok = gate.wait(t);
-    // The chunk was written by other threads (a mover CTA here or on a local peer); TMA reads it next.
-    cta::fence_proxy_async_global();
-    ps.src = src;
-    ps.chunk = chunk;
-    return ok;
+    return await_row_chunk(ps, t, s.m_shard, s.chunk_rows, int32_t(s.inter.rank), [&](int32_t src) {
+      return gemm::RowSignalGate{s.flags[s.local_rank] + int64_t(src) * s.chunks, s.epoch, src * s.m_shard, s.chunk_rows,
+                                 sys::WaitBudget{s.timeout_ns, s.inter.host_abort}};
+    });
   }
 
+  // (Not report_declared: its double test of `declared` compiles to different branches here.)
   static __device__ void on_wait_failed(const State& s, const Completion& c, uint32_t stage) {
     const uint32_t declared = coll::inter::declared(s.inter);
-    if (declared != 0) cta::fail(c, WEFT_E_PEER, WEFT_STAGE_ABORTED | (WEFT_ABORT_HOST << 8) | ((declared - 1) << 16));
+    if (declared != 0) fail_declared(c, declared);
     else cta::fail(c, gemm::kFailHookWait, stage);
   }
 };
 
-// A mover failed: the reason goes to the completion words as a collective's would (a WEFT_E_* code,
-// stage WEFT_STAGE_REMOTE, the peer's global rank), so the host names the peer.
-// A rank the host declared failed (weft_comm_abort) is reported as a collective reports it.
+// A mover failed (across_nodes.cuh); a rank the host declared failed is reported as such.
 __device__ inline void report(const Completion& c, sys::WaitResult r, int64_t status, uint32_t peer, uint32_t declared) {
   if (status == 0 && r == sys::WaitResult::kAborted && declared != 0) {
-    cta::fail(c, WEFT_E_PEER, WEFT_STAGE_ABORTED | (WEFT_ABORT_HOST << 8) | ((declared - 1) << 16));
+    fail_declared(c, declared);
     return;
   }
-  const int32_t code = status != 0 ? int32_t(status) : r == sys::WaitResult::kTimeout ? WEFT_E_TIMEOUT : WEFT_E_TRANSPORT;
-  cta::fail(c, code, WEFT_STAGE_REMOTE | (peer << 16));
+  fail_remote(c, r, status, peer);
 }
 
 // Item c < chunks: this rank's chunk c to the local peers (NVLink) and to every other node (proxy).
@@ -218,20 +199,14 @@ __device__ inline void move_rows(const InterAgState& s, const Completion& comple
   }
 }
 
-template <int TileN, bool BNMajor>
-cudaError_t launch_config(const InterAgLaunch& l) {
-  using Gemm = FusedGemm<TileN, BNMajor>;
-  const int ctas = l.gemm_ctas == 0 ? 0 : l.state.comm_ctas + l.gemm_ctas;
-  return launch_persistent<Gemm, mover_gemm_kernel<Gemm, InterAgState, InterAgHooks, move_rows>>(
-      fused_params(l, l.landing, l.c), ctas, l.stream);
-}
-
 }  // namespace
 
 bool all_gather_gemm_across_nodes_supported(int tile_n) { return tile_n == 128 || tile_n == 256; }
 
 cudaError_t launch_all_gather_gemm_across_nodes(const InterAgLaunch& l) {
-  return launch_tile_shape<256, 128>(l, [&]<int TileN, bool BNMajor>() { return launch_config<TileN, BNMajor>(l); });
+  // gemm_ctas == 0: the plan's preload, which launches nothing (launch_persistent).
+  const int ctas = l.gemm_ctas == 0 ? 0 : l.state.comm_ctas + l.gemm_ctas;
+  return launch_mover_gemm<InterAgHooks, move_rows, 256, 128>(l, l.landing, ctas);
 }
 
 }  // namespace weft::fused

@@ -33,6 +33,18 @@ constexpr int kMaxRanks = 8;
 // abort word on every rank (primitives/abort_words.h; the waits: fused/abort.cuh).
 static_assert(kMaxRanks <= kAbortMaxRanks, "AbortWords names every rank of a fused plan");
 
+// What every fused launch struct carries besides its tensor maps and hook state: the GEMM's shape
+// and tile, its grid (the GEMM CTAs; a kernel's mover CTAs, state.comm_ctas, come on top), where the
+// launch reports and the stream it runs on. ffi/src/tp fills it with set_gemm_shape (plan.hpp).
+struct GemmLaunchShape {
+  int32_t m, n, k;
+  int32_t tile_n;
+  bool b_n_major;
+  int32_t gemm_ctas;
+  gemm::CompletionWords completion;
+  cudaStream_t stream;
+};
+
 // ---- all-gather + GEMM (all_gather_gemm.cu) ------------------------------------------------------
 
 struct AgState {
@@ -58,16 +70,10 @@ struct AgState {
   AbortWords abort;
 };
 
-struct AgLaunch {
+struct AgLaunch : GemmLaunchShape {
   CUtensorMap landing;  // KernelParams::a: this rank's landing slot (remote tiles)
   CUtensorMap b, c;
   AgState state;
-  int32_t m, n, k;
-  int32_t tile_n;
-  bool b_n_major;
-  int32_t gemm_ctas;
-  gemm::CompletionWords completion;
-  cudaStream_t stream;
 };
 
 cudaError_t launch_all_gather_gemm(const AgLaunch& l);
@@ -184,16 +190,11 @@ __host__ __device__ constexpr int64_t progress_index(uint64_t epoch, int kind, i
   return (int64_t(epoch & 1) * 2 + kind) * world + dest;
 }
 
-struct ScatterLaunch {
+// Every CTA of these kernels runs the GEMM (gemm_ctas is the whole grid).
+struct ScatterLaunch : GemmLaunchShape {
   CUtensorMap a, b;  // a: [m, k], its box gemm::a_box_rows(tile, m) high
   ScatterState state;
-  int32_t m, n, k;
   int32_t a_box_rows;
-  int32_t tile_n;
-  bool b_n_major;
-  int32_t ctas;
-  gemm::CompletionWords completion;
-  cudaStream_t stream;
 };
 
 cudaError_t launch_gemm_reduce_scatter(const ScatterLaunch& l);
@@ -212,6 +213,6 @@ cudaError_t launch_publish(const uint64_t* scratch, uint64_t scratch_seq, const 
 cudaError_t preload_publish();
 
 // The launch functions above with zero CTAs (AgLaunch::gemm_ctas and state.comm_ctas, or
-// ScatterLaunch::ctas) only load and configure the kernel, launching nothing.
+// ScatterLaunch::gemm_ctas) only load and configure the kernel, launching nothing.
 
 }  // namespace weft::fused

@@ -27,9 +27,9 @@ cudaError_t launch(const ScatterLaunch& l) {
   using C = Config<TileN, BNMajor>;
   // 256-wide exchange tiles come in one wave only, one tile per CTA (ExchangeHooks::kAtOnce; the
   // planner's rule): exchange_at_once stages in the ring, which a further tile's loads would fill.
-  // (ctas == 0 is the plan's preload, which launches nothing.)
+  // (gemm_ctas == 0 is the plan's preload, which launches nothing.)
   if constexpr (TileN == 256) {
-    if (l.state.exchange && l.ctas > 0 && int64_t(l.state.tiles_m) * l.state.tiles_n > l.ctas) return cudaErrorInvalidValue;
+    if (l.state.exchange && l.gemm_ctas > 0 && int64_t(l.state.tiles_m) * l.state.tiles_n > l.gemm_ctas) return cudaErrorInvalidValue;
   }
   if (l.state.exchange) {
     // (the register exchange: m <= 32 and tiles narrower than 256, the planner's rule)

@@ -20,7 +20,7 @@
 // read every local peer's slot (e+1) % 2 behind that peer's flags of e + 1, which the peer raised
 // only after its launch e ended. Staging slots: see hierarchical.h.
 #include "collectives/between_nodes.cuh"
-#include "fused/across_nodes.h"
+#include "fused/across_nodes.cuh"
 #include "fused/launch.cuh"
 #include "gemm/kernel.cuh"
 
@@ -33,32 +33,21 @@ namespace {
 template <class Cfg>
 class InterRsScheduler {
  public:
-  __device__ InterRsScheduler(const gemm::Problem& p, const InterRsState& s, uint32_t)
-      : tiles_n_((p.n + Cfg::kTileN - 1) / Cfg::kTileN),
-        shard_tiles_(s.m_shard / Cfg::kTileM),
-        group_(s.group_m),
-        local_rank_(s.local_rank),
-        local_size_(s.local_size),
-        node_(int32_t(s.inter.node)),
-        nodes_(int32_t(s.inter.nodes)),
-        unit_(static_cast<int32_t>(blockIdx.x) - s.comm_ctas),
-        stride_(static_cast<int32_t>(gridDim.x) - s.comm_ctas) {
-    units_ = nodes_ * local_size_ * shard_tiles_ * tiles_n_;
-  }
+  __device__ InterRsScheduler(const gemm::Problem& p, const InterRsState& s, uint32_t) : w_(p, s) {}
 
   __device__ bool next(gemm::TileCoord& t) {
-    if (unit_ >= units_) return false;
-    const gemm::BandTile b = gemm::whole_band_tile(unit_, group_, tiles_n_);
-    const int32_t owner_index = b.row / shard_tiles_;  // i-th owner in the order above
-    const int32_t node = (node_ + 1 + owner_index / local_size_) % nodes_;
-    const int32_t owner = node * local_size_ + (local_rank_ + owner_index) % local_size_;
-    gemm::set_whole_k_tile<Cfg>(t, owner * shard_tiles_ + b.row % shard_tiles_, b.col);
-    unit_ += stride_;
+    if (w_.unit >= w_.units) return false;
+    const gemm::BandTile b = gemm::whole_band_tile(w_.unit, w_.group, w_.tiles_n);
+    const int32_t owner_index = b.row / w_.shard_tiles;  // i-th owner in the order above
+    const int32_t node = (w_.node + 1 + owner_index / w_.local_size) % w_.nodes;
+    const int32_t owner = node * w_.local_size + (w_.local_rank + owner_index) % w_.local_size;
+    gemm::set_whole_k_tile<Cfg>(t, owner * w_.shard_tiles + b.row % w_.shard_tiles, b.col);
+    w_.unit += w_.stride;
     return true;
   }
 
  private:
-  int32_t tiles_n_, shard_tiles_, group_, local_rank_, local_size_, node_, nodes_, unit_, stride_, units_;
+  ShardWalk<Cfg> w_;
 };
 
 struct InterRsHooks : gemm::DefaultHooks {
@@ -74,17 +63,10 @@ struct InterRsHooks : gemm::DefaultHooks {
   }
 };
 
-// A rank the host declared failed (weft_comm_abort) is reported as a collective reports it.
-__device__ inline bool report_declared(const Completion& c, const coll::InterNode& x) {
-  const uint32_t declared = coll::inter::declared(x);
-  if (declared != 0) cta::fail(c, WEFT_E_PEER, WEFT_STAGE_ABORTED | (WEFT_ABORT_HOST << 8) | ((declared - 1) << 16));
-  return declared != 0;
-}
-
+// A mover failed (across_nodes.cuh); a rank the host declared failed is reported as such.
 __device__ inline void report(const Completion& c, sys::WaitResult r, int64_t status, uint32_t peer, const coll::InterNode& x) {
   if (status == 0 && r == sys::WaitResult::kAborted && report_declared(c, x)) return;
-  const int32_t code = status != 0 ? int32_t(status) : r == sys::WaitResult::kTimeout ? WEFT_E_TIMEOUT : WEFT_E_TRANSPORT;
-  cta::fail(c, code, WEFT_STAGE_REMOTE | (peer << 16));
+  fail_remote(c, r, status, peer);
 }
 
 // Every thread: waits (its share of the flags, bounded) until every local rank has stored rows
@@ -176,18 +158,12 @@ __device__ inline void move_sums(const InterRsState& s, const Completion& comple
   }
 }
 
-template <int TileN, bool BNMajor>
-cudaError_t launch_config(const InterRsLaunch& l) {
-  using Gemm = FusedGemm<TileN, BNMajor>;
-  const int ctas = l.gemm_ctas == 0 ? 0 : l.state.comm_ctas + l.gemm_ctas;
-  return launch_persistent<Gemm, mover_gemm_kernel<Gemm, InterRsState, InterRsHooks, move_sums>>(
-      fused_params(l, l.a, l.c), ctas, l.stream);
-}
-
 }  // namespace
 
 cudaError_t launch_gemm_reduce_scatter_across_nodes(const InterRsLaunch& l) {
-  return launch_tile_shape<256, 128>(l, [&]<int TileN, bool BNMajor>() { return launch_config<TileN, BNMajor>(l); });
+  // gemm_ctas == 0: the plan's preload, which launches nothing (launch_persistent).
+  const int ctas = l.gemm_ctas == 0 ? 0 : l.state.comm_ctas + l.gemm_ctas;
+  return launch_mover_gemm<InterRsHooks, move_sums, 256, 128>(l, l.a, ctas);
 }
 
 }  // namespace weft::fused

@@ -221,7 +221,7 @@ template <class Cfg, class Hooks>
 cudaError_t launch_scatter_kernel(const ScatterLaunch& l) {
   // c: unused by the routed stores, but prefetched, so a valid map.
   const auto params = fused_params(l, l.a, l.state.out[l.state.rank], l.a_box_rows);
-  return launch_persistent<typename Cfg::Gemm, scatter_kernel<Cfg, Hooks>>(params, l.ctas, l.stream);
+  return launch_persistent<typename Cfg::Gemm, scatter_kernel<Cfg, Hooks>>(params, l.gemm_ctas, l.stream);
 }
 
 }  // namespace weft::fused

@@ -6,12 +6,12 @@
 
 #include <cuda_runtime.h>
 
-#include <atomic>
 #include <type_traits>
 
 #include "gemm/kernel.cuh"
 #include "gemm/launch.cuh"
 #include "gemm/params.cuh"
+#include "primitives/persistent_launch.cuh"
 
 namespace weft::fused {
 
@@ -66,33 +66,24 @@ __global__ void __launch_bounds__(Gemm::kThreads, 1)
   gemm::engine_cta<Gemm, Hooks>(p);
 }
 
-// ctas == 0: only set the opt-in, which also loads the kernel's module (plans do it at creation).
-// Kernel is the __global__ function itself (a template argument, so that the opt-in flag below is
-// per kernel: two kernels with the same Config need one opt-in each).
+// ctas == 0: only set the opt-in, which also loads the kernel's module (plans do it at creation;
+// see build_and_preload() in ffi/src/tp/abi.cpp). Kernel is the __global__ function itself.
 template <class Cfg, auto Kernel, class State>
 cudaError_t launch_persistent(const gemm::KernelParams<State>& p, int ctas, cudaStream_t stream) {
-  constexpr int kMaxDevices = 64;
-  // The shared-memory opt-in is per device and per kernel: set it once.
-  static std::atomic<bool> opted_in[kMaxDevices];
-  int device = 0;
-  cudaError_t e = cudaGetDevice(&device);
-  if (e != cudaSuccess) return e;
-  if (device < 0 || device >= kMaxDevices) return cudaErrorInvalidDevice;
-  if (!opted_in[device].load(std::memory_order_relaxed)) {
-    e = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Cfg::kSmemBytes);
-    if (e != cudaSuccess) return e;
-    opted_in[device].store(true, std::memory_order_relaxed);
-  }
-  if (ctas == 0) return cudaSuccess;  // opt-in only: loads the kernel (see build_and_preload() in ffi/src/tp/abi.cpp)
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(ctas));
-  cfg.blockDim = dim3(Cfg::kThreads);
-  cfg.dynamicSmemBytes = Cfg::kSmemBytes;
-  cfg.stream = stream;
-  cudaLaunchAttribute attr = gemm::programmatic_launch();
-  cfg.attrs = &attr;
-  cfg.numAttrs = 1;
-  return cudaLaunchKernelEx(&cfg, Kernel, p);
+  const cudaError_t e = opt_in_shared_memory<Kernel>(Cfg::kSmemBytes);
+  if (e != cudaSuccess || ctas == 0) return e;
+  return launch_persistent_grid<Kernel>(p, ctas, Cfg::kThreads, Cfg::kSmemBytes, stream);
+}
+
+// A kernel with mover CTAs for the launch struct's tile width (one of Tiles) and B layout: the GEMM
+// reads A through `a` and writes the launch's c; `ctas` is the whole grid (movers and GEMM CTAs).
+template <class Hooks, auto Mover, int... Tiles, class Launch>
+cudaError_t launch_mover_gemm(const Launch& l, const CUtensorMap& a, int ctas) {
+  return launch_tile_shape<Tiles...>(l, [&]<int TileN, bool BNMajor>() {
+    using Gemm = FusedGemm<TileN, BNMajor>;
+    return launch_persistent<Gemm, mover_gemm_kernel<Gemm, typename Hooks::State, Hooks, Mover>>(fused_params(l, a, l.c),
+                                                                                                  ctas, l.stream);
+  });
 }
 
 }  // namespace weft::fused

@@ -191,6 +191,34 @@ __device__ __forceinline__ void settle(const typename Hooks::State& state, Pendi
   }
 }
 
+// What every one-kind epilogue policy (StoreEpilogue below; the grouped kernels' BoundedEpilogue
+// and RoutedRowsEpilogue, cuda/moe) shares: a single kind of tile, no epilogue barriers of its own,
+// nothing to do before the math or per k-block, and the consumer's view of the kernel's arguments
+// and of its two staging buffers.
+template <class Cfg, class State, class TileT>
+class OneKindEpilogue {
+ public:
+  using Tile = TileT;
+  static constexpr int kKinds = 1;
+  static constexpr int kBarriers = 0;
+  static __device__ __forceinline__ int kind(const State&, const Tile&) { return 0; }
+
+  // The engine's constructor arguments; the last (the rank, gemm/kernel.cuh) only routed policies use.
+  __device__ __forceinline__ OneKindEpilogue(const KernelParams<State>& p, const SharedStorage<Cfg>& s, int consumer, uint32_t)
+      : p_(p), s_(s), consumer_(consumer) {}
+
+  template <int Kind>
+  __device__ __forceinline__ void before_math(const Tile&) {}
+  template <int Kind>
+  __device__ __forceinline__ void on_kblock(const Tile&, int32_t, int32_t) {}
+
+ protected:
+  const KernelParams<State>& p_;
+  const SharedStorage<Cfg> s_;
+  const int consumer_;
+  uint32_t staged_ = 0;  // boxes staged so far, across tiles: picks the staging buffer
+};
+
 // The default policy: each consumer's half-tile is staged box by box through its two staging
 // buffers and stored into KernelParams::c by TMA (Op kReduceAdd: added, cp.reduce.async.bulk), C
 // possibly a peer's; the columns past tail.tma_cols by plain stores. With Signal, each half-tile's
@@ -198,21 +226,14 @@ __device__ __forceinline__ void settle(const typename Hooks::State& state, Pendi
 // at its finish, so the wait for them to complete overlaps a whole tile of math. The leader waits in
 // Hooks::before_tile_stores before a half-tile's first store.
 template <class Cfg, class Hooks, EpilogueOp Op, SignalScope Signal>
-class StoreEpilogue {
+class StoreEpilogue
+    : public OneKindEpilogue<Cfg, typename Hooks::State, typename TileOf<typename Hooks::template Scheduler<Cfg>>::type> {
+  using Base = OneKindEpilogue<Cfg, typename Hooks::State, typename TileOf<typename Hooks::template Scheduler<Cfg>>::type>;
+
  public:
   using State = typename Hooks::State;
-  using Tile = typename TileOf<typename Hooks::template Scheduler<Cfg>>::type;
-  static constexpr int kKinds = 1;
-  static constexpr int kBarriers = 0;
-  static __device__ __forceinline__ int kind(const State&, const Tile&) { return 0; }
-
-  __device__ __forceinline__ StoreEpilogue(const KernelParams<State>& p, const SharedStorage<Cfg>& s, int consumer, uint32_t)
-      : p_(p), s_(s), consumer_(consumer) {}
-
-  template <int Kind>
-  __device__ __forceinline__ void before_math(const Tile&) {}
-  template <int Kind>
-  __device__ __forceinline__ void on_kblock(const Tile&, int32_t, int32_t) {}
+  using typename Base::Tile;
+  using Base::Base;
 
   template <int Kind, class Scheduler>
   __device__ __forceinline__ void store(float (&acc)[Cfg::kTileN / 2], const Tile& t, const Scheduler&) {
@@ -253,10 +274,7 @@ class StoreEpilogue {
   __device__ __forceinline__ bool ok() const { return ok_; }
 
  protected:
-  const KernelParams<State>& p_;
-  const SharedStorage<Cfg> s_;
-  const int consumer_;
-  uint32_t staged_ = 0;  // boxes staged so far, across tiles: picks the staging buffer
+  using Base::consumer_, Base::p_, Base::s_, Base::staged_;
   typename Hooks::ConsumerState hook_state_{};
   PendingSignal<Tile> pending_{};
   bool ok_ = true;

@@ -31,6 +31,17 @@ cudaError_t launch_plain_shape(const PlainLaunch& l, int* ctas) {
   return launch_plain_config<Config<TileN, ClusterM, ClusterN, false, false>>(l, ctas);
 }
 
+// One tile width's instantiations: the single CTA, and the one two-CTA cluster that width supports
+// (tile_config_supported in plain.cu): split along M for 128 and 256 columns, along N for 64.
+template <int TileN>
+cudaError_t launch_plain_width(const PlainLaunch& l, int* ctas) {
+  constexpr int kPairM = TileN == 64 ? 1 : 2;
+  constexpr int kPairN = TileN == 64 ? 2 : 1;
+  if (l.tile.cluster_m == 1 && l.tile.cluster_n == 1) return launch_plain_shape<TileN, 1, 1>(l, ctas);
+  if (l.tile.cluster_m == kPairM && l.tile.cluster_n == kPairN) return launch_plain_shape<TileN, kPairM, kPairN>(l, ctas);
+  return cudaErrorInvalidConfiguration;
+}
+
 // ctas == nullptr: launch; otherwise report the grid size.
 cudaError_t launch_plain_n256(const PlainLaunch& l, int* ctas);
 cudaError_t launch_plain_n128(const PlainLaunch& l, int* ctas);

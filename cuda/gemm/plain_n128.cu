@@ -3,10 +3,6 @@
 
 namespace weft::gemm {
 
-cudaError_t launch_plain_n128(const PlainLaunch& l, int* ctas) {
-  if (l.tile.cluster_m == 1 && l.tile.cluster_n == 1) return launch_plain_shape<128, 1, 1>(l, ctas);
-  if (l.tile.cluster_m == 2 && l.tile.cluster_n == 1) return launch_plain_shape<128, 2, 1>(l, ctas);
-  return cudaErrorInvalidConfiguration;
-}
+cudaError_t launch_plain_n128(const PlainLaunch& l, int* ctas) { return launch_plain_width<128>(l, ctas); }
 
 }  // namespace weft::gemm

@@ -99,26 +99,18 @@ struct ArrivedRows {
 };
 
 template <bool Swiglu>
-struct DispatchGemmHooks : gemm::DefaultHooks {
-  using State = DispatchGemmState;
+struct DispatchGemmHooks : GroupHooks<DispatchGemmState, Swiglu, BoundedEpilogue> {
   struct ProducerState {
     uint64_t epoch = 0;
   };
-  static constexpr bool kSwiglu = Swiglu;
-  template <class Cfg>
-  using Scheduler = GroupScheduler<Cfg>;
   template <class Cfg>
   using ASource = ArrivedRows<Cfg>;
-  template <class Cfg>
-  using BSource = GroupB<Cfg, Swiglu, DispatchGemmState>;
-  template <class Cfg, class H>
-  using Epilogue = BoundedEpilogue<Cfg, H>;
 
   // The tile's block has all 128 of this launch's rows (real rows landed or announced, padding
   // credited): bounded, abortable (the plan's abort word and the host's, peer.cuh); then the
   // async-proxy fence before TMA reads what st.global wrote. A wait that gave up reports here (the
   // engine's on_wait_failed that follows finds the reason taken: the first one wins).
-  static __device__ bool before_tile_loads(const State& s, ProducerState& ps, const GroupTile& t) {
+  static __device__ bool before_tile_loads(const DispatchGemmState& s, ProducerState& ps, const GroupTile& t) {
     if (ps.epoch == 0) ps.epoch = mem_cg::load(s.groups.status) >> 8;
     const Waited w = wait_at_least(s.arrivals + t.m0 / kBlockRows, ps.epoch * kBlockRows, s.abort_word, ps.epoch,
                                    s.dispatch.peer);
@@ -178,17 +170,10 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
 template <class Cfg, bool Swiglu>
 cudaError_t launch_config(const DispatchGemmLaunch& l) {
   using Hooks = DispatchGemmHooks<Swiglu>;
-  gemm::KernelParams<DispatchGemmState> p{};
-  p.a = l.recv_tile;
-  p.b = l.b;
-  p.c = l.c;
-  p.problem = gemm::Problem{l.rows, l.n, l.k, 1, 0};
-  p.tail = gemm::OutputTail{l.c_ptr, l.ldc, l.n};
-  p.completion = Completion{l.completion.done, l.completion.seq, l.completion.arrivals};
+  gemm::KernelParams<DispatchGemmState> p = grouped_params<DispatchGemmState>(
+      l.recv_tile, l.b, l.c, gemm::Problem{l.rows, l.n, l.k, 1, 0}, gemm::OutputTail{l.c_ptr, l.ldc, l.n}, l.completion, l.groups);
   DispatchGemmState& h = p.hooks;
   h.b_up = l.b_up;
-  h.groups = l.groups;
-  h.completion = p.completion;
   h.recv_tile = l.recv_tile;
   h.recv_rows = l.recv_rows;
   h.x_rows = l.x_rows;
@@ -203,28 +188,16 @@ cudaError_t launch_config(const DispatchGemmLaunch& l) {
   return fused::launch_persistent<Cfg, dispatch_gemm_kernel<Cfg, Hooks>>(p, l.ctas, l.stream);
 }
 
-template <int TileN, bool Swiglu>
-cudaError_t launch_width(const DispatchGemmLaunch& l) {
-  if (l.b_n_major) return launch_config<gemm::Config<TileN, 1, 1, true, false>, Swiglu>(l);
-  return launch_config<gemm::Config<TileN, 1, 1, false, false>, Swiglu>(l);
-}
-
-template <bool Swiglu>
-cudaError_t launch_activation(const DispatchGemmLaunch& l) {
-  switch (l.tile_n) {
-    case 256: return launch_width<256, Swiglu>(l);
-    case 128: return launch_width<128, Swiglu>(l);
-    default: return cudaErrorInvalidConfiguration;
-  }
-}
-
 }  // namespace
 
 cudaError_t launch_dispatch_gemm(const DispatchGemmLaunch& l) {
   // The dispatch's shared memory is the engine's, before the engine uses it.
   if (dispatch_smem_bytes(l.dispatch.experts, l.dispatch.peer.world) > size_t(gemm::Config<128, 1, 1, false, false>::kSmemBytes))
     return cudaErrorInvalidConfiguration;
-  return l.swiglu ? launch_activation<true>(l) : launch_activation<false>(l);
+  const auto launch = [&](auto swiglu) {
+    return with_grouped_config(l, [&]<class Cfg>(std::type_identity<Cfg>) { return launch_config<Cfg, swiglu.value>(l); });
+  };
+  return l.swiglu ? launch(std::true_type{}) : launch(std::false_type{});
 }
 
 }  // namespace weft::moe

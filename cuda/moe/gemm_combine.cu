@@ -24,15 +24,7 @@ struct GemmCombineState : GroupedBase {
   RoutedRows routed;
 };
 
-struct GemmCombineHooks : gemm::DefaultHooks {
-  using State = GemmCombineState;
-  template <class Cfg>
-  using Scheduler = GroupScheduler<Cfg>;
-  template <class Cfg>
-  using BSource = GroupB<Cfg, false, GemmCombineState>;
-  template <class Cfg, class H>
-  using Epilogue = RoutedRowsEpilogue<Cfg, H>;
-
+struct GemmCombineHooks : GroupHooks<GemmCombineState, false, RoutedRowsEpilogue> {
   static __device__ void on_kernel_start(const State& s) {
     if (blockIdx.x != 0) return;
     const RoutedRows& r = s.routed;
@@ -44,33 +36,17 @@ struct GemmCombineHooks : gemm::DefaultHooks {
 
 template <class Cfg>
 cudaError_t launch_config(const GemmCombineLaunch& l) {
-  gemm::KernelParams<GemmCombineState> p{};
-  p.a = l.a;
-  p.b = l.b;
-  p.c = l.a;  // unused (the epilogue stores rows, not boxes), but a valid map for the prefetch
-  p.problem = gemm::Problem{l.rows, l.n, l.k, 1, 0};
-  p.tail = gemm::OutputTail{nullptr, l.n, l.n};
-  p.completion = Completion{l.completion.done, l.completion.seq, l.completion.arrivals};
-  p.hooks.groups = l.groups;
-  p.hooks.completion = p.completion;
+  // c: unused (the epilogue stores rows, not boxes), but a valid map for the prefetch.
+  gemm::KernelParams<GemmCombineState> p = grouped_params<GemmCombineState>(
+      l.a, l.b, l.a, gemm::Problem{l.rows, l.n, l.k, 1, 0}, gemm::OutputTail{nullptr, l.n, l.n}, l.completion, l.groups);
   p.hooks.routed = l.routed;
   return fused::launch_persistent<Cfg, gemm::gemm_kernel<Cfg, GemmCombineHooks>>(p, l.ctas, l.stream);
-}
-
-template <int TileN>
-cudaError_t launch_width(const GemmCombineLaunch& l) {
-  if (l.b_n_major) return launch_config<gemm::Config<TileN, 1, 1, true, false>>(l);
-  return launch_config<gemm::Config<TileN, 1, 1, false, false>>(l);
 }
 
 }  // namespace
 
 cudaError_t launch_gemm_combine(const GemmCombineLaunch& l) {
-  switch (l.tile_n) {
-    case 256: return launch_width<256>(l);
-    case 128: return launch_width<128>(l);
-    default: return cudaErrorInvalidConfiguration;
-  }
+  return with_grouped_config(l, [&]<class Cfg>(std::type_identity<Cfg>) { return launch_config<Cfg>(l); });
 }
 
 }  // namespace weft::moe

@@ -40,6 +40,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "gemm/epilogue.cuh"
 #include "gemm/hooks.cuh"
@@ -209,26 +210,16 @@ __device__ __forceinline__ void swiglu_in_place(float (&acc)[Cfg::kTileN / 2]) {
 // tail.c / tail.ldc the same memory, tail.tma_cols = n, a multiple of 8). Swiglu: paired tiles, the
 // output half-width (Hooks::kSwiglu).
 template <class Cfg, class Hooks>
-class BoundedEpilogue {
+class BoundedEpilogue : public gemm::OneKindEpilogue<Cfg, typename Hooks::State, GroupTile> {
+  using Base = gemm::OneKindEpilogue<Cfg, typename Hooks::State, GroupTile>;
+  using Base::consumer_, Base::p_, Base::s_, Base::staged_;
+
  public:
-  using State = typename Hooks::State;
-  using Tile = GroupTile;
-  static constexpr int kKinds = 1;
-  static constexpr int kBarriers = 0;
+  using Base::Base;
   static constexpr int kCols = Hooks::kSwiglu ? Cfg::kTileN / 2 : Cfg::kTileN;
-  static __device__ __forceinline__ int kind(const State&, const Tile&) { return 0; }
-
-  __device__ __forceinline__ BoundedEpilogue(const gemm::KernelParams<State>& p, const gemm::SharedStorage<Cfg>& s,
-                                             int consumer, uint32_t)
-      : p_(p), s_(s), consumer_(consumer) {}
-
-  template <int Kind>
-  __device__ __forceinline__ void before_math(const Tile&) {}
-  template <int Kind>
-  __device__ __forceinline__ void on_kblock(const Tile&, int32_t, int32_t) {}
 
   template <int Kind, class Scheduler>
-  __device__ __forceinline__ void store(float (&acc)[Cfg::kTileN / 2], const Tile& t, const Scheduler&) {
+  __device__ __forceinline__ void store(float (&acc)[Cfg::kTileN / 2], const GroupTile& t, const Scheduler&) {
     const int32_t row0 = t.m0 + consumer_ * Cfg::kConsumerRows;
     const int32_t rows = min(t.row_end - row0, int32_t(Cfg::kConsumerRows));
     if (rows <= 0) return;  // the next group's rows (uniform over the warpgroup)
@@ -256,36 +247,37 @@ class BoundedEpilogue {
 
   __device__ __forceinline__ void finish(float (&)[Cfg::kTileN / 2]) {}
   __device__ __forceinline__ bool ok() const { return true; }
-
- private:
-  const gemm::KernelParams<State>& p_;
-  const gemm::SharedStorage<Cfg> s_;
-  const int consumer_;
-  uint32_t staged_ = 0;
 };
 
 // Reasons the grouped kernels report through cta::fail beside the engine's (gemm/params.cuh): the
 // stage field holds the index of a bad offset.
 constexpr int32_t kFailGroupOffsets = 3;
 
-// groupedGemm's hooks: the engine's A source over a [rows, K] map, grouped B, bounded stores.
-struct GroupedState : GroupedBase {};
-
-template <bool Swiglu>
-struct GroupedHooks : gemm::DefaultHooks {
-  using State = GroupedState;
+// What the hooks of every grouped kernel (groupedGemm, dispatch_gemm.cu, gemm_combine.cu) share:
+// the group scheduler and grouped B over State (paired gate | up with Swiglu), and the kernel's
+// epilogue policy.
+template <class S, bool Swiglu, template <class, class> class EpiloguePolicy>
+struct GroupHooks : gemm::DefaultHooks {
+  using State = S;
   static constexpr bool kSwiglu = Swiglu;
   template <class Cfg>
   using Scheduler = GroupScheduler<Cfg>;
   template <class Cfg>
-  using BSource = GroupB<Cfg, Swiglu, GroupedState>;
+  using BSource = GroupB<Cfg, Swiglu, S>;
   template <class Cfg, class H>
-  using Epilogue = BoundedEpilogue<Cfg, H>;
+  using Epilogue = EpiloguePolicy<Cfg, H>;
+};
+
+// groupedGemm's hooks: the engine's A source over a [rows, K] map, grouped B, bounded stores.
+struct GroupedState : GroupedBase {};
+
+template <bool Swiglu>
+struct GroupedHooks : GroupHooks<GroupedState, Swiglu, BoundedEpilogue> {
 
   // Thread 0 of every CTA checks a share of the offsets the host could not see (non-decreasing,
   // inside [0, rows]; at most 4097 words, so a few loads each). The first bad one found is
   // reported; the scheduler clamps them either way, so nothing is stored out of bounds.
-  static __device__ void on_kernel_start(const State& s) {
+  static __device__ void on_kernel_start(const GroupedState& s) {
     const Groups& g = s.groups;
     for (int32_t i = int32_t(blockIdx.x); i <= g.count; i += int32_t(gridDim.x)) {
       const int32_t v = g.starts[i];
@@ -297,5 +289,39 @@ struct GroupedHooks : gemm::DefaultHooks {
     }
   }
 };
+
+// Host side: the engine's arguments every grouped kernel's launch shares (maps, problem, output
+// tail, completion, groups); the caller adds what its own State holds.
+template <class State>
+gemm::KernelParams<State> grouped_params(const CUtensorMap& a, const CUtensorMap& b, const CUtensorMap& c,
+                                         const gemm::Problem& problem, const gemm::OutputTail& tail,
+                                         const CompletionWords& completion, const Groups& groups) {
+  gemm::KernelParams<State> p{};
+  p.a = a;
+  p.b = b;
+  p.c = c;
+  p.problem = problem;
+  p.tail = tail;
+  p.completion = Completion{completion.done, completion.seq, completion.arrivals};
+  p.hooks.groups = groups;
+  p.hooks.completion = p.completion;
+  return p;
+}
+
+// Host side: calls launch(std::type_identity<Cfg>{}) with the engine config a grouped kernel is
+// built for: tile width l.tile_n (128 or 256, else cudaErrorInvalidConfiguration), B [G, K, N]
+// with l.b_n_major, else [G, N, K].
+template <class Launch, class Fn>
+cudaError_t with_grouped_config(const Launch& l, Fn&& launch) {
+  switch (l.tile_n) {
+    case 256:
+      if (l.b_n_major) return launch(std::type_identity<gemm::Config<256, 1, 1, true, false>>{});
+      return launch(std::type_identity<gemm::Config<256, 1, 1, false, false>>{});
+    case 128:
+      if (l.b_n_major) return launch(std::type_identity<gemm::Config<128, 1, 1, true, false>>{});
+      return launch(std::type_identity<gemm::Config<128, 1, 1, false, false>>{});
+    default: return cudaErrorInvalidConfiguration;
+  }
+}
 
 }  // namespace weft::moe

@@ -36,25 +36,15 @@
 namespace weft::moe {
 
 template <class Cfg, class Hooks>
-class RoutedRowsEpilogue {
+class RoutedRowsEpilogue : public gemm::OneKindEpilogue<Cfg, typename Hooks::State, GroupTile> {
+  using Base = gemm::OneKindEpilogue<Cfg, typename Hooks::State, GroupTile>;
+  using Base::consumer_, Base::p_, Base::s_, Base::staged_;
+
  public:
-  using State = typename Hooks::State;
-  using Tile = GroupTile;
-  static constexpr int kKinds = 1;
-  static constexpr int kBarriers = 0;
-  static __device__ __forceinline__ int kind(const State&, const Tile&) { return 0; }
-
-  __device__ __forceinline__ RoutedRowsEpilogue(const gemm::KernelParams<State>& p, const gemm::SharedStorage<Cfg>& s,
-                                                int consumer, uint32_t)
-      : p_(p), s_(s), consumer_(consumer) {}
-
-  template <int Kind>
-  __device__ __forceinline__ void before_math(const Tile&) {}
-  template <int Kind>
-  __device__ __forceinline__ void on_kblock(const Tile&, int32_t, int32_t) {}
+  using Base::Base;
 
   template <int Kind, class Scheduler>
-  __device__ __forceinline__ void store(float (&acc)[Cfg::kTileN / 2], const Tile& t, const Scheduler&) {
+  __device__ __forceinline__ void store(float (&acc)[Cfg::kTileN / 2], const GroupTile& t, const Scheduler&) {
     const RoutedRows& r = p_.hooks.routed;
     const int32_t row0 = t.m0 + consumer_ * Cfg::kConsumerRows;
     const int32_t rows = min(t.row_end - row0, int32_t(Cfg::kConsumerRows));
@@ -146,10 +136,6 @@ class RoutedRowsEpilogue {
     warp_arrive(counter, key, valid);
   }
 
-  const gemm::KernelParams<State>& p_;
-  const gemm::SharedStorage<Cfg> s_;
-  const int consumer_;
-  uint32_t staged_ = 0;
   uint64_t epoch_ = 0;
   bool ready_ = false;
   bool ok_ = true;

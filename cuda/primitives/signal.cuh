@@ -14,6 +14,7 @@
 //     WaitResult that the caller reports (rank, peer, stage) instead of hanging the GPU.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace weft::sys {
@@ -49,6 +50,15 @@ __device__ __forceinline__ void device_signal_add(uint64_t* addr, uint64_t value
 // earlier use left in L1): payloads that travel beside a signal, and flagged words (flagged.cuh).
 __device__ __forceinline__ uint4 load_volatile16(const void* src);
 __device__ __forceinline__ void store_volatile16(void* dst, const uint4& v);
+// A descriptor line: a 64-byte struct whose last 8 bytes are its epoch signal (the collectives'
+// PairDesc, MoE dispatch's Desc). Its payload, the first 48 bytes, moves as three 16-byte volatile
+// accesses: the writer stores it and then signal_store()s the epoch (release, so the payload is
+// ordered before it); the reader loads it only after its signal_load() of the epoch saw the value.
+// Bytes 48..55 are padding and do not travel.
+template <class Line>
+__device__ __forceinline__ void store_line_payload(Line* dst, const Line& src);
+template <class Line>
+__device__ __forceinline__ Line load_line_payload(const Line* src);
 __device__ __forceinline__ uint64_t globaltimer_ns();
 __device__ inline WaitResult wait_at_least(const uint64_t* addr, uint64_t target, WaitBudget budget);
 // Whether either of the budget's abort words says "give up" (for loops that poll on their own).

@@ -20,7 +20,7 @@
 // bottom-right, as in a KV cache); a query that sees no key gets out 0 and lse −inf. scale defaults
 // to 1 / √D. lse is the natural log of Σ exp(q·k·scale), for the backward pass.
 import { AttentionChoice, AttentionParams, OpLaunch, WeftAttentionFailure, WeftAttentionFlags } from "../abi.ts";
-import { Completion, decodeReason, type FailureDescriber } from "../completion.ts";
+import { completionPerDevice, decodeReason, type Completion, type FailureDescriber } from "../completion.ts";
 import { ArgumentError, checkInt, DisposedError, TimeoutError, WeftError } from "../errors.ts";
 import { check, native } from "../native.ts";
 import { LaunchPlan, writeSlot } from "../plan.ts";
@@ -269,12 +269,7 @@ export function packAttentionParams(shape: AttentionShape, args: AttentionArgs):
 }
 
 // One Completion per device for standalone attention calls (as gemm() has for its own).
-const completions = new Map<number, Completion>();
-function completionFor(device: number): Completion {
-  let c = completions.get(device);
-  if (!c) completions.set(device, (c = Completion.create(device)));
-  return c;
-}
+const completionFor = completionPerDevice();
 
 /** The error a failed launch rejects with (weft.h: WeftAttentionFailure and WeftAttentionStage). */
 export function describeAttentionFailure(op: string): FailureDescriber {

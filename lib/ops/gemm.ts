@@ -10,7 +10,7 @@
 // tensors and pass the logical size: gemm(a, b, out, { shape: { m, n, k } }) reads and writes only
 // the leading m x k, ... region of each tensor; elements outside it are left as they were.
 import { GemmChoice, GemmParams, OpLaunch, WeftGemmFailure, WeftGemmFlags } from "../abi.ts";
-import { Completion, decodeReason, type FailureDescriber } from "../completion.ts";
+import { completionPerDevice, decodeReason, type FailureDescriber } from "../completion.ts";
 import type { DType } from "../dtype.ts";
 import { ArgumentError, TimeoutError, WeftError } from "../errors.ts";
 import { check, native } from "../native.ts";
@@ -245,13 +245,7 @@ export function gemmSync(a: Tensor, b: Tensor, out: Tensor, opts: GemmOptions = 
 
 // One Completion (lib/completion.ts) per device for standalone GEMMs: pinned words the kernel's last
 // CTA publishes into, polled by the process-wide ticker without FFI calls.
-const completions = new Map<number, Completion>();
-
-function completionFor(device: number): Completion {
-  let c = completions.get(device);
-  if (!c) completions.set(device, (c = Completion.create(device)));
-  return c;
-}
+const completionFor = completionPerDevice();
 
 const describeGemmFailure: FailureDescriber = (reason) => {
   const op = "gemm";

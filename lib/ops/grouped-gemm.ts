@@ -12,7 +12,7 @@
 // or leave [0, M] reject the launch with an ArgumentError naming groupOffsets (and are clamped on the
 // GPU meanwhile: nothing outside out is ever written).
 import { GroupedGemmChoice, GroupedGemmParams, WeftGemmFailure, WeftGemmFlags, WeftGroupedGemmFailure } from "../abi.ts";
-import { Completion, type FailureDescriber } from "../completion.ts";
+import { completionPerDevice, type FailureDescriber } from "../completion.ts";
 import { ArgumentError, TimeoutError, WeftError } from "../errors.ts";
 import { check, native } from "../native.ts";
 import { Stream } from "../stream.ts";
@@ -136,12 +136,7 @@ function pack(args: GroupedGemmArgs, plan: GroupedGemmPlan, stream: Stream | nul
   });
 }
 
-const completions = new Map<number, Completion>();
-function completionFor(device: number): Completion {
-  let c = completions.get(device);
-  if (!c) completions.set(device, (c = Completion.create(device)));
-  return c;
-}
+const completionFor = completionPerDevice();
 
 const describe: FailureDescriber = (reason) => {
   const op = "groupedGemm";

@@ -27,13 +27,14 @@ import type { SymmetricTensor } from "../heap.ts";
 import { check, native } from "../native.ts";
 import { Tensor } from "../tensor.ts";
 import {
-  describer, dispatchParams, layoutViews, MoeDispatchPlan, MoePlan, outWord, reportView, requireTensor,
+  describer, dispatchParams, layoutViews, MoeDispatchPlan, MoePlan, moePlanCalls, reportView, requireTensor, withOwnedTensors,
   type MoeDispatchArgs, type MoeLayout,
 } from "./moe.ts";
 import {
   validateDownWeights, validateExpertConfig, validateUpWeights, type ExpertGemmConfig, type MoeActivation,
 } from "./moe-gemm-validate.ts";
 import { validateMoeCombine, validateMoeDispatch, type MoeDispatchShape } from "./moe-validate.ts";
+import { createNativePlan } from "./native-plan.ts";
 
 export interface MoeDispatchGemmArgs extends Omit<MoeDispatchArgs, "config"> {
   /** [E/W, H, N] bf16, N = I (or 2I, gate | up, with activation "swiglu"); [E/W, N, H] with transW. */
@@ -87,7 +88,7 @@ export class MoeDispatchGemmPlan extends MoePlan {
     owned: readonly Tensor[], parts: { hidden: Tensor; inter: number; activation: MoeActivation; ids: Tensor; weights?: Tensor },
     report: number) {
     const op = "Communicator.moeDispatchGemm";
-    super(comm, op, handle, (h) => native().weft_moe_dispatch_gemm_destroy(h), workspace, inputs, owned,
+    super(comm, op, "dispatch_gemm", handle, workspace, inputs, owned,
       describer(comm, op, reportView(report), shape));
     this.shape = shape;
     this.layout = layoutViews(comm, shape, choice, workspace);
@@ -99,16 +100,6 @@ export class MoeDispatchGemmPlan extends MoePlan {
     this.ctas = gemm.ctas;
     this.tileN = gemm.tile_n;
     this.mover = MOVER_NAMES[gemm.mover] === "push" ? "push" : "pull";
-  }
-
-  /** @internal The native plan, for moeGemmCombine / moeCombine. */
-  static nativeHandle(p: MoeDispatchGemmPlan): number {
-    p.checkUsable();
-    return p.handle;
-  }
-
-  protected nativeLaunch(handle: number, launch: Uint8Array): number {
-    return native().weft_moe_dispatch_gemm_launch(handle, launch);
   }
 
   override toString(): string {
@@ -128,7 +119,7 @@ export class MoeGemmCombinePlan extends MoePlan {
   constructor(comm: Communicator, layout: MoeDispatchGemmPlan | MoeDispatchPlan, ctas: number, tileN: number, handle: number,
     workspace: SymmetricTensor, inputs: readonly Tensor[], report: number) {
     const op = "Communicator.moeGemmCombine";
-    super(comm, op, handle, (h) => native().weft_moe_gemm_combine_destroy(h), workspace, inputs, [],
+    super(comm, op, "gemm_combine", handle, workspace, inputs, [],
       describer(comm, op, reportView(report), layout.shape));
     this.layout = layout;
     this.ctas = ctas;
@@ -138,10 +129,6 @@ export class MoeGemmCombinePlan extends MoePlan {
   protected override checkUsable(): void {
     if (this.layout.disposed) throw new DisposedError(this.label, "the layout plan this combine reads");
     super.checkUsable();
-  }
-
-  protected nativeLaunch(handle: number, launch: Uint8Array): number {
-    return native().weft_moe_gemm_combine_launch(handle, launch);
   }
 }
 
@@ -165,10 +152,7 @@ export function createMoeDispatchGemm(comm: Communicator, args: MoeDispatchGemmA
   const shape = validateMoeDispatch(comm.size, comm.device, comm.maxCtas, dispatchArgs, op);
   const up = validateUpWeights(shape, args.w1, args.activation, args.transW, comm.device, op);
   const config = validateExpertConfig(args.config, comm.maxCtas, op, true);
-  const owned: Tensor[] = [];
-  let workspace: SymmetricTensor | undefined;
-  let handle = 0;
-  try {
+  return withOwnedTensors((owned) => {
     const { params, ids, weights, inputs } = dispatchParams(comm, shape, dispatchArgs, owned);
     const flags = (up.transW ? FLAG_W_NK : 0) | (up.swiglu ? FLAG_SWIGLU : 0);
     const choiceBuf = MoeDispatchChoice.alloc(), gemmBuf = MoeExpertGemmChoice.alloc();
@@ -185,22 +169,12 @@ export function createMoeDispatchGemm(comm: Communicator, args: MoeDispatchGemmA
     } else if (hidden.device !== comm.device) {
       throw new ArgumentError(op, "out", `is on device ${hidden.device} but this rank is on device ${comm.device}`);
     }
-    workspace = comm.empty([Number(choice.workspace_bytes)], "u8");
-    MoeDispatchParams.write(params, { workspace: workspace.ptr, workspace_bytes: workspace.bytes });
     const g = gemmParams({ flags, n: up.inter, k: shape.hidden, ...config, w: args.w1.ptr, out: hidden.ptr });
-    const out = new BigUint64Array(1);
-    check(native().weft_moe_dispatch_gemm_create(internals.handle, params, g, out), op);
-    handle = outWord(out);
-    const report = new BigUint64Array(1);
-    check(native().weft_moe_dispatch_gemm_report(handle, report), op);
-    return new MoeDispatchGemmPlan(comm, shape, choice, gemm, handle, workspace, [...inputs, args.w1, hidden], owned,
-      { hidden, inter: up.inter, activation: up.swiglu ? "swiglu" : "none", ids, weights }, outWord(report));
-  } catch (e) {
-    if (handle) native().weft_moe_dispatch_gemm_destroy(handle);
-    workspace?.dispose();
-    for (const t of owned) t.dispose();
-    throw e;
-  }
+    return createNativePlan(comm, op, MoeDispatchParams, params, choice.workspace_bytes, {
+      ...moePlanCalls("dispatch_gemm"), create: (out) => native().weft_moe_dispatch_gemm_create(internals.handle, params, g, out),
+    }, (handle, workspace, report) => new MoeDispatchGemmPlan(comm, shape, choice, gemm, handle, workspace, [...inputs, args.w1, hidden], owned,
+      { hidden, inter: up.inter, activation: up.swiglu ? "swiglu" : "none", ids, weights }, report));
+  });
 }
 
 /** comm.moeGemmCombine: validates against the layout and creates the plan. */
@@ -214,7 +188,7 @@ export function createMoeGemmCombine(comm: Communicator, args: MoeGemmCombineArg
     throw new ArgumentError(op, "layout", "must be a MoeDispatchGemmPlan (comm.moeDispatchGemm) or a MoeDispatchPlan");
   }
   if (d.comm !== comm) throw new ArgumentError(op, "layout", "belongs to another communicator");
-  const layoutHandle = d instanceof MoeDispatchGemmPlan ? MoeDispatchGemmPlan.nativeHandle(d) : MoeDispatchPlan.nativeHandle(d);
+  const layoutHandle = MoePlan.nativeHandle(d);
   const hidden = args.hidden ?? (d instanceof MoeDispatchGemmPlan ? d.hidden : undefined);
   if (hidden === undefined) throw new ArgumentError(op, "hidden", "must be given with a moeDispatch layout (a moeDispatchGemm plan gives its own)");
   requireTensor(hidden, op, "hidden");
@@ -230,27 +204,15 @@ export function createMoeGemmCombine(comm: Communicator, args: MoeGemmCombineArg
     d.topkWeights !== undefined, op);
   const config = validateExpertConfig(args.config, comm.maxCtas, op, false);
   const weights = args.topkWeights ?? d.topkWeights!;
-  let workspace: SymmetricTensor | undefined;
-  let handle = 0;
-  try {
-    const params = MoeCombineParams.write(MoeCombineParams.alloc(), {
-      dispatch: layoutHandle, hidden: hidden.ptr, weights: weights.ptr, out: args.out.ptr, ctas: 0, stream: comm.stream.handle,
-    });
-    const g = gemmParams({ flags: down.transW ? FLAG_W_NK : 0, n: d.shape.hidden, k: down.inter, ...config, mover: 0, w: args.w2.ptr, out: 0 });
-    const choiceBuf = MoeCombineChoice.alloc(), gemmBuf = MoeExpertGemmChoice.alloc();
-    check(native().weft_moe_gemm_combine_choose(internals.handle, params, g, choiceBuf, gemmBuf), op);
-    const choice = MoeCombineChoice.read(choiceBuf), gemm = MoeExpertGemmChoice.read(gemmBuf);
-    workspace = comm.empty([Number(choice.workspace_bytes)], "u8");
-    MoeCombineParams.write(params, { workspace: workspace.ptr, workspace_bytes: workspace.bytes });
-    const out = new BigUint64Array(1);
-    check(native().weft_moe_gemm_combine_create(internals.handle, params, g, out), op);
-    handle = outWord(out);
-    const report = new BigUint64Array(1);
-    check(native().weft_moe_gemm_combine_report(handle, report), op);
-    return new MoeGemmCombinePlan(comm, d, gemm.ctas, gemm.tile_n, handle, workspace, [hidden, args.w2, args.out, weights], outWord(report));
-  } catch (e) {
-    if (handle) native().weft_moe_gemm_combine_destroy(handle);
-    workspace?.dispose();
-    throw e;
-  }
+  const params = MoeCombineParams.write(MoeCombineParams.alloc(), {
+    dispatch: layoutHandle, hidden: hidden.ptr, weights: weights.ptr, out: args.out.ptr, ctas: 0, stream: comm.stream.handle,
+  });
+  const g = gemmParams({ flags: down.transW ? FLAG_W_NK : 0, n: d.shape.hidden, k: down.inter, ...config, mover: 0, w: args.w2.ptr, out: 0 });
+  const choiceBuf = MoeCombineChoice.alloc(), gemmBuf = MoeExpertGemmChoice.alloc();
+  check(native().weft_moe_gemm_combine_choose(internals.handle, params, g, choiceBuf, gemmBuf), op);
+  const choice = MoeCombineChoice.read(choiceBuf), gemm = MoeExpertGemmChoice.read(gemmBuf);
+  return createNativePlan(comm, op, MoeCombineParams, params, choice.workspace_bytes, {
+    ...moePlanCalls("gemm_combine"), create: (out) => native().weft_moe_gemm_combine_create(internals.handle, params, g, out),
+  }, (handle, workspace, report) =>
+    new MoeGemmCombinePlan(comm, d, gemm.ctas, gemm.tile_n, handle, workspace, [hidden, args.w2, args.out, weights], report));
 }

@@ -3,7 +3,7 @@
 // (softmax over all experts, renormalised over the k with `normalize`). comm.moeDispatch can route
 // inside its own kernel instead (its `logits` argument), which saves this launch.
 import { MoeRouteParams } from "../abi.ts";
-import { Completion } from "../completion.ts";
+import { completionPerDevice } from "../completion.ts";
 import { DTYPES } from "../dtype.ts";
 import { ArgumentError } from "../errors.ts";
 import { check, native } from "../native.ts";
@@ -31,12 +31,7 @@ export interface MoeRouting {
   weights: Tensor;
 }
 
-const completions = new Map<number, Completion>();
-function completionFor(device: number): Completion {
-  let c = completions.get(device);
-  if (!c) completions.set(device, (c = Completion.create(device)));
-  return c;
-}
+const completionFor = completionPerDevice();
 
 /** Validates a routing call; returns what enqueueRoute launches. */
 function prepareRoute(args: MoeRouteArgs, op: string) {

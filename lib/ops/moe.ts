@@ -24,10 +24,11 @@ import { Completion, decodeReason, type FailureDescriber } from "../completion.t
 import { DTYPES } from "../dtype.ts";
 import { ArgumentError, DisposedError, PeerError, TimeoutError, WeftError } from "../errors.ts";
 import type { SymmetricTensor } from "../heap.ts";
-import { check, native, outPointer, viewNative } from "../native.ts";
+import { check, native, viewNative } from "../native.ts";
 import { LaunchPlan, writeSlot } from "../plan.ts";
 import { Tensor } from "../tensor.ts";
 import { validateMoeCombine, validateMoeDispatch, type MoeDispatchShape } from "./moe-validate.ts";
+import { createNativePlan } from "./native-plan.ts";
 
 export interface MoeDispatchArgs {
   /** [≥ tokens, H] bf16, H a multiple of 8. */
@@ -147,6 +148,23 @@ const leaks = new FinalizationRegistry<string>((what) => {
   console.warn(`weft: ${what} was garbage-collected without dispose(): its workspace stays in the symmetric heap.`);
 });
 
+/** The MoE plan kinds, as weft.h names their functions: weft_moe_<kind>_choose, _create, _report,
+ * _launch and _destroy. */
+export type MoeKind = "dispatch" | "combine" | "dispatch_gemm" | "gemm_combine";
+
+/** The calls every MoE plan makes once it exists (the same signatures for every kind). The symbol
+ * names are made once per plan, not per launch. */
+export function moePlanCalls(kind: MoeKind) {
+  const report = `weft_moe_${kind}_report` as const;
+  const launch = `weft_moe_${kind}_launch` as const;
+  const destroy = `weft_moe_${kind}_destroy` as const;
+  return {
+    report: (handle: number, out: BigUint64Array) => native()[report](handle, out),
+    launch: (handle: number, words: Uint8Array) => native()[launch](handle, words),
+    destroy: (handle: number) => native()[destroy](handle),
+  };
+}
+
 /** What every MoE plan shares: the native handle, the workspace, the launch struct. */
 export abstract class MoePlan extends LaunchPlan implements Disposable {
   readonly comm: Communicator;
@@ -158,18 +176,18 @@ export abstract class MoePlan extends LaunchPlan implements Disposable {
   readonly #workspace: SymmetricTensor;
   readonly #owned: readonly Tensor[];
   readonly #inputs: readonly Tensor[];
-  readonly #destroy: (h: number) => number;
+  readonly #calls: ReturnType<typeof moePlanCalls>;
   #handle: number;
   #setupFailure: Error | undefined;
   #disposed = false;
 
-  protected constructor(comm: Communicator, op: string, handle: number, destroy: (h: number) => number, workspace: SymmetricTensor,
+  protected constructor(comm: Communicator, op: string, kind: MoeKind, handle: number, workspace: SymmetricTensor,
     inputs: readonly Tensor[], owned: readonly Tensor[], describe: FailureDescriber) {
     super();
     this.comm = comm;
     this.#op = op;
     this.#handle = handle;
-    this.#destroy = destroy;
+    this.#calls = moePlanCalls(kind);
     this.#workspace = workspace;
     this.#inputs = inputs;
     this.#owned = owned;
@@ -188,11 +206,11 @@ export abstract class MoePlan extends LaunchPlan implements Disposable {
     return this.#op;
   }
 
-  protected get handle(): number {
-    return this.#handle;
+  /** @internal The native plan, for the combines that read a dispatch's layout. */
+  static nativeHandle(p: MoePlan): number {
+    p.checkUsable();
+    return p.#handle;
   }
-
-  protected abstract nativeLaunch(handle: number, launch: Uint8Array): number;
 
   protected checkUsable(): void {
     if (this.#disposed) throw new DisposedError(this.#op, "MoE plan");
@@ -206,7 +224,7 @@ export abstract class MoePlan extends LaunchPlan implements Disposable {
     this.checkUsable();
     const slot = this.completion.slot();
     writeSlot(this.#words, LAUNCH, slot);
-    check(this.nativeLaunch(this.#handle, this.#launch), this.#op);
+    check(this.#calls.launch(this.#handle, this.#launch), this.#op);
     return slot.seq;
   }
 
@@ -214,7 +232,7 @@ export abstract class MoePlan extends LaunchPlan implements Disposable {
    * (lib/graph.ts). A failure then shows only as a failed layout in the next tracked combine. */
   enqueue(): void {
     this.checkUsable();
-    check(this.nativeLaunch(this.#handle, OpLaunch.alloc()), this.#op);
+    check(this.#calls.launch(this.#handle, OpLaunch.alloc()), this.#op);
   }
 
   /** Waits for the plan's work, frees it and gives its workspace back (every rank disposes its MoE
@@ -226,7 +244,7 @@ export abstract class MoePlan extends LaunchPlan implements Disposable {
     const h = this.#handle;
     this.#handle = 0;
     try {
-      check(this.#destroy(h), `${this.#op}.dispose`);
+      check(this.#calls.destroy(h), `${this.#op}.dispose`);
     } finally {
       this.#workspace.dispose();
       for (const t of this.#owned) t.dispose();
@@ -274,23 +292,13 @@ export class MoeDispatchPlan extends MoePlan {
   constructor(comm: Communicator, shape: MoeDispatchShape, choice: DispatchChoice, handle: number,
     workspace: SymmetricTensor, inputs: readonly Tensor[], owned: readonly Tensor[], ids: Tensor, weights: Tensor | undefined,
     report: number) {
-    super(comm, "Communicator.moeDispatch", handle, (h) => native().weft_moe_dispatch_destroy(h), workspace, inputs, owned,
+    super(comm, "Communicator.moeDispatch", "dispatch", handle, workspace, inputs, owned,
       describer(comm, "Communicator.moeDispatch", reportView(report), shape));
     this.shape = shape;
     this.ctas = choice.ctas;
     this.topkIds = ids;
     this.topkWeights = weights;
     this.layout = layoutViews(comm, shape, choice, workspace);
-  }
-
-  /** @internal The native plan, for moeCombine. */
-  static nativeHandle(p: MoeDispatchPlan): number {
-    p.checkUsable();
-    return p.handle;
-  }
-
-  protected nativeLaunch(handle: number, launch: Uint8Array): number {
-    return native().weft_moe_dispatch_launch(handle, launch);
   }
 
   override toString(): string {
@@ -308,7 +316,7 @@ export class MoeCombinePlan extends MoePlan {
   /** @internal comm.moeCombine() makes plans. */
   constructor(comm: Communicator, dispatch: MoeDispatchPlan, ctas: number, handle: number, workspace: SymmetricTensor,
     inputs: readonly Tensor[], report: number) {
-    super(comm, "Communicator.moeCombine", handle, (h) => native().weft_moe_combine_destroy(h), workspace, inputs, [],
+    super(comm, "Communicator.moeCombine", "combine", handle, workspace, inputs, [],
       describer(comm, "Communicator.moeCombine", reportView(report), dispatch.shape));
     this.dispatch = dispatch;
     this.ctas = ctas;
@@ -318,9 +326,17 @@ export class MoeCombinePlan extends MoePlan {
     if (this.dispatch.disposed) throw new DisposedError(this.label, "the dispatch plan this combine reads");
     super.checkUsable();
   }
+}
 
-  protected nativeLaunch(handle: number, launch: Uint8Array): number {
-    return native().weft_moe_combine_launch(handle, launch);
+/** Runs `make`, which pushes the tensors it allocates onto `owned` (they go to the plan it returns);
+ * if it throws, they are disposed before the error propagates. */
+export function withOwnedTensors<T>(make: (owned: Tensor[]) => T): T {
+  const owned: Tensor[] = [];
+  try {
+    return make(owned);
+  } catch (e) {
+    for (const t of owned) t.dispose();
+    throw e;
   }
 }
 
@@ -328,10 +344,6 @@ export function requireTensor(t: unknown, op: string, name: string): Tensor {
   if (!(t instanceof Tensor)) throw new ArgumentError(op, name, "must be a Tensor");
   t.guard(op);
   return t;
-}
-
-export function outWord(cell: BigUint64Array): number {
-  return outPointer(cell);
 }
 
 /** A dispatch's WeftMoeDispatchParams (workspace still 0) and the routing tensors it reads or
@@ -359,28 +371,15 @@ export function createMoeDispatch(comm: Communicator, args: MoeDispatchArgs): Mo
   requireTensor(args?.x, op, "x");
   for (const name of ["topkIds", "topkWeights", "logits"] as const) if (args[name] !== undefined) requireTensor(args[name], op, name);
   const shape = validateMoeDispatch(comm.size, comm.device, comm.maxCtas, args, op);
-  const owned: Tensor[] = [];
-  let workspace: SymmetricTensor | undefined;
-  let handle = 0;
-  try {
+  return withOwnedTensors((owned) => {
     const { params, ids, weights, inputs } = dispatchParams(comm, shape, args, owned);
     const choiceBuf = MoeDispatchChoice.alloc();
     check(native().weft_moe_dispatch_choose(internals.handle, params, choiceBuf), op);
     const choice = MoeDispatchChoice.read(choiceBuf);
-    workspace = comm.empty([Number(choice.workspace_bytes)], "u8");
-    MoeDispatchParams.write(params, { workspace: workspace.ptr, workspace_bytes: workspace.bytes });
-    const out = new BigUint64Array(1);
-    check(native().weft_moe_dispatch_create(internals.handle, params, out), op);
-    handle = outWord(out);
-    const report = new BigUint64Array(1);
-    check(native().weft_moe_dispatch_report(handle, report), op);
-    return new MoeDispatchPlan(comm, shape, choice, handle, workspace, inputs, owned, ids, weights, outWord(report));
-  } catch (e) {
-    if (handle) native().weft_moe_dispatch_destroy(handle);
-    workspace?.dispose();
-    for (const t of owned) t.dispose();
-    throw e;
-  }
+    return createNativePlan(comm, op, MoeDispatchParams, params, choice.workspace_bytes, {
+      ...moePlanCalls("dispatch"), create: (out) => native().weft_moe_dispatch_create(internals.handle, params, out),
+    }, (handle, workspace, report) => new MoeDispatchPlan(comm, shape, choice, handle, workspace, inputs, owned, ids, weights, report));
+  });
 }
 
 /** comm.moeCombine: validates against the dispatch's layout and creates the plan. */
@@ -397,26 +396,13 @@ export function createMoeCombine(comm: Communicator, args: MoeCombineArgs): MoeC
   if (args.topkWeights !== undefined) requireTensor(args.topkWeights, op, "topkWeights");
   const { ctas } = validateMoeCombine(d.shape, d.layout.capacity, comm.device, comm.maxCtas, args, d.topkWeights !== undefined, op);
   const weights = args.topkWeights ?? d.topkWeights!;
-  let workspace: SymmetricTensor | undefined;
-  let handle = 0;
-  try {
-    const params = MoeCombineParams.write(MoeCombineParams.alloc(), {
-      dispatch: dispatchHandle, hidden: args.hidden.ptr, weights: weights.ptr, out: args.out.ptr, ctas, stream: comm.stream.handle,
-    });
-    const choiceBuf = MoeCombineChoice.alloc();
-    check(native().weft_moe_combine_choose(internals.handle, params, choiceBuf), op);
-    const choice = MoeCombineChoice.read(choiceBuf);
-    workspace = comm.empty([Number(choice.workspace_bytes)], "u8");
-    MoeCombineParams.write(params, { workspace: workspace.ptr, workspace_bytes: workspace.bytes });
-    const out = new BigUint64Array(1);
-    check(native().weft_moe_combine_create(internals.handle, params, out), op);
-    handle = outWord(out);
-    const report = new BigUint64Array(1);
-    check(native().weft_moe_combine_report(handle, report), op);
-    return new MoeCombinePlan(comm, d, choice.ctas, handle, workspace, [args.hidden, args.out, weights], outWord(report));
-  } catch (e) {
-    if (handle) native().weft_moe_combine_destroy(handle);
-    workspace?.dispose();
-    throw e;
-  }
+  const params = MoeCombineParams.write(MoeCombineParams.alloc(), {
+    dispatch: dispatchHandle, hidden: args.hidden.ptr, weights: weights.ptr, out: args.out.ptr, ctas, stream: comm.stream.handle,
+  });
+  const choiceBuf = MoeCombineChoice.alloc();
+  check(native().weft_moe_combine_choose(internals.handle, params, choiceBuf), op);
+  const choice = MoeCombineChoice.read(choiceBuf);
+  return createNativePlan(comm, op, MoeCombineParams, params, choice.workspace_bytes, {
+    ...moePlanCalls("combine"), create: (out) => native().weft_moe_combine_create(internals.handle, params, out),
+  }, (handle, workspace, report) => new MoeCombinePlan(comm, d, choice.ctas, handle, workspace, [args.hidden, args.out, weights], report));
 }

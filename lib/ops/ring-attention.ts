@@ -20,11 +20,12 @@ import { Communicator } from "../comm.ts";
 import { decodeReason, type Completion, type FailureDescriber } from "../completion.ts";
 import { ArgumentError, checkInt, DisposedError } from "../errors.ts";
 import { SymmetricTensor } from "../heap.ts";
-import { check, native, outPointer } from "../native.ts";
-import { LaunchPlan, writeSlot } from "../plan.ts";
+import { check, native } from "../native.ts";
+import { LaunchPlan, runAllLaunched, writeSlot } from "../plan.ts";
 import { Tensor } from "../tensor.ts";
 import { describeAttentionFailure, HEAD_DIMS, type AttentionTensors } from "./attention.ts";
 import type { TensorDesc } from "./gemm.ts";
+import { createNativePlan } from "./native-plan.ts";
 
 export type RingLayout = "zigzag" | "contiguous";
 
@@ -101,32 +102,32 @@ function copyRows(dst: Tensor, dstRow: number, src: Tensor, srcRow: number, rows
   check(native().weft_memcpy(dst.ptr + dstRow * rowBytes, src.ptr + srcRow * rowBytes, rows * rowBytes, 3, null), op);
 }
 
-/** Copies rank `rank`'s shard of `full` [B, S, ...] into `into` [B, shard, ...] (same dtype and
- * inner dims; e.g. a comm.empty tensor for k and v). Returns `into`. */
-export function shardSequence(full: Tensor, into: Tensor, opts: { rank: number; world: number; layout: RingLayout }): Tensor {
-  const op = "shardSequence";
-  const { b, s, rowBytes, shard, ranges } = sequenceShapes(op, full, into, opts);
+/** Copies, batch by batch and range by range, between rank `rank`'s rows of `full` [B, S, ...] and
+ * its shard [B, shard, ...]: into the shard (`toShard`), or back into `full`. */
+function copyShardRows(op: string, full: Tensor, shardTensor: Tensor, opts: { rank: number; world: number; layout: RingLayout },
+  toShard: boolean): void {
+  const { b, s, rowBytes, shard, ranges } = sequenceShapes(op, full, shardTensor, opts);
   for (let bi = 0; bi < b; bi++) {
     let at = 0;
     for (const [start, end] of ranges) {
-      copyRows(into, bi * shard + at, full, bi * s + start, end - start, rowBytes, op);
+      const fullRow = bi * s + start, shardRow = bi * shard + at;
+      if (toShard) copyRows(shardTensor, shardRow, full, fullRow, end - start, rowBytes, op);
+      else copyRows(full, fullRow, shardTensor, shardRow, end - start, rowBytes, op);
       at += end - start;
     }
   }
+}
+
+/** Copies rank `rank`'s shard of `full` [B, S, ...] into `into` [B, shard, ...] (same dtype and
+ * inner dims; e.g. a comm.empty tensor for k and v). Returns `into`. */
+export function shardSequence(full: Tensor, into: Tensor, opts: { rank: number; world: number; layout: RingLayout }): Tensor {
+  copyShardRows("shardSequence", full, into, opts, true);
   return into;
 }
 
 /** Writes rank `rank`'s shard `shard` [B, shard, ...] back into its rows of `full` [B, S, ...]. */
 export function unshardSequence(shardTensor: Tensor, full: Tensor, opts: { rank: number; world: number; layout: RingLayout }): Tensor {
-  const op = "unshardSequence";
-  const { b, s, rowBytes, shard, ranges } = sequenceShapes(op, full, shardTensor, opts);
-  for (let bi = 0; bi < b; bi++) {
-    let at = 0;
-    for (const [start, end] of ranges) {
-      copyRows(full, bi * s + start, shardTensor, bi * shard + at, end - start, rowBytes, op);
-      at += end - start;
-    }
-  }
+  copyShardRows("unshardSequence", full, shardTensor, opts, false);
   return full;
 }
 
@@ -337,13 +338,7 @@ export class RingAttentionPlan extends LaunchPlan implements Disposable {
   }
 
   static runAll(plans: readonly RingAttentionPlan[]): Promise<void> {
-    let seqs: number[];
-    try {
-      seqs = RingAttentionPlan.launchAll(plans);
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return Promise.all(plans.map((p, i) => p.promise(seqs[i]!))).then(() => undefined);
+    return runAllLaunched(plans, (p) => RingAttentionPlan.launchAll(p));
   }
 
   /** Waits for the plan's work, frees it and gives its workspace back (every rank in the same
@@ -404,21 +399,14 @@ export function ringAttention(comm: Communicator, args: RingAttentionArgs): Ring
   const buf = RingAttentionChoice.alloc();
   check(native().weft_ring_attention_choose(internals.handle, params, buf), op);
   const choice = readChoice(buf);
-  const workspace = comm.empty([choice.workspaceBytes], "u8");
-  let handle = 0;
-  try {
-    RingAttentionParams.write(params, { workspace: workspace.ptr, workspace_bytes: workspace.bytes });
-    const out = new BigUint64Array(1);
-    check(native().weft_ring_attention_plan_create(internals.handle, params, out), op);
-    handle = outPointer(out);
+  return createNativePlan(comm, op, RingAttentionParams, params, choice.workspaceBytes, {
+    create: (out) => native().weft_ring_attention_plan_create(internals.handle, params, out),
+    destroy: (handle) => native().weft_ring_attention_plan_destroy(handle),
+  }, (handle, workspace) => {
     // The workspace was zeroed and this rank's offsets written on the stream; a barrier there orders
     // both before any peer reads them (at its first launch) or copies into them.
     const barrier = comm.prepare.barrier();
     const seq = barrier.launch();
     return new RingAttentionPlan(comm, shape, choice, handle, workspace, tensors, internals.completion, { wait: () => barrier.wait(seq) });
-  } catch (e) {
-    if (handle) native().weft_ring_attention_plan_destroy(handle);
-    workspace.dispose();
-    throw e;
-  }
+  });
 }

@@ -27,13 +27,14 @@ import { decodeReason, type Completion, type FailureDescriber } from "../complet
 import { ArgumentError, TimeoutError, WeftError } from "../errors.ts";
 import { NativeHandle, teardown } from "../handle.ts";
 import { SymmetricTensor } from "../heap.ts";
-import { check, native, outPointer } from "../native.ts";
-import { LaunchPlan, writeSlot } from "../plan.ts";
+import { check, native } from "../native.ts";
+import { LaunchPlan, runAllLaunched, writeSlot } from "../plan.ts";
 import { Tensor } from "../tensor.ts";
 import {
   FLAG_B_NK, MOVER_NAMES, MOVERS, OPS, opName, PATHS, validateTp, validateTpConfig,
   type AllGatherGemmArgs, type GemmScatterArgs, type TpConfig, type TpOp, type TpShape, type TpTensorDesc,
 } from "./tp-validation.ts";
+import { createNativePlan } from "./native-plan.ts";
 
 export {
   validateTp, validateTpConfig,
@@ -182,13 +183,7 @@ export class TpPlan extends LaunchPlan implements Disposable {
 
   /** launchAll(plans), then one Promise that resolves when every plan's launch is done. */
   static runAll(plans: readonly TpPlan[]): Promise<void> {
-    let seqs: number[];
-    try {
-      seqs = TpPlan.launchAll(plans);
-    } catch (e) {
-      return Promise.reject(e);
-    }
-    return Promise.all(plans.map((p, i) => p.promise(seqs[i]!))).then(() => undefined);
+    return runAllLaunched(plans, (p) => TpPlan.launchAll(p));
   }
 
   get label(): string {
@@ -292,21 +287,14 @@ export function createTpPlan(comm: Communicator, internals: CommInternals, op: T
     t.guard(name);
   });
   const { shape, params, choice } = choose(comm, internals, op, args, name);
-  const workspace = comm.empty([choice.workspaceBytes], "u8");
-  let handle = 0;
-  try {
-    TpParams.write(params, { workspace: workspace.ptr, workspace_bytes: workspace.bytes });
-    const out = new BigUint64Array(1);
-    check(native().weft_tp_plan_create(internals.handle, params, out), name);
-    handle = outPointer(out);
+  return createNativePlan(comm, name, TpParams, params, choice.workspaceBytes, {
+    create: (out) => native().weft_tp_plan_create(internals.handle, params, out),
+    destroy: (handle) => native().weft_tp_plan_destroy(handle),
+  }, (handle, workspace) => {
     // The workspace was zeroed on the stream; a barrier on the same stream orders that before any
     // peer's first launch (each rank enters it only after its earlier stream work).
     const ready = comm.prepare.barrier();
     const setup = ready.promise(ready.launch());
     return new TpPlan(comm, internals, op, shape, choice, handle, [workspace], tensors, setup);
-  } catch (e) {
-    if (handle) native().weft_tp_plan_destroy(handle);
-    workspace.dispose();
-    throw e;
-  }
+  });
 }

@@ -6,6 +6,7 @@ import { PeerHandle } from "../../lib/abi.ts";
 import { checkPeerHandle, checkRegionDescriptors, checkTransportAddresses } from "../../lib/bootstrap.ts";
 import { PeerError } from "../../lib/errors.ts";
 import { HostBuffer, Transport } from "../../lib/transport.ts";
+import { caught } from "../support/caught.ts";
 
 const op = "Communicator.create";
 
@@ -19,12 +20,7 @@ function handle(fields: Partial<Parameters<typeof PeerHandle.write>[1]> = {}): U
 const mine = handle({ process_token: 0x9999n, rank: 0, device: 0 });
 
 function refused(f: () => unknown, text: string): void {
-  let err: unknown;
-  try {
-    f();
-  } catch (e) {
-    err = e;
-  }
+  const err = caught(f);
   expect(err).toBeInstanceOf(PeerError);
   expect((err as Error).message).toContain(text);
 }

@@ -7,6 +7,8 @@ import { join } from "node:path";
 import { Communicator } from "../../lib/comm.ts";
 import { ArgumentError } from "../../lib/errors.ts";
 import { TpPlan, validateTp, validateTpConfig, type TpTensorDesc } from "../../lib/ops/tp.ts";
+import { caught } from "../support/caught.ts";
+import { expectWorkersPassed, testChecks } from "../support/check-suites.ts";
 import { describeGpu } from "../support/gpu.ts";
 import { runCheckWorkers } from "../support/report-channel.ts";
 import { backToBack, checkOddSizes, checkProblem, ranksOnOneGpu, TP_CHECKS, type TpContext } from "../support/tp-checks.ts";
@@ -42,12 +44,7 @@ describe("tensor-parallel ops: validation (CPU)", () => {
 
   test("dtype, rank and device errors name the argument", () => {
     const bad = (args: Parameters<typeof validateTp>[3], re: RegExp) => {
-      let err: unknown;
-      try {
-        validateTp("gemmAllReduce", 2, 0, args);
-      } catch (e) {
-        err = e;
-      }
+      const err = caught(() => validateTp("gemmAllReduce", 2, 0, args));
       expect(err).toBeInstanceOf(ArgumentError);
       expect(String((err as Error).message)).toMatch(re);
     };
@@ -96,22 +93,13 @@ describeGpu("tensor-parallel ops, one process driving both GPUs (Communicator.lo
     if (ctx) await Communicator.disposeAll(ctx.comms);
   }, LONG);
 
-  for (const check of TP_CHECKS) {
-    test(check.name, async () => {
-      const detail = await check.run(ctx);
-      console.log(`  [local] ${check.name}: ${detail}`);
-    }, LONG);
-  }
+  testChecks(TP_CHECKS, () => ctx, LONG);
 });
 
 describeGpu("tensor-parallel ops, one process per GPU (2 bun processes, CUDA IPC)", 2, () => {
   test("every check passes on both ranks", async () => {
     const worker = join(import.meta.dirname, "..", "support", "tp-worker.ts");
-    const { failed, exits, reported } = await runCheckWorkers(worker, 2);
-    expect(failed).toEqual([]);
-    expect(exits).toEqual([0, 0]);
-    const expected = process.env.CHECK_FILTER ? reported[0] : TP_CHECKS.length;
-    expect(reported).toEqual([expected!, expected!]);
+    expectWorkersPassed(await runCheckWorkers(worker, 2), TP_CHECKS.length);
   }, LONG);
 });
 

@@ -301,6 +301,14 @@ export const CHECKS: Check[] = [
       const refs = ctx.comms.map((c) => Tensor.empty([n.direct], "f32", { device: c.device }));
       const tmp = ctx.comms.map((c) => Tensor.empty([Math.max(W * n.scatter, n.direct)], "f32", { device: c.device }));
       const tmpG = ctx.comms.map((c) => Tensor.empty([n.gather], "bf16", { device: c.device }));
+      // Every rank's input from seed(tag, rank) and its output poisoned, then `call` on every rank.
+      const runFresh = (ins: readonly Tensor[], outs: readonly Tensor[], tag: number, call: (c: Communicator, i: number) => Promise<void>) => {
+        ctx.comms.forEach((c, i) => {
+          ins[i]!.fillRandom(seed(tag, c.rank));
+          outs[i]!.fill(NaN);
+        });
+        return each(ctx, (c) => call(c, ctx.comms.indexOf(c)));
+      };
       let worst = 0;
       try {
         for (let it = 0; it < 1000; it++) {
@@ -309,14 +317,7 @@ export const CHECKS: Check[] = [
           if (kind <= 1) {
             const which = kind === 0 ? "staged" : "direct";
             const count = n[which];
-            ctx.comms.forEach((c, i) => {
-              xs[which][i]!.fillRandom(seed(tag, c.rank));
-              ys[which][i]!.fill(NaN);
-            });
-            await each(ctx, (c) => {
-              const i = ctx.comms.indexOf(c);
-              return c.allReduce(xs[which][i]!, ys[which][i]!);
-            });
+            await runFresh(xs[which], ys[which], tag, (c, i) => c.allReduce(xs[which][i]!, ys[which][i]!));
             ctx.comms.forEach((c, i) => {
               using ref = slice(refs[i]!, 0, count);
               ref.fill(0);
@@ -328,14 +329,7 @@ export const CHECKS: Check[] = [
               worst = Math.max(worst, expectClose(`iteration ${it} allReduce ${which} rank ${c.rank}`, diff(ys[which][i]!, ref), "f32"));
             });
           } else if (kind === 2) {
-            ctx.comms.forEach((c, i) => {
-              gIn[i]!.fillRandom(seed(tag, c.rank));
-              gOut[i]!.fill(NaN);
-            });
-            await each(ctx, (c) => {
-              const i = ctx.comms.indexOf(c);
-              return c.allGather(gIn[i]!, gOut[i]!);
-            });
+            await runFresh(gIn, gOut, tag, (c, i) => c.allGather(gIn[i]!, gOut[i]!));
             ctx.comms.forEach((c, i) => {
               for (let s = 0; s < W; s++) {
                 tmpG[i]!.fillRandom(seed(tag, s));
@@ -344,14 +338,7 @@ export const CHECKS: Check[] = [
               }
             });
           } else {
-            ctx.comms.forEach((c, i) => {
-              sIn[i]!.fillRandom(seed(tag, c.rank));
-              sOut[i]!.fill(NaN);
-            });
-            await each(ctx, (c) => {
-              const i = ctx.comms.indexOf(c);
-              return c.reduceScatter(sIn[i]!, sOut[i]!);
-            });
+            await runFresh(sIn, sOut, tag, (c, i) => c.reduceScatter(sIn[i]!, sOut[i]!));
             ctx.comms.forEach((c, i) => {
               using ref = slice(refs[i]!, 0, n.scatter);
               ref.fill(0);

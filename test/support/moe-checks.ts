@@ -18,7 +18,7 @@ import type { MoeCombinePlan, MoeDispatchPlan } from "../../lib/ops/moe.ts";
 import { Tensor } from "../../lib/tensor.ts";
 import { deviceErrorAsync, readErrors } from "./gemm.ts";
 import {
-  gatherRows, makeRouting, makeWeights, referenceCombine, referenceLayout, rowsOf, type Layout, type RoutingKind,
+  gatherRows, makeRouting, makeWeights, realRows, referenceCombine, referenceLayout, rowsOf, type Layout, type RoutingKind,
 } from "./moe-reference.ts";
 import type { NamedCheck } from "./report-channel.ts";
 
@@ -122,20 +122,28 @@ export function upload(t: Tensor, data: Int32Array | Float32Array): void {
   view.upload(data as never);
 }
 
+/** Rank c.rank's routed inputs: x [max(1, T), H] bf16 (random, seed(tag, rank, 0), which the
+ * references rebuild) and its routing from `routing` (ids, weights), each passed through `keep`. */
+export function routedInputs(c: Communicator, p: MoeProblem, routing: ReturnType<typeof routings>, keep: (t: Tensor) => Tensor) {
+  const r = c.rank, T = p.tokens(r), device = c.device, rows = Math.max(1, T);
+  const x = keep(Tensor.empty([rows, p.hidden], "bf16", { device }).fillRandom(seed(p.tag, r, 0)));
+  const ids = keep(Tensor.empty([rows, p.topk], "i32", { device }));
+  const weights = keep(Tensor.empty([rows, p.topk], "f32", { device }));
+  upload(ids, routing.ids[r]!);
+  upload(weights, routing.weights[r]!);
+  return { T, rows, x, ids, weights };
+}
+
 /** Every driven rank's inputs, plans and references. hiddenOf: the combine's input rows (default
  * random rows, seed(tag, rank, 7), which the references rebuild). */
 function prepare(ctx: MoeContext, p: MoeProblem, routing: ReturnType<typeof routings>,
   hiddenOf?: (c: Communicator, capacity: number) => Tensor): Rank[] {
   const mt = maxTokens(ctx, p);
   return ctx.comms.map((c) => {
-    const r = c.rank, T = p.tokens(r), device = c.device, rows = Math.max(1, T);
+    const r = c.rank, device = c.device;
     const made: Tensor[] = [];
     const keep = (t: Tensor) => (made.push(t), t);
-    const x = keep(Tensor.empty([rows, p.hidden], "bf16", { device }).fillRandom(seed(p.tag, r, 0)));
-    const ids = keep(Tensor.empty([rows, p.topk], "i32", { device }));
-    const weights = keep(Tensor.empty([rows, p.topk], "f32", { device }));
-    upload(ids, routing.ids[r]!);
-    upload(weights, routing.weights[r]!);
+    const { T, rows, x, ids, weights } = routedInputs(c, p, routing, keep);
     const d = c.moeDispatch({ x, tokens: T, topkIds: ids, topkWeights: weights, experts: p.experts, maxTokens: mt, capacity: p.capacity });
     const C = d.layout.capacity;
     const hidden = keep(hiddenOf ? hiddenOf(c, C) : Tensor.empty([C, p.hidden], "bf16", { device }).fillRandom(seed(p.tag, r, 7)));
@@ -183,13 +191,7 @@ function verify(ctx: MoeContext, p: MoeProblem, rk: Rank, layout: Layout, weight
     expectEqual(`${what}: rowSource`, rs.download() as Int32Array, ref.rowSource);
   }
   // Every real row, exactly as its source sent it.
-  const got: number[] = [], want: number[] = [];
-  for (let row = 0; row < ref.rows; row++) {
-    const q = ref.rowSource[row * 4]!;
-    if (q < 0) continue;
-    got.push(row);
-    want.push(q * mt + ref.rowSource[row * 4 + 1]!);
-  }
+  const { rows: got, sources: want } = realRows(ref, mt);
   if (got.length > 0) {
     using gi = Tensor.from(Int32Array.from(got), [got.length], "i32", { device: rk.c.device });
     using wi = Tensor.from(Int32Array.from(want), [want.length], "i32", { device: rk.c.device });

@@ -14,9 +14,9 @@ import type { MoeActivation, MoeMover } from "../../lib/ops/moe-gemm-validate.ts
 import type { MoeLayerPlan } from "../../lib/ops/moe-layer.ts";
 import { Tensor } from "../../lib/tensor.ts";
 import { deviceErrorAsync, readErrors } from "./gemm.ts";
-import { maxTokens, routings as routing, seed, upload, type MoeContext, type MoeProblem } from "./moe-checks.ts";
+import { maxTokens, routedInputs, routings as routing, seed, upload, type MoeContext, type MoeProblem } from "./moe-checks.ts";
 import type { NamedCheck } from "./report-channel.ts";
-import { gatherRows, makeWeights, referenceCombine, referenceLayout, rowsGemm, rowsOf, swiglu, type Layout } from "./moe-reference.ts";
+import { gatherRows, makeWeights, realRows, referenceCombine, referenceLayout, rowsGemm, rowsOf, swiglu, type Layout } from "./moe-reference.ts";
 
 export interface LayerProblem extends MoeProblem {
   inter: number;
@@ -49,14 +49,10 @@ const w2Shape = (p: LayerProblem, El: number) => (p.transW ? [El, p.hidden, p.in
 function prepare(ctx: MoeContext, p: LayerProblem, r: ReturnType<typeof routing>): LayerRank[] {
   const mt = maxTokens(ctx, p), El = p.experts / ctx.world;
   return ctx.comms.map((c) => {
-    const q = c.rank, T = p.tokens(q), device = c.device, rows = Math.max(1, T);
+    const q = c.rank, device = c.device;
     const made: Tensor[] = [];
     const keep = (t: Tensor) => (made.push(t), t);
-    const x = keep(Tensor.empty([rows, p.hidden], "bf16", { device }).fillRandom(seed(p.tag, q, 0)));
-    const ids = keep(Tensor.empty([rows, p.topk], "i32", { device }));
-    const weights = keep(Tensor.empty([rows, p.topk], "f32", { device }));
-    upload(ids, r.ids[q]!);
-    upload(weights, r.weights[q]!);
+    const { T, rows, x, ids, weights } = routedInputs(c, p, r, keep);
     const w1 = keep(Tensor.empty(w1Shape(p, El), "bf16", { device }).fillRandom(seed(p.tag, q, 5), -0.05, 0.05));
     const w2 = keep(Tensor.empty(w2Shape(p, El), "bf16", { device }).fillRandom(seed(p.tag, q, 6), -0.05, 0.05));
     const out = keep(Tensor.empty([rows, p.hidden], "bf16", { device }));
@@ -105,13 +101,7 @@ function expectClose(what: string, e: { rel: number; nonFinite: number }): numbe
 function verifyHidden(ctx: MoeContext, p: LayerProblem, rk: LayerRank, layout: Layout, weights: { w1All: Tensor }, xAll: Tensor,
   what: string): number {
   const o = rk.c.rank, own = layout.owners[o]!, El = p.experts / ctx.world, mt = Math.max(1, maxTokens(ctx, p)), dev = rk.c.device;
-  const rows: number[] = [], sources: number[] = [];
-  for (let r = 0; r < own.rows; r++) {
-    const q = own.rowSource[r * 4]!;
-    if (q < 0) continue;
-    rows.push(r);
-    sources.push(q * mt + own.rowSource[r * 4 + 1]!);
-  }
+  const { rows, sources } = realRows(own, mt);
   if (rows.length === 0) return 0;
   const R = rows.length;
   using hRef = Tensor.empty([R, n1(p)], "f32", { device: dev });

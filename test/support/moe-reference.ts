@@ -68,6 +68,19 @@ export interface OwnerLayout {
   rows: number;
 }
 
+/** An owner's real rows (padding rows skipped) and where each came from: its token's row in the
+ * sources' inputs stacked `stride` rows per source rank. */
+export function realRows(owner: OwnerLayout, stride: number): { rows: number[]; sources: number[] } {
+  const rows: number[] = [], sources: number[] = [];
+  for (let row = 0; row < owner.rows; row++) {
+    const q = owner.rowSource[row * 4]!;
+    if (q < 0) continue;
+    rows.push(row);
+    sources.push(q * stride + owner.rowSource[row * 4 + 1]!);
+  }
+  return { rows, sources };
+}
+
 export interface Layout {
   owners: OwnerLayout[];
   /** where[s][t * k + j] = [owner, row]. */

@@ -8,6 +8,7 @@
 import { Communicator } from "../../lib/comm.ts";
 import { DTYPES, type DType } from "../../lib/dtype.ts";
 import { ArgumentError, UnsupportedError, WeftError } from "../../lib/errors.ts";
+import type { TpPlan } from "../../lib/ops/tp.ts";
 import { Tensor } from "../../lib/tensor.ts";
 import { accumulate, diff, expectClose, expectExact, random, seed, slice } from "./collective-checks.ts";
 import { referenceGemm } from "./gemm.ts";
@@ -115,6 +116,21 @@ const reduceScatter = async (c: Communicator, dtype: DType, n: number, tag: numb
 const allReduce = async (c: Communicator, dtype: DType, n: number, tag: number, inPlace: boolean) =>
   (await runAll([prepareAllReduce(c, dtype, n, tag, inPlace)]))[0]!;
 
+/** `runs` launches of a fused op's plan back to back, out poisoned before each and every element
+ * checked against ref; returns the shape, the plan's choice and the worst error. */
+async function runFused(op: string, c: Communicator, shape: { M: number; N: number; K: number; transB: boolean }, plan: TpPlan,
+  out: Tensor, ref: Tensor, runs: number): Promise<string> {
+  const { M, N, K, transB } = shape;
+  let worst = 0;
+  for (let i = 0; i < runs; i++) {
+    out.fill(NaN);
+    await plan.run();
+    worst = Math.max(worst, expectClose(`${op} ${M}x${N}x${K}${transB ? " transB" : ""} run ${i} rank ${c.rank}`, diff(out, ref), "bf16"));
+  }
+  return `${M}x${N}x${K}${transB ? "ᵀ" : ""} (${plan.choice.commCtas} mover CTAs, ${plan.choice.gemmCtas} GEMM CTAs, tile ${plan.choice.tileN}, ` +
+    `chunk ${plan.choice.chunkRows} rows) x${runs}: worst rel ${worst.toExponential(2)}`;
+}
+
 /** allGatherGemm across nodes: out [M, n] = allgather(a) · b against the fp32 CUDA-core reference,
  * `runs` launches of one plan back to back, out poisoned before each and every element checked. */
 async function allGatherGemm(c: Communicator, M: number, N: number, K: number, transB: boolean, tag: number, runs: number): Promise<string> {
@@ -129,14 +145,7 @@ async function allGatherGemm(c: Communicator, M: number, N: number, K: number, t
   using ref = Tensor.empty([M, n], "f32", { device: c.device });
   referenceGemm(full, b, ref, { m: M, n, k: K }, transB);
   using plan = c.allGatherGemm({ a, b, out, transB });
-  let worst = 0;
-  for (let i = 0; i < runs; i++) {
-    out.fill(NaN);
-    await plan.run();
-    worst = Math.max(worst, expectClose(`allGatherGemm ${M}x${N}x${K}${transB ? " transB" : ""} run ${i} rank ${c.rank}`, diff(out, ref), "bf16"));
-  }
-  return `${M}x${N}x${K}${transB ? "ᵀ" : ""} (${plan.choice.commCtas} mover CTAs, ${plan.choice.gemmCtas} GEMM CTAs, tile ${plan.choice.tileN}, ` +
-    `chunk ${plan.choice.chunkRows} rows) x${runs}: worst rel ${worst.toExponential(2)}`;
+  return await runFused("allGatherGemm", c, { M, N, K, transB }, plan, out, ref, runs);
 }
 
 /** gemmReduceScatter across nodes: out [M / W, N] = this rank's rows of Σ over ranks a · b (each rank
@@ -165,14 +174,7 @@ async function gemmReduceScatter(c: Communicator, M: number, N: number, K: numbe
   }
   try {
     using plan = c.gemmReduceScatter({ a: mine.a, b: mine.b, out, transB });
-    let worst = 0;
-    for (let i = 0; i < runs; i++) {
-      out.fill(NaN);
-      await plan.run();
-      worst = Math.max(worst, expectClose(`gemmReduceScatter ${M}x${N}x${K}${transB ? " transB" : ""} run ${i} rank ${c.rank}`, diff(out, ref), "bf16"));
-    }
-    return `${M}x${N}x${K}${transB ? "ᵀ" : ""} (${plan.choice.commCtas} mover CTAs, ${plan.choice.gemmCtas} GEMM CTAs, tile ${plan.choice.tileN}, ` +
-      `chunk ${plan.choice.chunkRows} rows) x${runs}: worst rel ${worst.toExponential(2)}`;
+    return await runFused("gemmReduceScatter", c, { M, N, K, transB }, plan, out, ref, runs);
   } finally {
     mine.a.dispose();
     mine.b.dispose();
@@ -181,6 +183,19 @@ async function gemmReduceScatter(c: Communicator, M: number, N: number, K: numbe
 
 let tags = 5000;
 const nextTag = () => tags++;
+
+/** The fused TP ops across nodes: what their one kernel does, the (M, N, K, transB) shapes each
+ * checked over 3 runs, and the (M, N, K) shape run 100 times back to back. */
+const FUSED_ACROSS_NODES = [
+  {
+    name: "allGatherGemm", kernel: "NVLink + proxy movers, GEMM on arrival", check: allGatherGemm,
+    shapes: [[512, 512, 1024, false], [1024, 2048, 520, true], [2048, 1024, 4096, true]], backToBack: [768, 1024, 768],
+  },
+  {
+    name: "gemmReduceScatter", kernel: "GEMM, NVLink sums, proxy movers, owner adds", check: gemmReduceScatter,
+    shapes: [[512, 512, 1024, false], [1024, 1000, 1040, true], [2048, 2048, 2048, true]], backToBack: [768, 512, 768],
+  },
+] as const;
 
 export const MULTI_NODE_CHECKS: NamedCheck<MultiNodeContext>[] = [
   {
@@ -277,38 +292,23 @@ export const MULTI_NODE_CHECKS: NamedCheck<MultiNodeContext>[] = [
       return "UnsupportedError, ArgumentError";
     },
   },
-  {
-    name: "allGatherGemm across nodes (one kernel: NVLink + proxy movers, GEMM on arrival) against the fp32 reference",
-    async run({ comm: c }) {
-      const out: string[] = [];
-      out.push(await allGatherGemm(c, 512, 512, 1024, false, nextTag(), 3));
-      out.push(await allGatherGemm(c, 1024, 2048, 520, true, nextTag(), 3));
-      out.push(await allGatherGemm(c, 2048, 1024, 4096, true, nextTag(), 3));
-      return out.join("; ");
+  ...FUSED_ACROSS_NODES.flatMap((op): NamedCheck<MultiNodeContext>[] => [
+    {
+      name: `${op.name} across nodes (one kernel: ${op.kernel}) against the fp32 reference`,
+      async run({ comm: c }) {
+        const out: string[] = [];
+        for (const [M, N, K, transB] of op.shapes) out.push(await op.check(c, M, N, K, transB, nextTag(), 3));
+        return out.join("; ");
+      },
     },
-  },
-  {
-    name: "allGatherGemm across nodes: 100 back-to-back launches of one plan without reset, every result checked",
-    async run({ comm: c }) {
-      return await allGatherGemm(c, 768, 1024, 768, false, nextTag(), 100);
+    {
+      name: `${op.name} across nodes: 100 back-to-back launches of one plan without reset, every result checked`,
+      async run({ comm: c }) {
+        const [M, N, K] = op.backToBack;
+        return await op.check(c, M, N, K, false, nextTag(), 100);
+      },
     },
-  },
-  {
-    name: "gemmReduceScatter across nodes (one kernel: GEMM, NVLink sums, proxy movers, owner adds) against the fp32 reference",
-    async run({ comm: c }) {
-      const out: string[] = [];
-      out.push(await gemmReduceScatter(c, 512, 512, 1024, false, nextTag(), 3));
-      out.push(await gemmReduceScatter(c, 1024, 1000, 1040, true, nextTag(), 3));
-      out.push(await gemmReduceScatter(c, 2048, 2048, 2048, true, nextTag(), 3));
-      return out.join("; ");
-    },
-  },
-  {
-    name: "gemmReduceScatter across nodes: 100 back-to-back launches of one plan without reset, every result checked",
-    async run({ comm: c }) {
-      return await gemmReduceScatter(c, 768, 512, 768, false, nextTag(), 100);
-    },
-  },
+  ]),
   {
     name: "fused ops and collectives interleaved keep the epochs in step",
     async run({ comm: c }) {

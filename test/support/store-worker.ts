@@ -12,6 +12,17 @@ const timeoutMs = Number(process.env.TIMEOUT_MS ?? 20000);
 
 const store = await connectWorkerStore(rank, worldSize, timeoutMs);
 
+/** Runs a scenario's waits and reports how they ended: ok, or the error they threw (what the
+ * test checks: its class, code and message). */
+async function reportOutcome(waits: () => Promise<unknown>): Promise<void> {
+  try {
+    await waits();
+    report({ rank, ok: true });
+  } catch (e) {
+    report({ rank, ...describeError(e) });
+  }
+}
+
 try {
   switch (scenario) {
     case "basic": {
@@ -37,48 +48,30 @@ try {
       // Every rank joins first: rank 0 closes its store right after its own timeout, and a rank
       // still starting (a loaded host) would then find no store at all.
       await store.barrier("joined");
-      try {
-        await store.get("never-set", 300);
-        report({ rank, ok: true });
-      } catch (e) {
-        report({ rank, ...describeError(e) });
-      }
+      await reportOutcome(() => store.get("never-set", 300));
       break;
     }
     case "wait-timeout": {
       await store.barrier("joined");
       await store.set(`present/${rank}`, "x");
-      try {
-        await store.wait([`present/${rank}`, "absent/a", "absent/b"], 300);
-        report({ rank, ok: true });
-      } catch (e) {
-        report({ rank, ...describeError(e) });
-      }
+      await reportOutcome(() => store.wait([`present/${rank}`, "absent/a", "absent/b"], 300));
       break;
     }
     case "barrier-missing": {
       // Rank 0 waits for rank 1 to join (the test launches 0 and 1 of 4) before its barrier runs out.
       if (rank === 0) await store.wait(["joined/1"]);
       else await store.set(`joined/${rank}`, "");
-      try {
-        await store.barrier("all", 600);
-        report({ rank, ok: true });
-      } catch (e) {
-        report({ rank, ...describeError(e) });
-      }
+      await reportOutcome(() => store.barrier("all", 600));
       break;
     }
     case "dies": {
-      // Both barriers sit inside the try: the dying rank may leave before a slower rank has seen
+      // Both barriers are in the reported waits: the dying rank may leave before a slower rank has seen
       // "ready" complete, and then that rank's "ready" is the wait that reports the PeerError.
-      try {
+      await reportOutcome(async () => {
         await store.barrier("ready");
         if (rank === worldSize - 1) process.exit(3); // no close(): the connection just drops
         await store.barrier("after", 10000);
-        report({ rank, ok: true });
-      } catch (e) {
-        report({ rank, ...describeError(e) });
-      }
+      });
       break;
     }
     case "linger": {

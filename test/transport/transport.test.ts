@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { ArgumentError, DisposedError, PeerError, TransportError, UnsupportedError } from "../../lib/errors.ts";
 import { nativePath, native } from "../../lib/native.ts";
 import { HostBuffer, Proxy, Transport, transportCounters } from "../../lib/transport.ts";
+import { caught } from "../support/caught.ts";
 import { fabric, requireFabric, testFabric } from "../support/fabric.ts";
 import { evalArgv, runSync } from "../support/processes.ts";
 
@@ -55,12 +56,7 @@ describe("Transport arguments", () => {
   // With libfabric, the message lists what this machine has; without it (no headers at build
   // time, or no libfabric.so.1), it says that, and REQUIRE_FABRIC=1 makes that a failure.
   test("an unknown forced provider is UNSUPPORTED and the message says what this machine has", () => {
-    let err: unknown;
-    try {
-      Transport.open({ rank: 0, worldSize: 1, provider: "no-such-provider" });
-    } catch (e) {
-      err = e;
-    }
+    const err = caught(() => Transport.open({ rank: 0, worldSize: 1, provider: "no-such-provider" }));
     expect(err).toBeInstanceOf(UnsupportedError);
     const msg = (err as Error).message;
     const f = fabric();

@@ -122,14 +122,6 @@ __device__ inline PairDesc describe(const Args& a, uint32_t peer) {
   return d;
 }
 
-__device__ inline void write_desc(PairDesc* remote, const PairDesc& d) {
-  const uint4* src = reinterpret_cast<const uint4*>(&d);
-  uint4* dst = reinterpret_cast<uint4*>(remote);
-  sys::store_volatile16(dst + 0, src[0]);
-  sys::store_volatile16(dst + 1, src[1]);
-  sys::store_volatile16(dst + 2, src[2]);
-}
-
 __device__ inline bool await_desc(const Args& a, const Shared& s, const PairDesc* slot,
                                   uint32_t peer, uint32_t wait_stage) {
   const detail::Waited w = detail::wait_epoch(a, s, &slot->epoch);
@@ -139,11 +131,7 @@ __device__ inline bool await_desc(const Args& a, const Shared& s, const PairDesc
   }
   // Acquired the epoch: the three payload lines the same peer thread wrote before it are visible.
   const uint64_t their_epoch = sys::signal_load(&slot->epoch);
-  PairDesc t;
-  uint4* raw = reinterpret_cast<uint4*>(&t);
-  raw[0] = sys::load_volatile16(reinterpret_cast<const uint4*>(slot) + 0);
-  raw[1] = sys::load_volatile16(reinterpret_cast<const uint4*>(slot) + 1);
-  raw[2] = sys::load_volatile16(reinterpret_cast<const uint4*>(slot) + 2);
+  const PairDesc t = sys::load_line_payload(slot);
   const uint32_t field = detail::differs(a, t, their_epoch, peer);
   if (field != 0) {
     // Abort at the later of the two epochs, so that a peer that is ahead stops waiting as well.
@@ -161,7 +149,7 @@ __device__ inline bool cta_enter(const Args& a, const Shared& s) {
   if (p < a.world && p != a.rank) {
     const PairDesc d = describe(a, p);
     PairDesc* remote = detail::entry_slot(a, s, p, a.rank);
-    write_desc(remote, d);
+    sys::store_line_payload(remote, d);
     sys::signal_store(&remote->epoch, a.epoch);  // release: orders the descriptor before it
     failed = !await_desc(a, s, detail::entry_slot(a, s, a.rank, p), p, WEFT_STAGE_ENTRY);
   }

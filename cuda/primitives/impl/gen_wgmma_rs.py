@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-# Writes wgmma_rs.inc: one wg::mma_async_rs specialisation per N (wgmma with the A operand in
-# registers), because wgmma names every accumulator register in its operand list (N/2 of them).
+# Writes wgmma_rs.inc: one wg::wgmma_rs overload per N (wgmma with the A operand in registers),
+# because wgmma names every accumulator register in its operand list (N/2 of them). As in
+# gen_wgmma_mma.py, the accumulator's length (N/2 floats) tells the overloads apart.
 # Run: python3 cuda/primitives/impl/gen_wgmma_rs.py
 from pathlib import Path
 
@@ -11,7 +12,7 @@ for n in (64, 128, 256):
     lst = ", ".join(f"%{i}" for i in range(regs))
     a = ", ".join(f"%{regs + i}" for i in range(4))
     out.append("template <bool BNMajor>")
-    out.append(f"__device__ __forceinline__ void mma_async_rs_n{n}(float (&d)[{regs}], const uint32_t (&a)[4], uint64_t b) {{")
+    out.append(f"__device__ __forceinline__ void wgmma_rs(float (&d)[{regs}], const uint32_t (&a)[4], uint64_t b) {{")
     out.append("  asm volatile(")
     # Operands: d, {a0..a3}, b-desc, scale-d, imm-scale-a, imm-scale-b, imm-trans-b (no trans-a: A is in registers).
     out.append(f'      "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.bf16.bf16 {{{lst}}}, {{{a}}}, %{regs + 4}, 1, 1, 1, %{regs + 5};\\n"')

@@ -56,6 +56,34 @@ __device__ __forceinline__ void store_volatile16(void* dst, const uint4& v) {
                : "memory");
 }
 
+template <class Line>
+__device__ __forceinline__ void assert_descriptor_line() {
+  static_assert(sizeof(Line) == 64 && alignof(Line) == 64 && offsetof(Line, epoch) == 56,
+                "a descriptor line is one aligned 64-byte line: 48 payload bytes, padding, the epoch last");
+}
+
+template <class Line>
+__device__ __forceinline__ void store_line_payload(Line* dst, const Line& src) {
+  assert_descriptor_line<Line>();
+  const uint4* from = reinterpret_cast<const uint4*>(&src);
+  uint4* to = reinterpret_cast<uint4*>(dst);
+  store_volatile16(to + 0, from[0]);
+  store_volatile16(to + 1, from[1]);
+  store_volatile16(to + 2, from[2]);
+}
+
+template <class Line>
+__device__ __forceinline__ Line load_line_payload(const Line* src) {
+  assert_descriptor_line<Line>();
+  Line t;
+  uint4* to = reinterpret_cast<uint4*>(&t);
+  const uint4* from = reinterpret_cast<const uint4*>(src);
+  to[0] = load_volatile16(from + 0);
+  to[1] = load_volatile16(from + 1);
+  to[2] = load_volatile16(from + 2);
+  return t;
+}
+
 __device__ __forceinline__ uint64_t globaltimer_ns() {
   uint64_t t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));

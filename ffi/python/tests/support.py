@@ -61,9 +61,12 @@ def need_torch():
 
 
 def run_python(code: str, env: dict = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    """`code` in a fresh interpreter (the library loads once per process) with ffi/python on the path."""
+    """`code` in a fresh interpreter (the library loads once per process) with ffi/python on the path.
+    -X faulthandler: a child that dies of a signal (the JAX check's SIGABRT at exit) prints every
+    thread's Python stack to its stderr, which the failing assertion shows."""
     full = {**os.environ, "PYTHONPATH": f"{PACKAGE}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", **(env or {})}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=full, timeout=timeout)
+    return subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True, env=full,
+                          timeout=timeout)
 
 
 def have_cc() -> bool:

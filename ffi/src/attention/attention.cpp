@@ -7,6 +7,7 @@
 #include "attention_params.hpp"
 #include "device_guard.hpp"
 #include "op_launch.hpp"
+#include "out_struct.hpp"
 #include "status.hpp"
 #include "weft.h"
 
@@ -27,9 +28,7 @@ WEFT_API int weft_attention(const WeftAttentionParams* params, const WeftOpLaunc
 
 WEFT_API int weft_attention_choose(const WeftAttentionParams* params, WeftAttentionChoice* out) {
   return guard([&] {
-    WEFT_REQUIRE(out, "out must not be NULL");
-    WEFT_REQUIRE(out->size == sizeof(WeftAttentionChoice) && out->version == 1,
-                 "out->size/version must be sizeof(WeftAttentionChoice) (%zu) and 1", sizeof(WeftAttentionChoice));
+    require_out_struct(out, "WeftAttentionChoice");
     const attn_abi::Validated v = attn_abi::validate(params);
     DeviceGuard g(v.device);
     const attn::TileShape t = attn::tile_shape(params->head_dim);

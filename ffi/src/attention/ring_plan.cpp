@@ -24,6 +24,7 @@
 #include "comm/comm.hpp"
 #include "device_guard.hpp"
 #include "op_launch.hpp"
+#include "out_struct.hpp"
 #include "ring_layout.hpp"
 #include "ring_mover.hpp"
 #include "status.hpp"
@@ -245,8 +246,7 @@ WEFT_API int weft_ring_chunks(int32_t seqlen, int32_t world, int32_t layout, int
 WEFT_API int weft_ring_attention_choose(WeftComm* comm, const WeftRingAttentionParams* params, WeftRingAttentionChoice* out) {
   return guard([&] {
     WeftComm& c = comm::require(comm, true);
-    WEFT_REQUIRE(out && out->size == sizeof(WeftRingAttentionChoice) && out->version == 1,
-                 "out must be a WeftRingAttentionChoice of version 1");
+    require_out_struct(out, "WeftRingAttentionChoice");
     validate(c, params);
     DeviceGuard g(c.device);
     const Layout l = choose(c, *params);

@@ -11,6 +11,7 @@
 #include "gemm/gemm.h"
 #include "gemm_params.hpp"
 #include "op_launch.hpp"
+#include "out_struct.hpp"
 #include "status.hpp"
 #include "tensor_map.hpp"
 #include "weft.h"
@@ -106,9 +107,7 @@ WEFT_API int weft_gemm_plan_destroy(WeftGemmPlan* plan) {
 
 WEFT_API int weft_gemm_choose(const WeftGemmParams* params, WeftGemmChoice* out) {
   return guard([&] {
-    WEFT_REQUIRE(out, "out must not be NULL");
-    WEFT_REQUIRE(out->size == sizeof(WeftGemmChoice) && out->version == 1,
-                 "out->size/version must be sizeof(WeftGemmChoice) (%zu) and 1", sizeof(WeftGemmChoice));
+    require_out_struct(out, "WeftGemmChoice");
     const gemm_abi::Validated v = gemm_abi::validate_problem(params);
     DeviceGuard g(v.device);
     const gemm_abi::Choice c = gemm_abi::choose(*params, v);

@@ -3,10 +3,8 @@
 // (cuda/moe/moe.h, combine_layout).
 #include <cuda_runtime_api.h>
 
-#include <memory>
 
 #include "comm/call_checks.hpp"
-#include "device_guard.hpp"
 #include "moe/common.hpp"
 #include "status.hpp"
 
@@ -91,47 +89,25 @@ WEFT_API int weft_moe_combine_create(WeftComm* comm, const WeftMoeCombineParams*
     const moe::DispatchArgs& d = moe::validate_combine(c, params, kOp);
     moe::require_combine_tensors(c, p, d, kOp);
     moe::check_workspace(c, p.workspace, p.workspace_bytes, ch.workspace_bytes, kOp);
-    DeviceGuard g(c.device);
-    auto plan = std::make_unique<WeftMoeCombinePlan>();
-    plan->comm = comm;
-    plan->stream = moe::plan_stream(c, p.stream, kOp);
-    plan->ctas = ch.ctas;
-    try {
-      plan->report.allocate();
-      plan->args = moe::combine_args(c, p, d, plan->report);
-      WEFT_CUDA(cudaMemsetAsync(reinterpret_cast<void*>(p.workspace), 0, plan->args.layout.total, plan->stream));
+    moe::create_plan(c, p.stream, ch.ctas, kOp, out_plan, [&](WeftMoeCombinePlan& plan) {
+      plan.args = moe::combine_args(c, p, d, plan.report);
+      WEFT_CUDA(cudaMemsetAsync(reinterpret_cast<void*>(p.workspace), 0, plan.args.layout.total, plan.stream));
       WEFT_CUDA(moe::preload_kernels(d.experts, d.peer.world));  // a no-op after the dispatch plan's
-    } catch (...) {
-      plan->report.release();
-      throw;
-    }
-    *out_plan = plan.release();
-  });
-}
-
-WEFT_API int weft_moe_combine_launch(WeftMoeCombinePlan* plan, const WeftOpLaunch* launch) {
-  return guard([&] {
-    WEFT_REQUIRE(plan, "%s: plan must not be NULL", kOp);
-    moe::launch_plan(*plan, launch, [&](moe::CompletionWords words) {
-      plan->args.peer.completion = words;
-      WEFT_CUDA(moe::launch_combine(plan->args, plan->ctas, plan->stream));
     });
   });
 }
 
-WEFT_API int weft_moe_combine_report(WeftMoeCombinePlan* plan, const uint64_t** out_words) {
-  return guard([&] {
-    WEFT_REQUIRE(plan && out_words, "%s: plan and out_words must not be NULL", kOp);
-    *out_words = plan->report.host;
+WEFT_API int weft_moe_combine_launch(WeftMoeCombinePlan* plan, const WeftOpLaunch* launch) {
+  return moe::launch_plan(plan, launch, kOp, [&](moe::CompletionWords words) {
+    plan->args.peer.completion = words;
+    WEFT_CUDA(moe::launch_combine(plan->args, plan->ctas, plan->stream));
   });
 }
 
-WEFT_API int weft_moe_combine_destroy(WeftMoeCombinePlan* plan) {
-  return guard([&] {
-    if (!plan) return;
-    std::unique_ptr<WeftMoeCombinePlan> owned(plan);
-    moe::destroy_plan(*plan);
-  });
+WEFT_API int weft_moe_combine_report(WeftMoeCombinePlan* plan, const uint64_t** out_words) {
+  return moe::plan_report(plan, out_words, kOp);
 }
+
+WEFT_API int weft_moe_combine_destroy(WeftMoeCombinePlan* plan) { return moe::destroy_plan(plan); }
 
 }  // extern "C"

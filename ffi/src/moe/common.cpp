@@ -75,11 +75,18 @@ void check_workspace(const WeftComm& c, uint64_t workspace, uint64_t workspace_b
   WEFT_REQUIRE((workspace & 255) == 0, "%s: workspace must be 256-byte aligned", op);
 }
 
-void destroy_plan(PlanBase& plan) {
+void release_plan(PlanBase& plan) {
   DeviceGuard g(plan.comm->device);
   const cudaError_t e = cudaStreamSynchronize(plan.stream);
   plan.report.release();
   WEFT_CUDA(e);
+}
+
+int plan_report(const PlanBase* plan, const uint64_t** out_words, const char* op) {
+  return guard([&] {
+    WEFT_REQUIRE(plan && out_words, "%s: plan and out_words must not be NULL", op);
+    *out_words = plan->report.host;
+  });
 }
 
 int choose_ctas(const WeftComm& c, int32_t requested, int64_t work, const char* op) {

@@ -1,5 +1,6 @@
-// common.hpp — what the MoE plans (dispatch.cpp, combine.cpp) share: the report words in pinned
-// host-mapped memory, the peer arguments of a kernel, completion words from a launch struct.
+// common.hpp — what the MoE plans (dispatch.cpp, combine.cpp, dispatch_gemm.cpp, gemm_combine.cpp)
+// share: the report words in pinned host-mapped memory, the peer arguments of a kernel, completion
+// words from a launch struct, and the create / launch / report / destroy steps of their C entries.
 #pragma once
 
 #include <cstdint>
@@ -42,12 +43,27 @@ cudaStream_t plan_stream(const WeftComm& c, uint64_t stream, const char* op);
 // workspace_bytes >= need, in this rank's symmetric heap, 256-byte aligned.
 void check_workspace(const WeftComm& c, uint64_t workspace, uint64_t workspace_bytes, uint64_t need, const char* op);
 
-// Checks a launch and makes the plan's device current for `launch(completion)`.
-template <class Launch>
-void launch_plan(PlanBase& plan, const WeftOpLaunch* launch, Launch&& run);
+// weft_moe_*_create after the op's own checks: the communicator's device current, a new Plan with
+// `c`, its stream (checked) and `ctas`, its report words, then `fill(plan)` (kernel arguments, the
+// workspace's zeroing, kernel preloads); a throw from either frees the report words and the plan.
+template <class Plan, class Fill>
+void create_plan(WeftComm& c, uint64_t stream, int ctas, const char* op, Plan** out_plan, Fill&& fill);
 
-// Waits for the plan's stream, then frees what the plan owns (the caller deletes it).
-void destroy_plan(PlanBase& plan);
+// weft_moe_*_launch: checks the plan and the launch, makes the plan's device current and calls
+// `run(completion)`.
+template <class Plan, class Run>
+int launch_plan(Plan* plan, const WeftOpLaunch* launch, const char* op, Run&& run);
+
+// weft_moe_*_report: the plan's host-mapped report words.
+int plan_report(const PlanBase* plan, const uint64_t** out_words, const char* op);
+
+// weft_moe_*_destroy: waits for the plan's stream, then frees what the plan owns and the plan
+// (NULL: nothing). Plan is the exported type, so its own members are destroyed too.
+template <class Plan>
+int destroy_plan(Plan* plan);
+
+// destroy_plan's wait and frees, before the plan itself is deleted.
+void release_plan(PlanBase& plan);
 
 // Rank, world, peer table and the workspace's place in the arena: the same for every kernel of a plan.
 PeerArgs peer_args(const WeftComm& c, uint64_t workspace, const Report& report);
@@ -93,11 +109,43 @@ void write_gemm_choice(WeftMoeExpertGemmChoice* out, int ctas, int tile_n, int m
 
 }  // namespace weft::moe
 
-#include "device_guard.hpp"
+#include <memory>
 
-template <class Launch>
-void weft::moe::launch_plan(PlanBase& plan, const WeftOpLaunch* launch, Launch&& run) {
-  require_launch(plan.comm, launch);
-  DeviceGuard g(plan.comm->device);
-  run(completion_of(launch));
+#include "device_guard.hpp"
+#include "status.hpp"
+
+template <class Plan, class Fill>
+void weft::moe::create_plan(WeftComm& c, uint64_t stream, int ctas, const char* op, Plan** out_plan, Fill&& fill) {
+  DeviceGuard g(c.device);
+  auto plan = std::make_unique<Plan>();
+  plan->comm = &c;
+  plan->stream = plan_stream(c, stream, op);
+  plan->ctas = ctas;
+  try {
+    plan->report.allocate();
+    fill(*plan);
+  } catch (...) {
+    plan->report.release();
+    throw;
+  }
+  *out_plan = plan.release();
+}
+
+template <class Plan, class Run>
+int weft::moe::launch_plan(Plan* plan, const WeftOpLaunch* launch, const char* op, Run&& run) {
+  return guard([&] {
+    WEFT_REQUIRE(plan, "%s: plan must not be NULL", op);
+    require_launch(plan->comm, launch);
+    DeviceGuard g(plan->comm->device);
+    run(completion_of(launch));
+  });
+}
+
+template <class Plan>
+int weft::moe::destroy_plan(Plan* plan) {
+  return guard([&] {
+    if (!plan) return;
+    std::unique_ptr<Plan> owned(plan);
+    release_plan(*plan);
+  });
 }

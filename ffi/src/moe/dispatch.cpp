@@ -3,10 +3,8 @@
 // once per plan and launches it (one kernel per launch, nothing else on the stream).
 #include <cuda_runtime_api.h>
 
-#include <memory>
 
 #include "comm/call_checks.hpp"
-#include "device_guard.hpp"
 #include "moe/common.hpp"
 #include "status.hpp"
 
@@ -149,51 +147,29 @@ WEFT_API int weft_moe_dispatch_create(WeftComm* comm, const WeftMoeDispatchParam
     const WeftMoeDispatchParams& p = *params;
     moe::require_dispatch_tensors(c, p, kOp);
     moe::check_workspace(c, p.workspace, p.workspace_bytes, ch.workspace_bytes, kOp);
-    DeviceGuard g(c.device);
-    auto plan = std::make_unique<WeftMoeDispatchPlan>();
-    plan->comm = comm;
-    plan->stream = moe::plan_stream(c, p.stream, kOp);
-    plan->ctas = ch.ctas;
-    try {
-      plan->report.allocate();
-      moe::DispatchArgs& a = plan->args;
-      a = moe::build_dispatch_args(c, p, ch, plan->report);
+    moe::create_plan(c, p.stream, ch.ctas, kOp, out_plan, [&](WeftMoeDispatchPlan& plan) {
+      moe::DispatchArgs& a = plan.args;
+      a = moe::build_dispatch_args(c, p, ch, plan.report);
       // Counters and epochs start at 0 (stream-ordered; the caller orders it before any peer's first
       // launch with a barrier on the same stream).
-      WEFT_CUDA(cudaMemsetAsync(reinterpret_cast<void*>(p.workspace), 0, a.layout.total, plan->stream));
+      WEFT_CUDA(cudaMemsetAsync(reinterpret_cast<void*>(p.workspace), 0, a.layout.total, plan.stream));
       WEFT_CUDA(moe::preload_kernels(a.experts, a.peer.world));  // before the setup barrier (moe.h)
-    } catch (...) {
-      plan->report.release();
-      throw;
-    }
-    *out_plan = plan.release();
-  });
-}
-
-WEFT_API int weft_moe_dispatch_launch(WeftMoeDispatchPlan* plan, const WeftOpLaunch* launch) {
-  return guard([&] {
-    WEFT_REQUIRE(plan, "%s: plan must not be NULL", kOp);
-    moe::launch_plan(*plan, launch, [&](moe::CompletionWords words) {
-      plan->args.peer.completion = words;
-      WEFT_CUDA(moe::launch_dispatch(plan->args, plan->ctas, plan->stream));
     });
   });
 }
 
-WEFT_API int weft_moe_dispatch_report(WeftMoeDispatchPlan* plan, const uint64_t** out_words) {
-  return guard([&] {
-    WEFT_REQUIRE(plan && out_words, "%s: plan and out_words must not be NULL", kOp);
-    *out_words = plan->report.host;
+WEFT_API int weft_moe_dispatch_launch(WeftMoeDispatchPlan* plan, const WeftOpLaunch* launch) {
+  return moe::launch_plan(plan, launch, kOp, [&](moe::CompletionWords words) {
+    plan->args.peer.completion = words;
+    WEFT_CUDA(moe::launch_dispatch(plan->args, plan->ctas, plan->stream));
   });
 }
 
-WEFT_API int weft_moe_dispatch_destroy(WeftMoeDispatchPlan* plan) {
-  return guard([&] {
-    if (!plan) return;
-    std::unique_ptr<WeftMoeDispatchPlan> owned(plan);
-    moe::destroy_plan(*plan);
-  });
+WEFT_API int weft_moe_dispatch_report(WeftMoeDispatchPlan* plan, const uint64_t** out_words) {
+  return moe::plan_report(plan, out_words, kOp);
 }
+
+WEFT_API int weft_moe_dispatch_destroy(WeftMoeDispatchPlan* plan) { return moe::destroy_plan(plan); }
 
 }  // extern "C"
 

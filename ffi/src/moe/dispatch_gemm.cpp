@@ -5,10 +5,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <memory>
 
 #include "comm/call_checks.hpp"
-#include "device_guard.hpp"
 #include "gemm/gemm.h"
 #include "moe/common.hpp"
 #include "moe/grouped_choice.hpp"
@@ -129,52 +127,30 @@ WEFT_API int weft_moe_dispatch_gemm_create(WeftComm* comm, const WeftMoeDispatch
     moe::require_dispatch_tensors(c, d, kOp);
     require_out(c, *gemm);
     moe::check_workspace(c, d.workspace, d.workspace_bytes, ch.dispatch.workspace_bytes, kOp);
-    DeviceGuard g(c.device);
-    auto plan = std::make_unique<WeftMoeDispatchGemmPlan>();
-    plan->comm = comm;
-    plan->stream = moe::plan_stream(c, d.stream, kOp);
-    plan->ctas = ch.grouped.ctas;
-    try {
-      plan->report.allocate();
-      build(*plan, c, d, *gemm, ch);
-      WEFT_CUDA(cudaMemsetAsync(reinterpret_cast<void*>(d.workspace), 0, plan->args.layout.total, plan->stream));
+    moe::create_plan(c, d.stream, ch.grouped.ctas, kOp, out_plan, [&](WeftMoeDispatchGemmPlan& plan) {
+      build(plan, c, d, *gemm, ch);
+      WEFT_CUDA(cudaMemsetAsync(reinterpret_cast<void*>(d.workspace), 0, plan.args.layout.total, plan.stream));
       // Loads the kernel before the setup barrier (moe.h, preload_kernels): ctas = 0 only opts in.
-      moe::DispatchGemmLaunch preload = plan->launch;
+      moe::DispatchGemmLaunch preload = plan.launch;
       preload.ctas = 0;
       WEFT_CUDA(moe::launch_dispatch_gemm(preload));
       WEFT_CUDA(moe::preload_kernels(d.experts, int(c.world)));
-    } catch (...) {
-      plan->report.release();
-      throw;
-    }
-    *out_plan = plan.release();
-  });
-}
-
-WEFT_API int weft_moe_dispatch_gemm_launch(WeftMoeDispatchGemmPlan* plan, const WeftOpLaunch* launch) {
-  return guard([&] {
-    WEFT_REQUIRE(plan, "%s: plan must not be NULL", kOp);
-    moe::launch_plan(*plan, launch, [&](moe::CompletionWords words) {
-      plan->launch.completion = words;
-      plan->launch.ctas = plan->ctas;
-      WEFT_CUDA(moe::launch_dispatch_gemm(plan->launch));
     });
   });
 }
 
-WEFT_API int weft_moe_dispatch_gemm_report(WeftMoeDispatchGemmPlan* plan, const uint64_t** out_words) {
-  return guard([&] {
-    WEFT_REQUIRE(plan && out_words, "%s: plan and out_words must not be NULL", kOp);
-    *out_words = plan->report.host;
+WEFT_API int weft_moe_dispatch_gemm_launch(WeftMoeDispatchGemmPlan* plan, const WeftOpLaunch* launch) {
+  return moe::launch_plan(plan, launch, kOp, [&](moe::CompletionWords words) {
+    plan->launch.completion = words;
+    plan->launch.ctas = plan->ctas;
+    WEFT_CUDA(moe::launch_dispatch_gemm(plan->launch));
   });
 }
 
-WEFT_API int weft_moe_dispatch_gemm_destroy(WeftMoeDispatchGemmPlan* plan) {
-  return guard([&] {
-    if (!plan) return;
-    std::unique_ptr<WeftMoeDispatchGemmPlan> owned(plan);
-    moe::destroy_plan(*plan);
-  });
+WEFT_API int weft_moe_dispatch_gemm_report(WeftMoeDispatchGemmPlan* plan, const uint64_t** out_words) {
+  return moe::plan_report(plan, out_words, kOp);
 }
+
+WEFT_API int weft_moe_dispatch_gemm_destroy(WeftMoeDispatchGemmPlan* plan) { return moe::destroy_plan(plan); }
 
 }  // extern "C"

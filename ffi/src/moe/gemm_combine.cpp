@@ -4,10 +4,8 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
-#include <memory>
 
 #include "comm/call_checks.hpp"
-#include "device_guard.hpp"
 #include "gemm/gemm.h"
 #include "moe/common.hpp"
 #include "moe/grouped_choice.hpp"
@@ -109,24 +107,14 @@ WEFT_API int weft_moe_gemm_combine_create(WeftComm* comm, const WeftMoeCombinePa
     moe::require_combine_tensors(c, p, d, kOp);
     comm::require_on_device(c, gemm->w, "w", kOp);
     moe::check_workspace(c, p.workspace, p.workspace_bytes, ch.combine.workspace_bytes, kOp);
-    DeviceGuard g(c.device);
-    auto plan = std::make_unique<WeftMoeGemmCombinePlan>();
-    plan->comm = comm;
-    plan->stream = moe::plan_stream(c, p.stream, kOp);
-    plan->ctas = ch.combine.ctas;
-    try {
-      plan->report.allocate();
-      build(*plan, c, p, *gemm, d, ch);
-      WEFT_CUDA(cudaMemsetAsync(reinterpret_cast<void*>(p.workspace), 0, plan->reduce.layout.total, plan->stream));
-      moe::GemmCombineLaunch preload = plan->gemm;
+    moe::create_plan(c, p.stream, ch.combine.ctas, kOp, out_plan, [&](WeftMoeGemmCombinePlan& plan) {
+      build(plan, c, p, *gemm, d, ch);
+      WEFT_CUDA(cudaMemsetAsync(reinterpret_cast<void*>(p.workspace), 0, plan.reduce.layout.total, plan.stream));
+      moe::GemmCombineLaunch preload = plan.gemm;
       preload.ctas = 0;  // loads the kernel before the setup barrier (moe.h, preload_kernels)
       WEFT_CUDA(moe::launch_gemm_combine(preload));
       WEFT_CUDA(moe::preload_kernels(d.experts, d.peer.world));
-    } catch (...) {
-      plan->report.release();
-      throw;
-    }
-    *out_plan = plan.release();
+    });
   });
 }
 
@@ -135,31 +123,19 @@ WEFT_API int weft_moe_gemm_combine_create(WeftComm* comm, const WeftMoeCombinePa
 // sent, publishes the launch. The GEMM's epilogue reports its failures into the workspace
 // (CombineLayout::gemm_failure), and the reduction moves them into the launch's reason first.
 WEFT_API int weft_moe_gemm_combine_launch(WeftMoeGemmCombinePlan* plan, const WeftOpLaunch* launch) {
-  return guard([&] {
-    WEFT_REQUIRE(plan, "%s: plan must not be NULL", kOp);
-    moe::launch_plan(*plan, launch, [&](moe::CompletionWords words) {
-      plan->gemm.completion = moe::CompletionWords{nullptr, 0, nullptr};
-      plan->gemm.ctas = plan->gemm_ctas;
-      WEFT_CUDA(moe::launch_gemm_combine(plan->gemm));
-      plan->reduce.peer.completion = words;
-      WEFT_CUDA(moe::launch_combine(plan->reduce, plan->ctas, plan->stream));
-    });
+  return moe::launch_plan(plan, launch, kOp, [&](moe::CompletionWords words) {
+    plan->gemm.completion = moe::CompletionWords{nullptr, 0, nullptr};
+    plan->gemm.ctas = plan->gemm_ctas;
+    WEFT_CUDA(moe::launch_gemm_combine(plan->gemm));
+    plan->reduce.peer.completion = words;
+    WEFT_CUDA(moe::launch_combine(plan->reduce, plan->ctas, plan->stream));
   });
 }
 
 WEFT_API int weft_moe_gemm_combine_report(WeftMoeGemmCombinePlan* plan, const uint64_t** out_words) {
-  return guard([&] {
-    WEFT_REQUIRE(plan && out_words, "%s: plan and out_words must not be NULL", kOp);
-    *out_words = plan->report.host;
-  });
+  return moe::plan_report(plan, out_words, kOp);
 }
 
-WEFT_API int weft_moe_gemm_combine_destroy(WeftMoeGemmCombinePlan* plan) {
-  return guard([&] {
-    if (!plan) return;
-    std::unique_ptr<WeftMoeGemmCombinePlan> owned(plan);
-    moe::destroy_plan(*plan);
-  });
-}
+WEFT_API int weft_moe_gemm_combine_destroy(WeftMoeGemmCombinePlan* plan) { return moe::destroy_plan(plan); }
 
 }  // extern "C"

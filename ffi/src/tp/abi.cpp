@@ -14,6 +14,7 @@
 #include "comm/call_checks.hpp"
 #include "comm/comm.hpp"
 #include "device_guard.hpp"
+#include "out_struct.hpp"
 #include "status.hpp"
 #include "tp/choice.hpp"
 #include "tp/plan.hpp"
@@ -188,8 +189,7 @@ WEFT_API int weft_testing_tp_choose(const WeftTestingTpMachine* machine, const W
                  machine->nodes);
     WEFT_REQUIRE(params && params->size == sizeof(WeftTpParams) && params->version == 1,
                  "params must be a WeftTpParams with size %zu and version 1", sizeof(WeftTpParams));
-    WEFT_REQUIRE(out && out->size == sizeof(WeftTpChoice) && out->version == 1,
-                 "out must be a WeftTpChoice with size %zu and version 1", sizeof(WeftTpChoice));
+    require_out_struct(out, "WeftTpChoice");
     tp::Placement place;
     place.world = machine->world;
     place.rank = machine->rank;
@@ -210,8 +210,7 @@ WEFT_API int weft_tp_choose(WeftComm* comm, const WeftTpParams* params, WeftTpCh
   return guard([&] {
     WeftComm& c = comm::require(comm, false);
     validate(c, params);
-    WEFT_REQUIRE(out && out->size == sizeof(WeftTpChoice) && out->version == 1,
-                 "out must be a WeftTpChoice with size %zu and version 1", sizeof(WeftTpChoice));
+    require_out_struct(out, "WeftTpChoice");
     fill_choice(tp::choose(*params, tp::placement_of(c)), out);
   });
 }

@@ -151,12 +151,7 @@ void build(WeftTpPlan& plan) {
       s.landing[q] = on_rank(c, q, landing + parity * slot_bytes);
     }
     s.a = reinterpret_cast<const char*>(pa.a);
-    s.timeout_ns = c.timeout_ns;
-    s.abort.host = c.abort_dev;
-    for (int q = 0; q < p.world; ++q)
-      s.abort.plan[q] = reinterpret_cast<uint64_t*>(on_rank(c, q, plan.workspace + ch.layout.abort.offset));
-    s.rank = p.rank;
-    s.world = p.world;
+    set_waits_and_rank(s, plan);
     s.m_shard = int32_t(p.m_shard);
     s.chunk_rows = ch.chunk_rows;
     s.chunks = int32_t(p.m_shard / ch.chunk_rows);
@@ -170,13 +165,7 @@ void build(WeftTpPlan& plan) {
       s.tail.partials = reinterpret_cast<float*>(plan.workspace + ch.layout.tail_partials.offset);
       s.tail.counts = reinterpret_cast<uint64_t*>(plan.workspace + ch.layout.tail_counts.offset);
     }
-    l.m = int32_t(p.m);
-    l.n = int32_t(p.n);
-    l.k = int32_t(p.k);
-    l.tile_n = ch.tile_n;
-    l.b_n_major = !p.b_nk;
-    l.gemm_ctas = ch.gemm_ctas;
-    l.stream = plan.stream;
+    set_gemm_shape(l, p.m, p.n, p.k, p.b_nk, ch, plan.stream);
   }
   if (ch.mover == WEFT_TP_MOVER_COPY_ENGINE) create_side_streams(plan);
   // Loads the kernel now, while nothing of this plan runs (see build_and_preload() in abi.cpp).

@@ -35,18 +35,6 @@ void set_shard_split(State& s, const WeftComm& c, const tp::Choice& ch, int64_t 
   s.group_m = ch.group_m;
 }
 
-// The GEMM's shape and grid in a multi-node launch struct.
-template <class Launch>
-void set_launch_shape(Launch& l, const WeftTpParams& p, const tp::Choice& ch, bool b_nk, cudaStream_t stream) {
-  l.m = int32_t(p.m);
-  l.n = int32_t(p.n);
-  l.k = int32_t(p.k);
-  l.tile_n = ch.tile_n;
-  l.b_n_major = !b_nk;
-  l.gemm_ctas = ch.gemm_ctas;
-  l.stream = stream;
-}
-
 constexpr char kOp[] = "weft_tp (across nodes)";
 
 uint64_t align(uint64_t x, uint64_t to) { return (x + to - 1) / to * to; }
@@ -149,7 +137,7 @@ std::unique_ptr<NodePlanLaunch> build_scatter(const WeftComm& c, const WeftTpPar
     set_shard_split(s, c, ch, m_shard);
     s.tiles_n = int32_t((p.n + ch.tile_n - 1) / ch.tile_n);
     s.n = int32_t(p.n);
-    set_launch_shape(l, p, ch, b_nk, stream);
+    set_gemm_shape(l, p.m, p.n, p.k, b_nk, ch, stream);
   }
   fused::InterRsLaunch load = plan->rs[0];
   load.gemm_ctas = 0;
@@ -183,7 +171,7 @@ std::unique_ptr<NodePlanLaunch> build_all_gather(const WeftComm& c, const WeftTp
     s.a = reinterpret_cast<const char*>(p.a);
     set_shard_split(s, c, ch, m_shard);
     s.row_bytes = int32_t(p.k * 2);
-    set_launch_shape(l, p, ch, b_nk, stream);
+    set_gemm_shape(l, p.m, p.n, p.k, b_nk, ch, stream);
   }
   // Loads the kernel now, while nothing of this plan runs (see build_and_preload() in abi.cpp).
   fused::InterAgLaunch load = plan->ag[0];

@@ -68,6 +68,32 @@ namespace weft::tp {
 // The placement of this rank's communicator, as the cost model sees it.
 Placement placement_of(const WeftComm& c);
 
+// The GEMM's shape and grid in a fused launch struct, every plan's the same way.
+inline void set_gemm_shape(fused::GemmLaunchShape& l, int64_t m, int64_t n, int64_t k, bool b_nk, const Choice& ch,
+                           cudaStream_t stream) {
+  l.m = int32_t(m);
+  l.n = int32_t(n);
+  l.k = int32_t(k);
+  l.tile_n = ch.tile_n;
+  l.b_n_major = !b_nk;
+  l.gemm_ctas = ch.gemm_ctas;
+  l.stream = stream;
+}
+
+// A single-node fused state's bounds on its waits (fused/abort.cuh): the communicator's timeout and
+// host abort word, every rank's plan abort word (the workspace's, as this process maps it); and the
+// rank's place in the plan.
+template <class State>
+void set_waits_and_rank(State& s, const WeftTpPlan& plan) {
+  const WeftComm& c = *plan.comm;
+  s.timeout_ns = c.timeout_ns;
+  s.abort.host = c.abort_dev;
+  for (int q = 0; q < plan.problem.world; ++q)
+    s.abort.plan[q] = reinterpret_cast<uint64_t*>(comm::on_rank(c, q, plan.workspace + plan.choice.layout.abort.offset));
+  s.rank = plan.problem.rank;
+  s.world = plan.problem.world;
+}
+
 // side_streams.cpp
 gemm::TileConfig tile_of(int tile_n);
 void create_side_streams(WeftTpPlan& plan);

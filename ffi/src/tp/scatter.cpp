@@ -121,12 +121,7 @@ void build_scatter(WeftTpPlan& plan) {
     s.done[q] = reinterpret_cast<uint64_t*>(on_rank(c, q, plan.workspace + ch.layout.done.offset));
     s.entered[q] = reinterpret_cast<uint64_t*>(on_rank(c, q, plan.workspace + ch.layout.entered.offset));
   }
-  s.timeout_ns = c.timeout_ns;
-  s.abort.host = c.abort_dev;
-  for (int q = 0; q < p.world; ++q)
-    s.abort.plan[q] = reinterpret_cast<uint64_t*>(on_rank(c, q, plan.workspace + ch.layout.abort.offset));
-  s.rank = p.rank;
-  s.world = p.world;
+  set_waits_and_rank(s, plan);
   s.all_reduce = all_reduce ? 1 : 0;
   s.shard_tiles = ch.shard_tiles;
   s.tiles_m = int32_t((p.m + gemm::kTileM - 1) / gemm::kTileM);
@@ -134,19 +129,13 @@ void build_scatter(WeftTpPlan& plan) {
   s.group_m = ch.group_m;
   s.m_shard = int32_t(p.m_shard);
   s.lag = ch.lag;
-  l.m = int32_t(p.m);
-  l.n = int32_t(p.n);
-  l.k = int32_t(p.k);
-  l.tile_n = ch.tile_n;
-  l.b_n_major = !p.b_nk;
-  l.ctas = ch.gemm_ctas;
-  l.stream = plan.stream;
+  set_gemm_shape(l, p.m, p.n, p.k, p.b_nk, ch, plan.stream);
 }
 
 // Loads the kernel now, while nothing of this plan runs (see build_and_preload() in abi.cpp).
 void load_scatter(const WeftTpPlan& plan) {
   fused::ScatterLaunch l = plan.scatter;
-  l.ctas = 0;
+  l.gemm_ctas = 0;
   WEFT_CUDA(l.state.all_reduce ? fused::launch_gemm_all_reduce(l) : fused::launch_gemm_reduce_scatter(l));
 }
 
