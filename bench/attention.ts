@@ -20,7 +20,7 @@ import { planAttention, type AttentionPlan } from "../lib/ops/attention.ts";
 import { Event, Stream } from "../lib/stream.ts";
 import { Tensor } from "../lib/tensor.ts";
 import { AttentionProblem, compare } from "../test/support/attention.ts";
-import { ringCostRows, type RingCostRow } from "./support/ring-cost.ts";
+import { ringCostRows, ringCostTable, type RingCostRow } from "./support/ring-cost.ts";
 
 const args = process.argv.slice(2);
 const flag = (name: string) => args.includes(name);
@@ -165,11 +165,8 @@ function report(rows: Row[], ring: RingCostRow[], device: string, torch: Record<
     lines.push("", "## The ring's own cost on one GPU", "",
       "The fused ring op (comm.ringAttention) against the plain kernel on the same GPU: world 1 (one rank, no peers) against the plain " +
       "kernel on the same shape, and world 2 (two ranks sharing the GPU, half its SMs each, zigzag for causal) against the plain " +
-      "kernel on the whole sequence. Bars: world 1 <= 1.03, world 2 <= 1.10.", "",
-      "| case | world | ring ms | plain ms | ring / plain | mover | rel |", "|---|---:|---:|---:|---:|---|---|");
-    for (const r of ring) {
-      lines.push(`| ${r.name} | ${r.world} | ${r.ringMs.toFixed(3)} | ${r.plainMs.toFixed(3)} | ${(r.ringMs / r.plainMs).toFixed(3)} | ${r.mover} | ${r.rel.toExponential(1)} |`);
-    }
+      "kernel on the whole sequence. Bars: world 1 <= 1.03, world 2 <= 1.10. Ring and plain samples alternate; the ratio is the median of the per-pair ratios.", "",
+      ...ringCostTable(ring));
   }
   if (ringError) lines.push("", `The ring's cost stopped after ${ring.length} rows: ${ringError}`);
   const dir = join(import.meta.dirname, "results");
