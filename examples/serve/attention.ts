@@ -101,7 +101,7 @@ export class EngineAttention implements AttentionBackend {
   readonly #dense = new Map<Tensor, Tensor>();
   /** Views of the decoder's buffers, by address and shape (plans hold them). */
   readonly #views = new Map<string, Tensor>();
-  /** Decode plans by (layer cache, rows): a decode step's shape is its bucket's; only the meta
+  /** Decode plans by (the caller's tensors, rows): a decode step's shape is its bucket's; only the meta
    * tensors' contents change. A prefill's batch and longest prompt change per step: it plans per
    * call (host work only, a few µs against the prefill's milliseconds). */
   readonly #plans = new Map<string, AttentionPlan>();
@@ -114,7 +114,9 @@ export class EngineAttention implements AttentionBackend {
     }
     const dense = this.#denseFor(c.qkv, width);
     copyColumns({ src: c.qkv, column: c.qColumn, out: dense, rows: c.rows, stream: c.stream });
-    const key = `${c.kCache.ptr}/${c.rows}`;
+    // By the identity of every caller tensor the plan holds (not by address: a freed tensor's
+    // address comes back for the next allocation, and a plan must never keep a disposed meta tensor).
+    const key = [c.kCache, c.vCache, c.out, c.cuSeqlens, c.keyStarts, c.keyCounts].map((t) => this.#id(t)).join("/") + `/${c.rows}`;
     let plan = c.phase === "decode" ? this.#plans.get(key) : undefined;
     if (!plan) {
       plan = planAttention(this.#args(c, dense));
@@ -135,6 +137,14 @@ export class EngineAttention implements AttentionBackend {
       cuSeqlens: c.cuSeqlens, maxSeqlen: c.maxSeqlen, cuSeqlensK: c.keyStarts, sequsedK: c.keyCounts, maxSeqlenK: maxSeq,
       stream: c.stream, config: c.maxCtas > 0 ? { maxCtas: c.maxCtas } : undefined,
     };
+  }
+
+  readonly #ids = new WeakMap<Tensor, number>();
+  #nextId = 0;
+  #id(t: Tensor): number {
+    let id = this.#ids.get(t);
+    if (id === undefined) this.#ids.set(t, (id = this.#nextId++));
+    return id;
   }
 
   #denseFor(qkv: Tensor, width: number): Tensor {

@@ -103,15 +103,24 @@ describeGpu("the tensor-parallel decoder against the CPU reference (one GPU)", 1
       const run = await greedyRun([...devices], path, { kind: "safetensors", file });
       console.log(`  [${label}] plans: ${run.plans}`);
       runs.set(label, run);
+      // The bound: the decoder keeps bf16 activations and weights through every layer (q/k/v, the
+      // attention's bf16 probabilities, o_proj, the MLP, each residual add), each rounding up to 2^-9
+      // relative, and the sequential path rounds each rank's partial sums to bf16 before adding them.
+      // Those roundings add up to ~1% relative in the logits; a wrong layer (a lost rank's share, a
+      // stale KV row, a wrong mask) moves them by tens of percent.
+      let worst = 0;
       PROMPTS.forEach((p, i) => {
         const ref = new ReferenceDecoder(cfg, host);
         let logits: Float32Array = new Float32Array(0);
         for (const t of encode(p)) logits = ref.push(t);
         for (let t = 0; t < STEPS; t++) {
-          expect(relError(run.logits[t]![i]!, logits)).toBeLessThan(1e-2);
+          const rel = relError(run.logits[t]![i]!, logits);
+          worst = Math.max(worst, rel);
+          expect(rel).toBeLessThan(2e-2);
           logits = ref.push(run.tokens[t]![i]!);  // the decoder's own choice: the reference follows it
         }
       });
+      console.log(`  [${label}] worst logits rel against the fp32 reference: ${worst.toExponential(2)}`);
     }, 300_000);
   }
 
