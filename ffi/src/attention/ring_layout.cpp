@@ -71,7 +71,8 @@ Layout ring_layout(const WeftRingAttentionParams& p, int32_t world, int32_t rank
   else if (p.mover == WEFT_RING_MOVER_AUTO) l.mover = shares_device ? WEFT_RING_MOVER_CTAS : WEFT_RING_MOVER_COPY_ENGINE;
   else l.mover = p.mover == WEFT_RING_MOVER_CTAS ? WEFT_RING_MOVER_CTAS : WEFT_RING_MOVER_COPY_ENGINE;
   l.mover_ctas = l.mover == WEFT_RING_MOVER_CTAS ? (p.comm_ctas > 0 ? p.comm_ctas : 4) : 0;
-  l.abort_offset = 64 + 8ull * world + 8ull * l.groups * world + 8ull * l.groups;
+  // pulled[W], flags[groups][W], group_done[groups], arrivals[groups][W] (ring_plan.cpp's layout).
+  l.abort_offset = 64 + 8ull * world + 8ull * l.groups * world + 8ull * l.groups + 8ull * l.groups * world;
   l.control_bytes = (l.abort_offset + 8 + kControlAlign - 1) / kControlAlign * kControlAlign;
   l.workspace_bytes = l.control_bytes + (l.receive_bytes + 511) / 512 * 512;
   return l;
