@@ -135,7 +135,7 @@ for (const world of [1, 2, 3, 4]) {
     }
 
     if (world >= 3) {
-      test("the CTA mover's stripes: 3 CTAs over batch 2 with uneven shards, and group rows wider than a CTA", async () => {
+      test("the CTA mover's stripes: 3 and 5 CTAs, batch 2 with uneven shards, group rows wider than a CTA, one slot", async () => {
         // Every mover CTA copies a stripe of every item and the last to arrive raises its flag, so
         // which CTA raises a flag changes from item to item and launch to launch: back-to-back
         // launches with alternating inputs fail if a flag went up before every stripe had landed.
