@@ -6,6 +6,7 @@
 //   [control, 4 KiB multiple] entered @0 | go @8 | what the peers read at connect @16: a tag, this
 //                             workspace's own heap offset, k's and v's, kv_rows |
 //                             movers_done @56 | pulled[W] @64 | flags[groups][W] | group_done[groups] |
+//                             arrivals[groups][W] (the CTA mover's per-item counts) |
 //                             abort (Layout::abort_offset: raised by a rank whose own wait ran out)
 //   [receive K: slots x slot_rows rows of group_heads x D bf16][receive V: the same]
 // entered and pulled are read by the peers and abort is raised by them (same offsets everywhere); the
@@ -150,6 +151,7 @@ void build(WeftRingAttentionPlan& plan) {
   s.pulled = pulled;
   s.flags = pulled + world;
   s.group_done = s.flags + int64_t(l.groups) * world;
+  s.arrivals = s.group_done + l.groups;
   char* recv_k = ws + l.control_bytes;
   char* recv_v = recv_k + l.receive_bytes / 2;
   s.recv_k = recv_k;
