@@ -242,7 +242,7 @@ int main() {
 
   // Timing: B 1, H 32, D 64; the candidates interleaved in each of 7 rounds of ~20 ms loops.
   std::printf("\n%-16s", "B 1 H 32 D 64");
-  for (const Candidate& c : candidates) std::printf(" | %-26s", c.name);
+  for (const Candidate& c : candidates) std::printf(" | %-36s", c.name);
   std::printf("\n");
   for (int S : {8192, 32768}) {
     for (bool causal : {false, true}) {
