@@ -9,7 +9,8 @@
 #         torch -> bench/peers/torch_tp.py under torchrun (2 ranks); a later `tp` step reads it;
 #         pytest -> pip install ./ffi/python, then REQUIRE_GPU=N pytest ffi/python/tests (PYTEST_SELECT: some
 #           tests only; PYTEST_TEST_TIMEOUT: each test's bound where pytest-timeout is installed, 120 s);
-#           a test still running at 2/3 of the bound dumps every thread's stack;
+#           a test still running at 2/3 of its bound (PYTEST_DUMP_AFTER s) dumps every thread's stack, native
+#           ones too where gdb exists;
 #         serve -> bench/serve-load.ts, two ranks on GPU 0, 8 and 64 clients (64 for 60 s), auto and sequential;
 #         mlp -> examples/torch_tp_mlp.py with 2 ranks on GPU 0; mlp2 -> the same under torchrun (2 GPUs);
 #         torch-ring -> bench/peers/torch_ring_attention.py under torchrun (2 ranks): torch_ring.json;
@@ -86,10 +87,16 @@ for spec in "$@"; do
     torch) TORCHRUN=$(command -v torchrun || echo "python3 -m torch.distributed.run")
            timeout "$T" $TORCHRUN --nproc-per-node=2 bench/peers/torch_tp.py --out "$LOGS/torch_tp.json" > "$LOGS/torch.txt" 2>&1
            step_rc "$step" $?; export TORCH_TP_JSON="$LOGS/torch_tp.json"; tail -3 "$LOGS/torch.txt" ;;
-    pytest) { python3 -m pip install --no-index --no-deps --force-reinstall ./ffi/python &&
+    pytest) dump_after=${PYTEST_DUMP_AFTER:-$(( ${PYTEST_TEST_TIMEOUT:-$T} * 2 / 3 ))}
+            # Native stacks too, where gdb exists: once, dump_after seconds in, of every pytest process.
+            if command -v gdb > /dev/null; then
+              ( sleep "$dump_after"; for pid in $(pgrep -f "python3 -m pytest"); do
+                  gdb -batch -p "$pid" -ex "thread apply all bt 30" > "$LOGS/pytest-gdb-$pid.txt" 2>&1; done ) &
+            fi
+            { python3 -m pip install --no-index --no-deps --force-reinstall ./ffi/python &&
               per_test=$(python3 -c "import pytest_timeout" 2>/dev/null && echo "--timeout=${PYTEST_TEST_TIMEOUT:-120}")
               timeout "$T" python3 -m pytest ${PYTEST_SELECT:-ffi/python/tests} -v -rfEs --tb=short --durations=12 $per_test \
-                -o faulthandler_timeout=$((T * 2 / 3)); } > "$LOGS/pytest.txt" 2>&1
+                -o faulthandler_timeout="$dump_after"; } > "$LOGS/pytest.txt" 2>&1
             step_rc "$step" $?; grep -E "^(FAILED|ERROR|SKIPPED)|passed|failed" "$LOGS/pytest.txt" | tail -40 ;;
     serve) timeout "$T" bun bench/serve-load.ts --world 2 --one-gpu --clients 8,64 --duration 15 --duration-max 60 \
              > "$log" 2>&1; step_rc "$step" $?; tail -30 "$log" ;;

@@ -67,10 +67,10 @@ export {
 } from "./ops/moe-validate.ts";
 export { CudaGraph } from "./graph.ts";
 
-// decoder layers: embedding, RMSNorm, rotary embedding, SwiGLU, slotted KV cache, GPU sampling
+// decoder layers: embedding, RMSNorm, rotary embedding, SwiGLU, slotted KV cache, column copy, GPU sampling
 export {
-  cacheAttention, embedding, kvAppend, rmsNorm, rope, swiglu,
-  type CacheAttentionArgs, type EmbeddingArgs, type KvAppendArgs, type KvCacheTensors, type NnCall, type RmsNormArgs,
-  type RopeArgs, type SwigluArgs,
+  cacheAttention, copyColumns, embedding, kvAppend, rmsNorm, rope, swiglu,
+  type CacheAttentionArgs, type CopyColumnsArgs, type EmbeddingArgs, type KvAppendArgs, type KvCacheTensors, type NnCall,
+  type RmsNormArgs, type RopeArgs, type SwigluArgs,
 } from "./ops/nn.ts";
 export { Sampler, sampleUniform, type SampleOptions, type SampleResult, type SamplingSettings } from "./ops/sample.ts";

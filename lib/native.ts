@@ -38,6 +38,7 @@ export const symbols = {
   weft_memset: { args: [T.ptr /* dst */, T.i32 /* value */, T.u64 /* bytes */, T.ptr /* stream */], returns: T.i32 },
   weft_fill: { args: [T.ptr /* dst */, T.u64 /* count */, T.i32 /* elem_bytes */, T.u64 /* pattern */, T.ptr /* stream */], returns: T.i32 },
   weft_memcpy: { args: [T.ptr /* dst */, T.ptr /* src */, T.u64 /* bytes */, T.i32 /* WeftCopyKind */, T.ptr /* stream */], returns: T.i32 },
+  weft_memcpy_2d: { args: [T.ptr /* dst */, T.u64 /* dst_pitch */, T.ptr /* src */, T.u64 /* src_pitch */, T.u64 /* width_bytes */, T.u64 /* rows */, T.i32 /* WeftCopyKind */, T.ptr /* stream */], returns: T.i32 },
   weft_memcpy_peer: { args: [T.ptr /* dst */, T.i32 /* dst_device */, T.ptr /* src */, T.i32 /* src_device */, T.u64 /* bytes */, T.ptr /* stream */], returns: T.i32 },
   // streams and events
   weft_stream_create: { args: [T.i32 /* device */, T.ptr /* void** */], returns: T.i32 },
@@ -171,7 +172,7 @@ export const symbols = {
   weft_ring_attention_plan_launch: { args: [T.ptr /* WeftRingAttentionPlan* */, T.ptr /* const WeftOpLaunch* */], returns: T.i32 },
   weft_ring_attention_plans_launch: { args: [T.ptr /* WeftRingAttentionPlan* const* */, T.ptr /* const WeftOpLaunch* */, T.i32 /* count */], returns: T.i32 },
   weft_ring_attention_plan_destroy: { args: [T.ptr /* WeftRingAttentionPlan* */], returns: T.i32 },
-  weft_testing_attention_walk: { args: [T.ptr /* const int32_t* config */, T.ptr /* const int32_t* cu_q */, T.ptr /* const int32_t* cu_k */, T.ptr /* int32_t* out */, T.i64 /* capacity */, T.ptr /* int64_t* out_rows */], returns: T.i32 },
+  weft_testing_attention_walk: { args: [T.ptr /* const int32_t* config */, T.ptr /* const int32_t* cu_q */, T.ptr /* const int32_t* cu_k */, T.ptr /* const int32_t* used_k */, T.ptr /* int32_t* out */, T.i64 /* capacity */, T.ptr /* int64_t* out_rows */], returns: T.i32 },
 
   // baselines for benchmarks (dlopen'ed cuBLASLt, NCCL)
   weft_cublaslt_available: { args: [T.ptr /* int32_t* */, T.ptr /* const char** path */], returns: T.i32 },

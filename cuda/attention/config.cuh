@@ -35,11 +35,12 @@ struct Config {
 
   // 227 KiB of opt-in shared memory per block on sm_90; 1 KiB slack to align the base to the
   // 1024-byte swizzle period, 1 KiB for the barriers. K and V each take a ring of kStages blocks:
-  // two at D 128 (2 x 64 KiB), four at D 64.
+  // two at D 128 (2 x 64 KiB), four at D 64 (128 x 128). The ring positions are counters modulo a
+  // power of two (producer.cuh), so a fit of three stages uses two.
   static constexpr int kSmemLimit = 227 * 1024;
   static constexpr int kReserved = 2048;
   static constexpr int kStagesFit = (kSmemLimit - kQBytes - kOBytes - kReserved) / (2 * kKvBytes);
-  static constexpr int kStages = kStagesFit < 4 ? kStagesFit : 4;
+  static constexpr int kStages = kStagesFit >= 4 ? 4 : kStagesFit >= 2 ? 2 : kStagesFit;
   static constexpr int kSmemBytes = kQBytes + 2 * kStages * kKvBytes + kOBytes + kReserved;
 
   // setmaxnreg budgets. setmaxnreg moves registers between the warpgroups of the CTA, within what

@@ -26,6 +26,17 @@ struct LocalPolicy {
   static __device__ bool is_mover(const Params<State>&) { return false; }
   static __device__ bool move(const Params<State>&) { return true; }
 
+  // Sequence b's keys: rows [start, start + len) of the k / v maps (problem.h: bshd, packed, or
+  // from each sequence's own start with used_k).
+  struct KeyRun {
+    int32_t start, len;
+  };
+  static WEFT_ATTN_WALK KeyRun keys_of(const Problem& q, int32_t b) {
+    if (q.cu_k == nullptr) return {b * q.seqlen_k, q.seqlen_k};
+    const int32_t start = q.cu_k[b];
+    return {start, q.used_k != nullptr ? q.used_k[b] : q.cu_k[b + 1] - start};
+  }
+
   template <class Cfg>
   static WEFT_ATTN_WALK TileStatus decode(const Params<State>& p, int32_t index, QTile& t) {
     const Problem& q = p.problem;
@@ -45,12 +56,12 @@ struct LocalPolicy {
     if (q.cu_q != nullptr) {
       q_start = q.cu_q[t.b];
       len_q = q.cu_q[t.b + 1] - q_start;
-      const int32_t k_start = q.cu_k[t.b];
-      len_k = q.cu_k[t.b + 1] - k_start;
+      const KeyRun keys = keys_of(q, t.b);
+      len_k = keys.len;
       // Offsets come from the caller's device memory: a sequence outside its tensor, or longer than
       // the maxSeqlen the grid was sized for, is reported instead of read or written out of bounds.
-      if (q_start < 0 || len_q < 0 || q_start > q.rows_q - len_q || len_q > q.m_blocks * Cfg::kBlockM || k_start < 0 ||
-          len_k < 0 || k_start > q.rows_k - len_k) {
+      if (q_start < 0 || len_q < 0 || q_start > q.rows_q - len_q || len_q > q.m_blocks * Cfg::kBlockM || keys.start < 0 ||
+          len_k < 0 || keys.start > q.rows_k - len_k) {
         return TileStatus::kInvalid;
       }
     } else {
@@ -69,18 +80,16 @@ struct LocalPolicy {
   }
 
   static WEFT_ATTN_WALK int32_t segments(const Params<State>& p, const QTile& t) {
-    const Problem& q = p.problem;
-    const int32_t len_k = q.cu_k != nullptr ? q.cu_k[t.b + 1] - q.cu_k[t.b] : q.seqlen_k;
-    return len_k > 0 ? 1 : 0;
+    return keys_of(p.problem, t.b).len > 0 ? 1 : 0;
   }
 
   template <class Cfg>
   static WEFT_ATTN_WALK KvSegment segment(const Params<State>& p, const QTile& t, int32_t) {
-    const Problem& q = p.problem;
+    const KeyRun keys = keys_of(p.problem, t.b);
     KvSegment s;
     s.source = 0;
-    s.row = q.cu_k != nullptr ? q.cu_k[t.b] : t.b * q.seqlen_k;
-    s.len = q.cu_k != nullptr ? q.cu_k[t.b + 1] - s.row : q.seqlen_k;
+    s.row = keys.start;
+    s.len = keys.len;
     s.col = t.hk * Cfg::kHeadDim;
     s.pos = 0;
     s.gate = -1;

@@ -34,7 +34,10 @@ __global__ void reference_kernel(Problem p, int32_t d, float scale, const __nv_b
     q_start = p.cu_q[b];
     len_q = p.cu_q[b + 1] - p.cu_q[b];
     k_start = p.cu_k[b];
-    len_k = p.cu_k[b + 1] - p.cu_k[b];
+    len_k = p.used_k != nullptr ? p.used_k[b] : p.cu_k[b + 1] - p.cu_k[b];
+    // Offsets outside the tensors (the engine reports them): nothing is read or written, so the
+    // output keeps what the caller filled it with (the tests: NaN).
+    if (q_start < 0 || len_q < 0 || q_start + len_q > p.rows_q || k_start < 0 || len_k < 0 || k_start + len_k > p.rows_k) return;
   } else {
     q_start = int64_t(b) * p.seqlen_q;
     len_q = p.seqlen_q;

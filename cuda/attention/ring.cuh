@@ -81,68 +81,123 @@ struct RingPolicy {
     sys::report_wait_failure(r.abort, r.rank, r.world, r.epoch, p.completion, kFailPeerWait, stage);
   }
 
-  // The CTA mover: item i = (group i / (W - 1), the (1 + i % (W - 1))-th upstream peer), the copy
-  // engines' order; mover CTA c takes items c, c + mover_ctas, ... Rows of group_heads x D bf16
-  // move as 16-byte vectors (ld.global.cg from the peer over NVLink, st.global here), then thread 0
-  // raises the item's flag with a system-scope release, cumulative over the CTA's stores after the
-  // barrier (as the all-gather's CTA mover does).
+  // The CTA mover. Item i = (group i / (W - 1), the (1 + i % (W - 1))-th upstream peer), the copy
+  // engines' order. Every mover CTA copies every item, item after item, each a stripe of its rows:
+  // for each sequence, CTA c of n takes token rows [shard c / n, shard (c + 1) / n). So group 0,
+  // which every compute CTA needs first, lands after item / (n R) instead of item / R (R: one CTA's
+  // copy rate; bench/DECISIONS.md, "The CTA mover stripes every group across its CTAs").
+  //
+  // Memory ordering of an item's flag (flags[g * W + s], read by this rank's producers with
+  // ld.acquire.sys, then TMA after a proxy fence: wait_gate):
+  //   1. each thread's st.global of its stripe comes before the __syncthreads() that ends the item;
+  //   2. thread 0 then arrives on arrivals[g * W + s] with atom.acq_rel.gpu: the release is
+  //      cumulative over what the barrier ordered before it, so it carries the CTA's whole stripe;
+  //   3. the atomic adds on one word form a release sequence, so the CTA whose add completes the
+  //      launch's count (epoch x mover_ctas) acquires every earlier CTA's stripe;
+  //   4. that CTA raises the flag with st.release.sys, cumulative over everything it acquired.
+  // A producer whose acquire sees the flag therefore sees every CTA's stripe, not only the last
+  // CTA's (bench/DECISIONS.md, "The last CTA publishes with one st.release.sys after GPU-scope
+  // arrivals": one system-scope release per item, not one per CTA).
+  // The counts grow by mover_ctas per launch and are never reset: every mover CTA arrives on every
+  // item exactly once per launch, a failed wait included (it copies and arrives anyway, and reports).
   static __device__ bool move(const Params<State>& p) {
     const RingState& r = p.state;
     bool ok = wait_all(r.go, r.epoch, r);  // every peer has entered: their shards are final
     const int32_t peers = r.world - 1;
     const int32_t d = int32_t(p.problem.o_row_stride / p.problem.heads);
-    const uint64_t row = uint64_t(r.group_heads) * d * 2;
-    const uint64_t pitch = uint64_t(p.problem.kv_heads) * d * 2;
-    for (int32_t i = blockIdx.x; i < r.groups * peers; i += r.mover_ctas) {
+    const uint64_t head_bytes = uint64_t(d) * 2;
+    const uint64_t row = uint64_t(r.group_heads) * head_bytes;       // a receive row: the group's heads
+    const uint64_t pitch = uint64_t(p.problem.kv_heads) * head_bytes;  // a peer's k / v row: every head
+    // A group row is cut into blocks of whole heads no wider than the CTA (one block up to 24 heads
+    // at D 128, 48 at D 64), so that each thread keeps one column of a block (copy_kv_rows).
+    const int32_t head_vectors = d / 8;
+    const int32_t block_heads = imax(1, int32_t(blockDim.x) / head_vectors);
+    const uint64_t arrived = r.epoch * uint64_t(r.mover_ctas);
+    for (int32_t i = 0; i < r.groups * peers; ++i) {
       const int32_t g = i / peers;
       const int32_t src = (r.rank - (1 + i % peers) + r.world) % r.world;
       if (g >= r.slots) ok = wait_all(r.group_done + (g - r.slots), r.epoch * uint64_t(r.ctas), r) && ok;
-      const uint64_t vectors = uint64_t(imin(r.group_heads, p.problem.kv_heads - g * r.group_heads)) * d * 2 / 16;
-      const uint64_t total = uint64_t(p.problem.batch) * r.shard[src] * vectors;
-      // kInFlight vectors of K and of V per thread between the loads and the stores: an NVLink load
-      // takes ~1 us, so one at a time would leave a CTA at ~10 GB/s.
-      constexpr int kInFlight = 4;
-      const auto at = [&](uint64_t v, uint64_t& from, uint64_t& to) {
-        const uint64_t line = v / vectors, c = v - line * vectors;
-        const uint64_t b = line / r.shard[src], t = line - b * r.shard[src];
-        from = (b * r.peer_kv_rows[src] + t) * pitch + uint64_t(g) * r.group_heads * d * 2 + c * 16;
-        to = (uint64_t(g % r.slots) * r.slot_rows + r.source_row[src] + b * r.shard[src] + t) * row + c * 16;
-      };
-      for (uint64_t v0 = threadIdx.x; v0 < total; v0 += uint64_t(kInFlight) * blockDim.x) {
-        uint4 kv[2 * kInFlight];
-        uint64_t to[kInFlight];
-#pragma unroll
-        for (int j = 0; j < kInFlight; ++j) {
-          const uint64_t v = v0 + uint64_t(j) * blockDim.x;
-          if (v < total) {
-            uint64_t from;
-            at(v, from, to[j]);
-            kv[2 * j] = coll::mem::ld16(r.peer_k[src] + from);
-            kv[2 * j + 1] = coll::mem::ld16(r.peer_v[src] + from);
-          }
-        }
-#pragma unroll
-        for (int j = 0; j < kInFlight; ++j) {
-          if (v0 + uint64_t(j) * blockDim.x < total) {
-            coll::mem::st16(r.recv_k + to[j], kv[2 * j]);
-            coll::mem::st16(r.recv_v + to[j], kv[2 * j + 1]);
-          }
+      const int32_t heads = imin(r.group_heads, p.problem.kv_heads - g * r.group_heads);
+      const uint32_t tokens = uint32_t(r.shard[src]);
+      const uint32_t lo = uint32_t(uint64_t(tokens) * blockIdx.x / r.mover_ctas);
+      const uint32_t hi = uint32_t(uint64_t(tokens) * (blockIdx.x + 1) / r.mover_ctas);
+      for (int32_t b = 0; b < p.problem.batch; ++b) {
+        const uint64_t from_row = uint64_t(b) * r.peer_kv_rows[src] + lo;
+        const uint64_t to_row = uint64_t(g % r.slots) * r.slot_rows + r.source_row[src] + uint64_t(b) * tokens + lo;
+        for (int32_t h = 0; h < heads; h += block_heads) {
+          const uint64_t from = from_row * pitch + (uint64_t(g) * r.group_heads + h) * head_bytes;
+          const uint64_t to = to_row * row + uint64_t(h) * head_bytes;
+          copy_kv_rows(r.peer_k[src] + from, r.peer_v[src] + from, pitch, r.recv_k + to, r.recv_v + to, row,
+                       uint32_t(imin(block_heads, heads - h) * head_vectors), hi - lo);
         }
       }
       __syncthreads();
-      if (threadIdx.x == 0) sys::signal_store(r.flags + int64_t(g) * r.world + src, r.epoch);
+      if (threadIdx.x == 0) {
+        const int64_t item = int64_t(g) * r.world + src;
+        if (sys::device_signal_fetch_add(r.arrivals + item, 1) + 1 == arrived) sys::signal_store(r.flags + item, r.epoch);
+      }
     }
     __syncthreads();
     if (threadIdx.x == 0) {
       // The last mover CTA of this launch: every peer's shard has been read, so the peers may finish.
       const uint64_t done = sys::device_signal_fetch_add(r.movers_done, 1) + 1;
-      if (done == r.epoch * uint64_t(r.mover_ctas)) {
+      if (done == arrived) {
         for (int32_t s = 0; s < r.world; ++s) {
           if (s != r.rank) sys::signal_store(r.pulled + s, r.epoch);
         }
       }
     }
     return ok;
+  }
+
+  // One CTA's part of a 2-D copy of K and V: `rows` rows of `width` 16-byte vectors (width <= the
+  // CTA's threads), source rows `from_pitch` bytes apart, destination rows `to_pitch` apart, the
+  // pointers at the first row's first vector. Each thread keeps one column and steps its rows by
+  // blockDim / width rows, so a vector costs a load, a store and two 64-bit adds: the only divisions
+  // are the few below, once per call (an integer divide is a ~20-instruction sequence: at ~60
+  // instructions a vector, issue alone would cap an SM near 128 / 60 x 16 B x 1.8 GHz = 60 GB/s).
+  //
+  // kInFlight rows of K and of V per thread are loaded before the first store: 2 x 8 x 16 B x 384
+  // threads = 96 KiB in flight per CTA, so at ~1 us a load a CTA can move ~90 GB/s; the 64 data
+  // registers fit the mover's 168 (the kernel's budget before setmaxnreg).
+  static __device__ __forceinline__ void copy_kv_rows(const char* from_k, const char* from_v, uint64_t from_pitch,
+                                                      char* to_k, char* to_v, uint64_t to_pitch, uint32_t width,
+                                                      uint32_t rows) {
+    constexpr uint32_t kInFlight = 8;
+    const uint32_t per_pass = blockDim.x / width;
+    const uint32_t first = threadIdx.x / width;
+    if (first >= per_pass || first >= rows) return;  // threads past the last whole row of a pass idle
+    const uint32_t column = threadIdx.x - first * width;
+    uint32_t left = (rows - first + per_pass - 1) / per_pass;  // this thread's rows
+    from_k += first * from_pitch + column * 16;
+    from_v += first * from_pitch + column * 16;
+    to_k += first * to_pitch + column * 16;
+    to_v += first * to_pitch + column * 16;
+    const uint64_t from_step = uint64_t(per_pass) * from_pitch, to_step = uint64_t(per_pass) * to_pitch;
+    // All kInFlight rows (whole) or the first `left` of them (the tail): the same code, predicated.
+    const auto pass = [&](bool whole) {
+      uint4 kv[2 * kInFlight];
+#pragma unroll
+      for (uint32_t j = 0; j < kInFlight; ++j) {
+        if (whole || j < left) {
+          kv[2 * j] = coll::mem::ld16(from_k);
+          kv[2 * j + 1] = coll::mem::ld16(from_v);
+          from_k += from_step;
+          from_v += from_step;
+        }
+      }
+#pragma unroll
+      for (uint32_t j = 0; j < kInFlight; ++j) {
+        if (whole || j < left) {
+          coll::mem::st16(to_k, kv[2 * j]);
+          coll::mem::st16(to_v, kv[2 * j + 1]);
+          to_k += to_step;
+          to_v += to_step;
+        }
+      }
+    };
+    for (; left >= kInFlight; left -= kInFlight) pass(true);
+    if (left > 0) pass(false);
   }
 
   static __device__ void on_kernel_start(const Params<State>& p) {

@@ -93,9 +93,12 @@ struct RingState {
   uint64_t* entered;      // symmetric: this rank's, raised at kernel start
   uint64_t* go;           // this rank's side streams wait for it: every peer has entered
   // The CTA mover (mover_ctas > 0): CTAs [0, mover_ctas) copy the peers' groups themselves, in the
-  // copy engines' order, from peer_k / peer_v (each peer's k and v as this process maps them, its
-  // kv_rows rows per sequence); the rest compute. Each mover CTA adds 1 to movers_done when its
-  // items are done; the one that completes the launch's count raises pulled[s] for every peer s.
+  // copy engines' order, every CTA a stripe of every item (ring.cuh, move()), from peer_k / peer_v
+  // (each peer's k and v as this process maps them, its kv_rows rows per sequence); the rest
+  // compute. Each mover CTA adds 1 to arrivals[g * W + s] when its stripe of item (g, s) is stored,
+  // and the one that completes the launch's count (epoch x mover_ctas) raises flags[g * W + s]; each
+  // adds 1 to movers_done when all its items are done, and the one that completes the launch's count
+  // raises pulled[s] for every peer s.
   int32_t mover_ctas;
   int32_t shard[kRingMaxWorld];         // tokens per sequence of every rank
   int32_t peer_kv_rows[kRingMaxWorld];
@@ -103,6 +106,7 @@ struct RingState {
   char* recv_v;
   const char* peer_k[kRingMaxWorld];
   const char* peer_v[kRingMaxWorld];
+  uint64_t* arrivals;     // [groups][W], this rank's (workspace)
   uint64_t* movers_done;
   uint64_t* pulled;       // this rank's pulled[W] (the copy engines raise them otherwise)
   // Peers' words as this process maps them: peer_entered[s] = rank s's entered; peer_pulled[s] =

@@ -5,7 +5,8 @@
 // stream before the next op, and the tensor-parallel ops go out together (TpPlan.launchAll).
 //
 //   prefill (sequence parallel: rank r holds rows r·T/W ..< (r+1)·T/W of the residual stream)
-//     norm(shard) → allGatherGemm(qkv) → rope, append k v, attention (all T rows, this rank's heads)
+//     norm(shard) → allGatherGemm(qkv) → rope, append k v, attention (all T rows, this rank's heads,
+//     over the cache: attention.ts)
 //     → gemmReduceScatter(o) → add + norm(shard) → allGatherGemm(gate | up) → swiglu
 //     → gemmReduceScatter(down) → add ... → final norm → all-gather the stream → rank 0: the
 //     prompts' last rows → LM head → sample
@@ -18,7 +19,8 @@
 //
 // Steps pad their rows to a few buckets (decode: powers of two up to the slots; prefill: multiples of
 // 128 x W, doubling) so that each bucket's plans are made once. Padding rows have slot -1: their
-// keys are never stored and their attention reads nothing.
+// keys are never stored and their attention reads nothing (to the engine they are sequences with no
+// keys: one per decode padding row, one for all of a prefill's).
 import { Communicator } from "../../lib/comm.ts";
 import { deviceInfo } from "../../lib/device.ts";
 import { gemmSync } from "../../lib/ops/gemm.ts";
@@ -27,7 +29,7 @@ import { Sampler } from "../../lib/ops/sample.ts";
 import { TpPlan, type TpPath } from "../../lib/ops/tp.ts";
 import type { LaunchPlan } from "../../lib/plan.ts";
 import type { Tensor } from "../../lib/tensor.ts";
-import { ReferenceAttention, type AttentionBackend } from "./attention.ts";
+import { EngineAttention, engineRuns, ReferenceAttention, type AttentionBackend } from "./attention.ts";
 import { shardOf, validateConfig, type ModelConfig } from "./config.ts";
 import type { DecodeEntry, Model, ModelInfo, PrefillEntry, Sampling, StepInput, StepOutput } from "./model.ts";
 import { Rank } from "./rank.ts";
@@ -45,6 +47,8 @@ export interface DecoderOptions {
   maxPrefillTokens?: number;
   /** "auto" (the cost model's choice per op, fused where it predicts faster), "fused" or "sequential". */
   path?: TpPath;
+  /** Default: EngineAttention where the engine has the head dim (64, 128), else ReferenceAttention.
+   * One given here stays the caller's to dispose. */
   attention?: AttentionBackend;
   /** Symmetric heap per rank, bytes (default 2 GiB). */
   heapBytes?: number;
@@ -73,6 +77,7 @@ export class Decoder implements Model {
   readonly ranks: Rank[];
   readonly path: TpPath;
   readonly attention: AttentionBackend;
+  readonly #ownsAttention: boolean;
   readonly #comms: Communicator[];
   readonly #sampler: Sampler;
   readonly #decodeBuckets: number[];
@@ -88,7 +93,8 @@ export class Decoder implements Model {
     this.#comms = comms;
     this.ranks = ranks;
     this.path = o.path ?? "auto";
-    this.attention = o.attention ?? new ReferenceAttention();
+    this.attention = o.attention ?? (engineRuns(o.config.headDim) ? new EngineAttention() : new ReferenceAttention());
+    this.#ownsAttention = o.attention === undefined;
     this.#sampler = sampler;
     this.#decodeBuckets = decodeBuckets;
     this.#prefillBuckets = prefillBuckets;
@@ -161,8 +167,9 @@ export class Decoder implements Model {
     for (const r of this.ranks) r.meta.upload(this.#meta);
   }
 
-  /** One attention layer for `rows` rows of qkv: rope, append the keys, attend. */
-  #attention(l: number, rows: number, phase: "prefill" | "decode", cuSeqlens?: { n: number; max: number }) {
+  /** One attention layer for `rows` rows of qkv: rope, append the keys, attend. `seqs`: the step's
+   * sequences in meta's attention sections (n of them, at most `longest` rows each). */
+  #attention(l: number, rows: number, phase: "prefill" | "decode", seqs: { n: number; longest: number }, pending: [LaunchPlan, number][]) {
     const cfg = this.config;
     const s = shardOf(cfg, this.ranks.length);
     for (const r of this.ranks) {
@@ -172,12 +179,24 @@ export class Decoder implements Model {
       const stream = r.comm.stream;
       rope({ x: r.qkv, positions, heads: s.hq + s.hkv, headDim: cfg.headDim, theta: cfg.ropeTheta, rows, stream });
       kvAppend({ src: r.qkv, kColumn: s.attn, vColumn: s.attn + s.kv, kCache: r.kCache[l]!, vCache: r.vCache[l]!, slotIds, positions, rows, stream });
-      this.attention.forward({
+      const launched = this.attention.forward({
         phase, qkv: r.qkv, qColumn: 0, kColumn: s.attn, vColumn: s.attn + s.kv, heads: s.hq, kvHeads: s.hkv, headDim: cfg.headDim,
         kCache: r.kCache[l]!, vCache: r.vCache[l]!, slotIds, positions, out: r.attn, rows, scale: 1 / Math.sqrt(cfg.headDim), stream,
-        cuSeqlens: cuSeqlens ? r.view(r.meta, at.cuSeqlens, [cuSeqlens.n + 1]) : undefined, maxSeqlen: cuSeqlens?.max,
+        cuSeqlens: r.view(r.meta, at.cuSeqlens, [seqs.n + 1]), maxSeqlen: seqs.longest,
+        keyStarts: r.view(r.meta, at.keyStarts, [seqs.n + 1]), keyCounts: r.view(r.meta, at.keyCounts, [seqs.n]),
+        maxCtas: r.shape.maxCtas,
       });
+      if (launched) pending.push([launched.plan, launched.seq]);
     }
+  }
+
+  /** Meta's attention sections for sequence i: its rows start at `row`, its keys are the first
+   * `keys` rows of `slot` (slot < 0: padding, no keys). */
+  #sequence(i: number, row: number, slot: number, keys: number): void {
+    const at = this.ranks[0]!.metaAt, meta = this.#meta;
+    meta[at.cuSeqlens + i] = row;
+    meta[at.keyStarts + i] = slot < 0 ? 0 : slot * this.info.contextLength;
+    meta[at.keyCounts + i] = slot < 0 ? 0 : keys;
   }
 
   /** One tensor-parallel GEMM on every rank: its plan for `key` (made on first use) launched on all
@@ -213,12 +232,15 @@ export class Decoder implements Model {
         meta[at.positions + row + j] = j;
         meta[at.slots + row + j] = e.slot;
       }
-      meta[at.cuSeqlens + i] = row;
+      this.#sequence(i, row, e.slot, e.tokens.length);
       row += e.tokens.length;
       meta[at.lastRows + i] = row - 1;
       longest = Math.max(longest, e.tokens.length);
     });
-    meta[at.cuSeqlens + entries.length] = row;
+    // The padding rows: one more sequence, with no keys (its rows get 0).
+    this.#sequence(entries.length, row, -1, 0);
+    meta[at.cuSeqlens + entries.length + 1] = T;
+    const seqs = { n: entries.length + 1, longest: Math.max(longest, T - row) };
     this.#upload();
     const pending: [LaunchPlan, number][] = [];
     for (const r of this.ranks) {
@@ -237,7 +259,7 @@ export class Decoder implements Model {
       this.#tp("allGatherGemm", `pre/qkv/${l}/${T}`, pending, (r) => ({
         a: r.view(r.normed, 0, [mS, H]), b: lw(r).qkv, out: r.view(r.qkv, 0, [T, s.qkv]), transB: true,
       }));
-      this.#attention(l, T, "prefill", { n: entries.length, max: longest });
+      this.#attention(l, T, "prefill", seqs, pending);
       this.#tp("gemmReduceScatter", `pre/o/${l}/${T}`, pending, (r) => ({ a: r.view(r.attn, 0, [T, s.attn]), b: lw(r).o, out: rsO(r) }));
       for (const r of this.ranks) {
         rmsNorm({ x: rsO(r), residual: r.resid, weight: lw(r).mlpNorm, out: r.normed, rows: mS, eps: cfg.rmsEps, stream: r.comm.stream });
@@ -279,6 +301,12 @@ export class Decoder implements Model {
       meta[at.positions + i] = e.position;
       meta[at.slots + i] = e.slot;
     });
+    // One sequence per row, of keys 0 ..= its position (padding rows: none).
+    for (let i = 0; i < B; i++) {
+      const e = entries[i];
+      this.#sequence(i, i, e ? e.slot : -1, e ? e.position + 1 : 0);
+    }
+    meta[at.cuSeqlens + B] = B;
     this.#upload();
     const pending: [LaunchPlan, number][] = [];
     const arO = (r: Rank) => r.symmetric(`dec/o/${B}`, [B, H]);
@@ -294,7 +322,7 @@ export class Decoder implements Model {
           : { x: arDown(r), residual: r.resid, weight: lw(r).attnNorm, out: r.normed, rows: B, eps: cfg.rmsEps, stream: r.comm.stream });
         this.#gemm(r, r.normed, lw(r).qkv, r.qkv, B);
       }
-      this.#attention(l, B, "decode");
+      this.#attention(l, B, "decode", { n: B, longest: 1 }, pending);
       this.#tp("gemmAllReduce", `dec/o/${l}/${B}`, pending, (r) => ({ a: r.view(r.attn, 0, [B, s.attn]), b: lw(r).o, out: arO(r) }));
       for (const r of this.ranks) {
         rmsNorm({ x: arO(r), residual: r.resid, weight: lw(r).mlpNorm, out: r.normed, rows: B, eps: cfg.rmsEps, stream: r.comm.stream });
@@ -359,6 +387,7 @@ export class Decoder implements Model {
   async dispose(): Promise<void> {
     if (this.#disposed) return;
     this.#disposed = true;
+    if (this.#ownsAttention) this.attention.dispose();
     this.#sampler.dispose();
     for (const r of this.ranks) r.dispose();
     await Communicator.disposeAll(this.#comms);

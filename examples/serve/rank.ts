@@ -2,8 +2,11 @@
 // activation buffers sized for the largest step, and its tensor-parallel plans, made on first use
 // for each (layer, op, row bucket) and kept.
 //
-// Buffers (R rows = the largest bucket; prefill shards and decode batches both fit):
-//   meta     int32: ids [R] | positions [R] | slot ids [R] | last rows [S] | cu_seqlens [S + 1]
+// Buffers (R rows = the largest bucket; prefill shards and decode batches both fit; O = the largest
+// decode bucket, >= S):
+//   meta     int32: ids [R] | positions [R] | slot ids [R] | last rows [S] | the step's sequences for
+//            attention (attention.ts AttentionCall): cu_seqlens [O + 2] | key starts [O + 2] | key
+//            counts [O + 1] (prefill: S prompts and the padding; decode: O rows, one each)
 //   resid    [R, hidden]   the residual stream (decode: the batch; prefill: this rank's token shard)
 //   normed   [R, hidden]   the normalized stream, the GEMMs' input
 //   qkv      [R, (hq + 2 hkv) x headDim]    attn [R, hq x headDim]
@@ -73,7 +76,7 @@ export class Rank {
       this.#owned.push(t);
       return t;
     };
-    this.meta = own([3 * R + 2 * S + 1], "i32");
+    this.meta = own([this.metaAt.end], "i32");
     this.resid = own([R, cfg.hidden]);
     this.normed = own([R, cfg.hidden]);
     this.qkv = own([R, s.qkv]);
@@ -95,10 +98,11 @@ export class Rank {
     return this.comm.device;
   }
 
-  /** Offsets (in int32 elements) of the meta sections. */
+  /** Offsets (in int32 elements) of the meta sections; `end`: its length. */
   get metaAt() {
-    const R = this.shape.rows, S = this.shape.slots;
-    return { ids: 0, positions: R, slots: 2 * R, lastRows: 3 * R, cuSeqlens: 3 * R + S };
+    const R = this.shape.rows, S = this.shape.slots, O = this.shape.outRows;
+    const cuSeqlens = 3 * R + S, keyStarts = cuSeqlens + O + 2, keyCounts = keyStarts + O + 2;
+    return { ids: 0, positions: R, slots: 2 * R, lastRows: 3 * R, cuSeqlens, keyStarts, keyCounts, end: keyCounts + O + 1 };
   }
 
   /** A view of `t` from element `offset` with shape `dims` (cached: plans hold their tensors). */

@@ -134,6 +134,10 @@ enum WeftCopyKind {
 };
 /* Stream-ordered copy. With a NULL stream and pageable host memory it completes before returning. */
 WEFT_API int weft_memcpy(void* dst, const void* src, uint64_t bytes, int32_t kind, void* stream);
+/* Stream-ordered 2-D copy: `rows` rows of width_bytes each, row r from src + r x src_pitch to
+ * dst + r x dst_pitch (a column range of a matrix into a dense one, say). NULL stream: as weft_memcpy. */
+WEFT_API int weft_memcpy_2d(void* dst, uint64_t dst_pitch, const void* src, uint64_t src_pitch, uint64_t width_bytes,
+                            uint64_t rows, int32_t kind, void* stream);
 /* Copy between two devices' memory, over NVLink/PCIe peer access when enabled. */
 WEFT_API int weft_memcpy_peer(void* dst, int32_t dst_device, const void* src, int32_t src_device,
                               uint64_t bytes, void* stream);
@@ -1239,6 +1243,12 @@ WEFT_API int weft_nn_sample(const WeftSampleParams* params, const WeftOpLaunch* 
  *     non-decreasing offsets, cu[0] = 0, cu[batch] = total; cu_seqlens_k for the keys, 0 = the same
  *     array); seqlen_q, seqlen_k: the longest sequence (maxSeqlen: no sequence may be longer);
  *     lse [heads, total_q]
+ *   varlen with seqused_k (FlashAttention's seqused_k; a KV cache read in place): sequence b's keys
+ *     are rows [cu_seqlens_k[b], cu_seqlens_k[b] + seqused_k[b]) of k and v: cu_seqlens_k holds
+ *     each sequence's first key row, in any order (runs may be apart, e.g. one slot of a cache
+ *     each; its last entry is not read). seqused_k[b] = 0: no keys (out 0, lse -inf). The key
+ *     block with a sequence's last key is read whole (128 rows from a multiple of 128 past its
+ *     first row, the scores past its keys masked): rows of k and v there must be finite too.
  * heads % kv_heads == 0 (GQA, MQA: query head h reads kv head h / (heads / kv_heads)); head_dim 64 or
  * 128. WEFT_ATTENTION_CAUSAL: query i of a sequence with len_q queries and len_k keys sees key j when
  * j <= i + len_k - len_q (bottom-right aligned; the usual mask when len_q == len_k); a query that
@@ -1252,7 +1262,7 @@ WEFT_API int weft_nn_sample(const WeftSampleParams* params, const WeftOpLaunch* 
 enum WeftAttentionFailure {
   WEFT_ATTENTION_FAIL_BARRIER_TIMEOUT = 1, /* a shared-memory pipeline barrier wait ran out */
   WEFT_ATTENTION_FAIL_PEER_WAIT = 2,       /* ring: a wait for a peer's keys or signal ran out */
-  WEFT_ATTENTION_FAIL_SEQLENS = 3          /* varlen offsets out of range or decreasing (skipped) */
+  WEFT_ATTENTION_FAIL_SEQLENS = 3          /* varlen offsets or seqused_k out of range (skipped) */
 };
 enum WeftAttentionStage {
   WEFT_ATTENTION_STAGE_PRODUCER = 1, /* the producer (or, ring, the launch's entry and the movers) */
@@ -1262,7 +1272,7 @@ enum WeftAttentionStage {
 
 typedef struct WeftAttentionParams {
   uint32_t size;    /* sizeof(WeftAttentionParams) */
-  uint32_t version; /* 2 */
+  uint32_t version; /* 3 */
   uint64_t q, k, v, out; /* device addresses, 16-byte aligned */
   uint64_t lse;          /* fp32, 4-byte aligned; 0 = not written */
   uint64_t cu_seqlens_q; /* varlen: int32 [batch + 1] on the device; 0 = bshd */
@@ -1275,8 +1285,11 @@ typedef struct WeftAttentionParams {
   int32_t max_ctas;           /* cap on the persistent grid; 0 = one CTA per SM */
   int32_t reserved;           /* 0 */
   uint64_t stream;            /* cudaStream_t on the tensors' device; 0 = legacy default stream */
+  uint64_t seqused_k;         /* varlen, optional: int32 [batch] on the device, each sequence's keys
+                                 from its cu_seqlens_k entry (above); 0 = cu_seqlens_k's differences */
 } WeftAttentionParams;
-#define WEFT_ATTENTION_PARAMS_INIT {sizeof(WeftAttentionParams), 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0}
+#define WEFT_ATTENTION_PARAMS_INIT \
+  {sizeof(WeftAttentionParams), 3, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0f, 0, 0, 0, 0}
 
 /* The configuration a call with these params runs. */
 typedef struct WeftAttentionChoice {
@@ -1383,11 +1396,12 @@ WEFT_API int weft_ring_attention_plan_destroy(WeftRingAttentionPlan* plan);
  * host by the kernel's own tile decode and key walk (no GPU needed). config: 18 int32 {batch, heads,
  * kv_heads, head_dim, seqlen_q, seqlen_k, causal, section, total_q, total_k, world (0: one GPU),
  * rank, layout, group_heads, kv_rows, memory KiB, replay CTAs (0: none), the CTAs the replayed
- * counter's limit assumes (0: the same)}; cu_q / cu_k: host int32 offsets (varlen) or NULL. out: 18
- * int32 per block, then a replay's trailer row (cuda/attention/attention.h, kWalkFields); *out_rows:
- * the count. */
-WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* cu_q, const int32_t* cu_k, int32_t* out,
-                                         int64_t capacity, int64_t* out_rows);
+ * counter's limit assumes (0: the same)}; cu_q / cu_k / used_k: host int32 offsets and key counts
+ * (varlen, as WeftAttentionParams' cu_seqlens_q, cu_seqlens_k, seqused_k) or NULL. out: 18 int32
+ * per block, then a replay's trailer row (cuda/attention/attention.h, kWalkFields); *out_rows: the
+ * count. */
+WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* cu_q, const int32_t* cu_k,
+                                         const int32_t* used_k, int32_t* out, int64_t capacity, int64_t* out_rows);
 
 /* ---- baselines for benchmarks (dlopen'ed cuBLASLt, NCCL) ------------------------------------- */
 

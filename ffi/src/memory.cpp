@@ -122,6 +122,24 @@ WEFT_API int weft_memcpy(void* dst, const void* src, uint64_t bytes, int32_t kin
   });
 }
 
+WEFT_API int weft_memcpy_2d(void* dst, uint64_t dst_pitch, const void* src, uint64_t src_pitch, uint64_t width_bytes,
+                            uint64_t rows, int32_t kind, void* stream) {
+  return guard([&] {
+    WEFT_REQUIRE(kind >= WEFT_COPY_DEFAULT && kind <= WEFT_COPY_D2D, "kind %d is not a WeftCopyKind", kind);
+    WEFT_REQUIRE((dst && src) || width_bytes == 0 || rows == 0, "dst and src must not be NULL");
+    WEFT_REQUIRE(width_bytes <= dst_pitch && width_bytes <= src_pitch, "width_bytes (%llu) must be at most both pitches",
+                 static_cast<unsigned long long>(width_bytes));
+    if (width_bytes == 0 || rows == 0) return;
+    static const cudaMemcpyKind kinds[] = {cudaMemcpyDefault, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
+                                           cudaMemcpyDeviceToDevice};
+    int dev = pointer_device(dst);
+    if (dev < 0) dev = pointer_device(src);
+    DeviceGuard g(stream ? stream_device(stream, dst) : (dev < 0 ? 0 : dev));
+    WEFT_CUDA(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width_bytes, rows, kinds[kind], as_stream(stream)));
+    if (!stream) WEFT_CUDA(cudaStreamSynchronize(nullptr));
+  });
+}
+
 WEFT_API int weft_memcpy_peer(void* dst, int32_t dst_device, const void* src, int32_t src_device,
                               uint64_t bytes, void* stream) {
   return guard([&] {

@@ -26,7 +26,8 @@ export const AttentionParams = new Struct("WeftAttentionParams", {
   max_ctas: "i32",
   reserved: "i32",
   stream: "u64",
-}, { version: 2 });
+  seqused_k: "u64",
+}, { version: 3 });
 
 export const AttentionChoice = new Struct("WeftAttentionChoice", {
   size: "u32",

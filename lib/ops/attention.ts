@@ -12,6 +12,10 @@
 //           cuSeqlensK for the keys when they differ (else Tk = Tq and the keys share cuSeqlens);
 //           maxSeqlen (maxSeqlenK) must be at least every sequence's length: the kernel checks the
 //           offsets it reads and the run rejects with ArgumentError when they break a rule.
+//   KV cache, read in place (FlashAttention's seqused_k): sequsedK i32 [B] on the GPU; sequence b's
+//           keys are rows cuSeqlensK[b] .. cuSeqlensK[b] + sequsedK[b] of k and v (starts in any
+//           order, cuSeqlensK's last entry unread): e.g. k = a cache [slots, maxSeq, Hkv, D] viewed
+//           as [slots * maxSeq, Hkv, D], cuSeqlensK[b] = slot_b * maxSeq, sequsedK[b] = its length.
 // H % Hkv == 0 (GQA / MQA); D 64 or 128. causal: query i sees key j when j <= i + Sk − Sq (aligned
 // bottom-right, as in a KV cache); a query that sees no key gets out 0 and lse −inf. scale defaults
 // to 1 / √D. lse is the natural log of Σ exp(q·k·scale), for the backward pass.
@@ -50,6 +54,8 @@ export interface AttentionArgs extends AttentionTensors {
   /** i32 [B + 1] on the GPU: q (and k, unless cuSeqlensK) is a packed batch. */
   cuSeqlens?: Tensor;
   cuSeqlensK?: Tensor;
+  /** i32 [B] on the GPU (needs cuSeqlensK): sequence b has sequsedK[b] keys from row cuSeqlensK[b]. */
+  sequsedK?: Tensor;
   /** The longest sequence of the packed batch (required with cuSeqlens). */
   maxSeqlen?: number;
   /** The longest key sequence (with cuSeqlensK; default maxSeqlen). */
@@ -62,9 +68,9 @@ export interface AttentionArgs extends AttentionTensors {
 }
 
 /** What validateAttention needs of the arguments: the tensors as descriptions (CPU tests) or Tensors. */
-export type AttentionDescArgs = Omit<AttentionArgs, "q" | "k" | "v" | "out" | "lse" | "cuSeqlens" | "cuSeqlensK"> & {
+export type AttentionDescArgs = Omit<AttentionArgs, "q" | "k" | "v" | "out" | "lse" | "cuSeqlens" | "cuSeqlensK" | "sequsedK"> & {
   q: TensorDesc; k: TensorDesc; v: TensorDesc; out: TensorDesc; lse?: TensorDesc;
-  cuSeqlens?: TensorDesc; cuSeqlensK?: TensorDesc;
+  cuSeqlens?: TensorDesc; cuSeqlensK?: TensorDesc; sequsedK?: TensorDesc;
 };
 
 /** The problem validateAttention derived from the arguments. */
@@ -81,6 +87,8 @@ export interface AttentionShape {
   totalQ: number;
   totalK: number;
   varlen: boolean;
+  /** Keys counted per sequence (sequsedK). */
+  seqused: boolean;
   causal: boolean;
   /** 0: 1 / √D. */
   scale: number;
@@ -98,7 +106,7 @@ export interface AttentionChoiceInfo {
 
 const FLAG_CAUSAL = WeftAttentionFlags.WEFT_ATTENTION_CAUSAL;
 const DEFAULT_TIMEOUT_MS = 60_000;
-const OPTIONS = ["q", "k", "v", "out", "lse", "causal", "scale", "cuSeqlens", "cuSeqlensK", "maxSeqlen", "maxSeqlenK",
+const OPTIONS = ["q", "k", "v", "out", "lse", "causal", "scale", "cuSeqlens", "cuSeqlensK", "sequsedK", "maxSeqlen", "maxSeqlenK",
   "config", "stream", "timeoutMs"];
 
 function desc(t: TensorDesc | undefined, op: string, name: string): TensorDesc {
@@ -131,6 +139,9 @@ export function validateAttention(args: AttentionDescArgs, op = "attention"): At
   }
   const varlen = args.cuSeqlens !== undefined;
   if (!varlen && args.cuSeqlensK !== undefined) throw new ArgumentError(op, "cuSeqlensK", "needs cuSeqlens (a packed batch)");
+  if (args.sequsedK !== undefined && args.cuSeqlensK === undefined) {
+    throw new ArgumentError(op, "sequsedK", "needs cuSeqlensK (each sequence's first key row) and cuSeqlens (a packed batch)");
+  }
   if (!varlen && (args.maxSeqlen !== undefined || args.maxSeqlenK !== undefined)) {
     throw new ArgumentError(op, args.maxSeqlen !== undefined ? "maxSeqlen" : "maxSeqlenK", "applies to packed batches only (with cuSeqlens)");
   }
@@ -169,6 +180,13 @@ export function validateAttention(args: AttentionDescArgs, op = "attention"): At
       if (cuk.dtype !== "i32") throw new ArgumentError(op, "cuSeqlensK", `must be i32 (got ${cuk.dtype})`);
       if (cuk.device !== q.device) throw new ArgumentError(op, "cuSeqlensK", `is on device ${cuk.device} but q is on device ${q.device}`);
       seqlenK = checkInt(op, "maxSeqlenK", args.maxSeqlenK ?? args.maxSeqlen, 1, totalK);
+      if (args.sequsedK !== undefined) {
+        const used = desc(args.sequsedK, op, "sequsedK");
+        if (used.dtype !== "i32" || used.shape.length !== 1 || used.shape[0] !== batch) {
+          throw new ArgumentError(op, "sequsedK", `must be an i32 tensor [batch] = [${batch}] of key counts (got ${used.dtype} ${shapeText(used)})`);
+        }
+        if (used.device !== q.device) throw new ArgumentError(op, "sequsedK", `is on device ${used.device} but q is on device ${q.device}`);
+      }
     } else {
       if (totalK !== totalQ) {
         throw new ArgumentError(op, "k", `has ${totalK} rows but q has ${totalQ}: keys of another length need their own cuSeqlensK`);
@@ -209,15 +227,18 @@ export function validateAttention(args: AttentionDescArgs, op = "attention"): At
   if (args.timeoutMs !== undefined && !(typeof args.timeoutMs === "number" && args.timeoutMs > 0)) {
     throw new ArgumentError(op, "timeoutMs", `must be a positive number of milliseconds (got ${JSON.stringify(args.timeoutMs)})`);
   }
-  return { device: q.device, batch, heads, kvHeads, headDim, seqlenQ, seqlenK, totalQ, totalK, varlen, causal: args.causal, scale, maxCtas };
+  return {
+    device: q.device, batch, heads, kvHeads, headDim, seqlenQ, seqlenK, totalQ, totalK, varlen, seqused: args.sequsedK !== undefined,
+    causal: args.causal, scale, maxCtas,
+  };
 }
 
 function requireTensors(op: string, args: AttentionArgs): Tensor[] {
-  const names = ["q", "k", "v", "out", "lse", "cuSeqlens", "cuSeqlensK"] as const;
+  const names = ["q", "k", "v", "out", "lse", "cuSeqlens", "cuSeqlensK", "sequsedK"] as const;
   const held: Tensor[] = [];
   for (const name of names) {
     const t = args?.[name];
-    if (t === undefined && (name === "lse" || name === "cuSeqlens" || name === "cuSeqlensK")) continue;
+    if (t === undefined && name !== "q" && name !== "k" && name !== "v" && name !== "out") continue;
     if (!(t instanceof Tensor)) throw new ArgumentError(op, name, "must be a Tensor");
     t.guard(op);
     held.push(t);
@@ -243,7 +264,7 @@ export function packAttentionParams(shape: AttentionShape, args: AttentionArgs):
     batch: shape.batch, heads: shape.heads, kv_heads: shape.kvHeads, head_dim: shape.headDim,
     seqlen_q: shape.seqlenQ, seqlen_k: shape.seqlenK, total_q: shape.varlen ? shape.totalQ : 0, total_k: shape.varlen ? shape.totalK : 0,
     flags: shape.causal ? FLAG_CAUSAL : 0, scale: shape.scale, max_ctas: shape.maxCtas,
-    stream: args.stream ? args.stream.handle : 0,
+    stream: args.stream ? args.stream.handle : 0, seqused_k: args.sequsedK?.ptr ?? 0,
   });
 }
 
@@ -256,8 +277,8 @@ export function describeAttentionFailure(op: string): FailureDescriber {
   return (reason) => {
     const { code, stage } = decodeReason(reason);
     if (code === F.WEFT_ATTENTION_FAIL_SEQLENS) {
-      return new ArgumentError(op, "cuSeqlens", "holds offsets outside [0, total] or not non-decreasing, or a sequence longer than maxSeqlen: " +
-        "those sequences were skipped");
+      return new ArgumentError(op, "cuSeqlens", "holds offsets outside [0, total] or not non-decreasing, or a sequence longer than maxSeqlen, " +
+        "or (with sequsedK) a key count below 0 or past k's rows: those sequences were skipped");
     }
     if (code === F.WEFT_ATTENTION_FAIL_BARRIER_TIMEOUT || code === F.WEFT_ATTENTION_FAIL_PEER_WAIT) {
       const what = code === F.WEFT_ATTENTION_FAIL_BARRIER_TIMEOUT ? "a shared-memory barrier wait" : "a wait for a peer's data";

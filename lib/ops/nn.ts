@@ -1,6 +1,6 @@
 // nn.ts — the small layers of a transformer decoder on one GPU (cuda/nn): embedding lookup, RMSNorm
-// (optionally fused with the residual add), rotary position embedding, SwiGLU, and a slotted KV
-// cache with its attention. Sampling is in ./sample.ts.
+// (optionally fused with the residual add), rotary position embedding, SwiGLU, a slotted KV cache
+// with its attention, and a column copy. Sampling is in ./sample.ts.
 //
 //   embedding({ table, ids, out });                         // out[r] = table[ids[r]]
 //   rmsNorm({ x, weight, out, residual });                  // residual += x; out = norm(residual) * weight
@@ -8,14 +8,15 @@
 //   swiglu({ x: gateUp, out });                             // out = silu(gate) * up
 //   kvAppend({ src: qkv, kColumn, vColumn, kCache, vCache, slotIds, positions });
 //   cacheAttention({ q: qkv, heads, kvHeads, kCache, vCache, slotIds, positions, out });
+//   copyColumns({ src: qkv, column: 0, out: q });           // out[r] = src[r, 0 .. out's width)
 //
-// Every call validates its tensors, then enqueues one kernel on `stream` (default: the device's
-// legacy default stream) and returns at once. bf16 throughout; the per-row side inputs (ids,
-// positions, slot ids) are int32 device tensors, so a continuous batch changes them step by step
-// without new calls. `rows` (default: the side input's length or the tensor's rows) lets buffers
+// Every call validates its tensors, then enqueues one kernel (copyColumns: one 2-D copy) on
+// `stream` (default: the device's legacy default stream) and returns at once. bf16 throughout; the
+// per-row side inputs (ids, positions, slot ids) are int32 device tensors, so a continuous batch
+// changes them step by step without new calls. `rows` (default: the side input's length or the tensor's rows) lets buffers
 // sized for the largest batch serve smaller ones: only the leading rows are read and written.
 import {
-  CacheAttentionParams, EmbeddingParams, KvAppendParams, RmsNormParams, RopeParams, SwigluParams,
+  CacheAttentionParams, EmbeddingParams, KvAppendParams, RmsNormParams, RopeParams, SwigluParams, WeftCopyKind,
 } from "../abi.ts";
 import { ArgumentError } from "../errors.ts";
 import { check, native } from "../native.ts";
@@ -71,6 +72,16 @@ export interface SwigluArgs<T = Tensor> extends NnCall {
   /** [>= rows, 2 * dim] bf16: the gate projection's dim columns, then the up projection's. */
   x: T;
   /** [>= rows, dim] bf16. */
+  out: T;
+  rows?: number;
+}
+
+export interface CopyColumnsArgs<T = Tensor> extends NnCall {
+  /** [>= rows, stride] bf16. */
+  src: T;
+  /** Element offset in src's rows of the first column copied (default 0). */
+  column?: number;
+  /** [>= rows, width] bf16, another tensor: out[r] = src[r, column .. column + width). */
   out: T;
   rows?: number;
 }
@@ -230,6 +241,16 @@ export function validateSwiglu(a: SwigluArgs<TensorDesc>, op = "swiglu") {
   return { rows: rowsOf(op, a.rows, [["x", xRows], ["out", outRows]]), dim };
 }
 
+export function validateCopyColumns(a: CopyColumnsArgs<TensorDesc>, op = "copyColumns") {
+  const [srcRows, stride] = matrix(a.src, op, "src");
+  const [outRows, width] = matrix(a.out, op, "out");
+  const column = int(op, "column", a.column ?? 0, 0);
+  if (column + width > stride) throw new ArgumentError(op, "column", `is ${column}: ${column} + out's width ${width} is past src's ${stride} columns`);
+  if (a.out === a.src) throw new ArgumentError(op, "out", "must not be src");
+  sameDevice(op, [["src", a.src], ["out", a.out]], a.stream);
+  return { rows: rowsOf(op, a.rows, [["src", srcRows], ["out", outRows]]), stride, column, width };
+}
+
 function cacheShape(a: KvCacheTensors<TensorDesc>, op: string) {
   const [slots, maxSeq, width] = bf16(a.kCache, op, "kCache", 3) as [number, number, number];
   const v = bf16(a.vCache, op, "vCache", 3);
@@ -367,4 +388,13 @@ export function cacheAttention(a: CacheAttentionArgs): void {
     positions: a.positions.ptr, out: a.out.ptr, rows: v.rows, heads: v.heads, kv_heads: v.kvHeads, head_dim: v.headDim,
     q_stride: v.qStride, out_stride: v.outStride, slots: v.slots, max_seq: v.maxSeq, scale: v.scale, stream: streamOf(a.stream),
   })), op);
+}
+
+/** out[r] = src[r, column .. column + width) for the leading rows (one stream-ordered 2-D copy). */
+export function copyColumns(a: CopyColumnsArgs): void {
+  const op = "copyColumns";
+  requireTensors(op, { src: a?.src, out: a?.out });
+  const v = validateCopyColumns(a, op);
+  check(native().weft_memcpy_2d(a.out.ptr, v.width * BF16_BYTES, a.src.ptr + v.column * BF16_BYTES, v.stride * BF16_BYTES,
+    v.width * BF16_BYTES, v.rows, WeftCopyKind.WEFT_COPY_D2D, streamOf(a.stream)), op);
 }

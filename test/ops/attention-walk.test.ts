@@ -1,9 +1,10 @@
 // The attention kernel's tile order and key walk, listed on the host by the kernel's own code
 // (weft_testing_attention_walk) and checked without a GPU: every query in exactly one tile, every
 // tile's blocks covering exactly the keys its queries may see, once each, at the rows and columns of
-// the right map; for the ring, on every rank of worlds 1-4, both layouts. A host replay of the tile
-// scheduler (simulated CTAs taking the next index from a model of the device counter, two launches
-// without a reset) checks that each launch hands every tile to exactly one CTA.
+// the right map (packed, and a KV cache read in place: per-sequence key starts and counts); for the
+// ring, on every rank of worlds 1-4, both layouts. A host replay of the tile scheduler (simulated
+// CTAs taking the next index from a model of the device counter, two launches without a reset)
+// checks that each launch hands every tile to exactly one CTA.
 import { describe, expect, test } from "../support/test-api.ts";
 
 import { check, native } from "../../lib/native.ts";
@@ -27,14 +28,14 @@ interface Config {
   replayCtas?: number; limitCtas?: number;
 }
 
-function walk(c: Config, cuQ?: number[], cuK?: number[]): Block[] {
+function walk(c: Config, cuQ?: number[], cuK?: number[], usedK?: number[]): Block[] {
   const config = Int32Array.from([c.batch, c.heads, c.kvHeads, c.headDim, c.seqQ, c.seqK, c.causal ? 1 : 0, c.section ?? 1,
     c.totalQ ?? 0, c.totalK ?? 0, c.world ?? 0, c.rank ?? 0, c.layout === "contiguous" ? 1 : 0, c.groupHeads ?? 0, c.kvRows ?? 0, 0, c.replayCtas ?? 0, c.limitCtas ?? 0]);
   const count = new BigInt64Array(1);
-  const q = cuQ ? Int32Array.from(cuQ) : null, k = cuK ? Int32Array.from(cuK) : null;
-  check(native().weft_testing_attention_walk(config, q, k, null, 0, count), "walk");
+  const q = cuQ ? Int32Array.from(cuQ) : null, k = cuK ? Int32Array.from(cuK) : null, used = usedK ? Int32Array.from(usedK) : null;
+  check(native().weft_testing_attention_walk(config, q, k, used, null, 0, count), "walk");
   const out = new Int32Array(Number(count[0]) * FIELDS);
-  check(native().weft_testing_attention_walk(config, q, k, out, Number(count[0]), count), "walk");
+  check(native().weft_testing_attention_walk(config, q, k, used, out, Number(count[0]), count), "walk");
   const rows: Block[] = [];
   for (let i = 0; i < out.length; i += FIELDS) {
     const f = out.subarray(i, i + FIELDS);
@@ -111,6 +112,31 @@ function checkKeys(tile: Block[], keys: number, causal: boolean, keyAt: (blk: Bl
   for (let p = 0; p <= last; p++) if (!seen[p]) throw new Error(`tile ${t.index} (b ${t.b} h ${t.h} pos ${t.qPos}) misses key ${p}`);
 }
 
+/** Checks one-GPU tiles: every query once, each tile's keys exactly those of its sequence, read from
+ * rows startK(b) + pos. */
+function checkLocal(c: Config, rows: Block[], lenQ: (b: number) => number, lenK: (b: number) => number,
+  startQ: (b: number) => number, startK: (b: number) => number): void {
+  const packed = c.totalQ !== undefined;
+  const covered = new Map<string, number>();
+  for (const tile of byTile(rows)) {
+    const t = tile[0]!;
+    expect(t.hk).toBe(Math.floor(t.h / (c.heads / c.kvHeads)));
+    const i0 = t.qRow - startQ(t.b);
+    expect(t.qRows).toBe(lenQ(t.b) - i0);
+    expect(t.qPos).toBe(i0 + lenK(t.b) - lenQ(t.b));
+    expect(t.lse).toBe(packed ? t.h * c.totalQ! + t.qRow : (t.b * c.heads + t.h) * c.seqQ + i0);
+    for (let i = 0; i < Math.min(BM, t.qRows); i++) {
+      const key = `${t.b}/${t.h}/${i0 + i}`;
+      covered.set(key, (covered.get(key) ?? 0) + 1);
+    }
+    if (lenK(t.b) === 0) expect(tile.every((blk) => blk.source < 0)).toBe(true);
+    checkKeys(tile, lenK(t.b), c.causal, (blk, pos) => [startK(t.b) + pos, t.hk * c.headDim]);
+  }
+  for (let b = 0; b < c.batch; b++) for (let h = 0; h < c.heads; h++) for (let i = 0; i < lenQ(b); i++) {
+    expect(covered.get(`${b}/${h}/${i}`)).toBe(1);
+  }
+}
+
 describe("the attention kernel's tiles and key blocks (host listing of the kernel's code)", () => {
   const local: [string, Config, number[]?][] = [
     ["bshd causal, GQA, sections of 3", { batch: 2, heads: 4, kvHeads: 2, headDim: 128, seqQ: 300, seqK: 300, causal: true, section: 3 }],
@@ -124,29 +150,45 @@ describe("the attention kernel's tiles and key blocks (host listing of the kerne
     test(`one GPU: ${name}`, () => {
       const rows = walk({ ...c, replayCtas: 3 }, cu, cu);
       checkReplay(rows, 3);
-      const lenQ = (b: number) => (cu ? cu[b + 1]! - cu[b]! : c.seqQ);
-      const lenK = (b: number) => (cu ? cu[b + 1]! - cu[b]! : c.seqK);
-      const startQ = (b: number) => (cu ? cu[b]! : b * c.seqQ);
-      const startK = (b: number) => (cu ? cu[b]! : b * c.seqK);
-      const covered = new Map<string, number>();
-      for (const tile of byTile(rows)) {
-        const t = tile[0]!;
-        expect(t.hk).toBe(Math.floor(t.h / (c.heads / c.kvHeads)));
-        const i0 = t.qRow - startQ(t.b);
-        expect(t.qRows).toBe(lenQ(t.b) - i0);
-        expect(t.qPos).toBe(i0 + lenK(t.b) - lenQ(t.b));
-        expect(t.lse).toBe(cu ? t.h * c.totalQ! + t.qRow : (t.b * c.heads + t.h) * c.seqQ + i0);
-        for (let i = 0; i < Math.min(BM, t.qRows); i++) {
-          const key = `${t.b}/${t.h}/${i0 + i}`;
-          covered.set(key, (covered.get(key) ?? 0) + 1);
-        }
-        checkKeys(tile, lenK(t.b), c.causal, (blk, pos) => [startK(t.b) + pos, t.hk * c.headDim]);
-      }
-      for (let b = 0; b < c.batch; b++) for (let h = 0; h < c.heads; h++) for (let i = 0; i < lenQ(b); i++) {
-        expect(covered.get(`${b}/${h}/${i}`)).toBe(1);
-      }
+      const len = (b: number, s: number) => (cu ? cu[b + 1]! - cu[b]! : s);
+      const start = (b: number, s: number) => (cu ? cu[b]! : b * s);
+      checkLocal(c, rows, (b) => len(b, c.seqQ), (b) => len(b, c.seqK), (b) => start(b, c.seqQ), (b) => start(b, c.seqK));
     });
   }
+
+  // A slotted KV cache read in place (seqused_k): k is [slots * maxSeq] rows, sequence b's keys start
+  // at its slot's first row (slots in any order) and count used[b]; its queries are this step's rows:
+  // decode (1 each), prefill (the whole prompt) or both in one batch; one sequence has no keys.
+  const maxSeq = 700, slots = [5, 0, 3, 1, 6, 2];
+  const used = [1, 0, 129, 700, 128, 300];
+  const prompt = used.map((n) => Math.max(n, 1));  // the empty sequence still has a query (it sees nothing)
+  for (const [phase, lenQ] of [["decode", used.map(() => 1)], ["prefill", prompt], ["mixed", prompt.map((n, b) => (b % 2 ? n : 1))]] as const) {
+    for (const headDim of [64, 128]) {
+      test(`one GPU: KV cache in place (seqused_k), ${phase}, D ${headDim}, causal, slots in any order`, () => {
+        const cuQ = [0];
+        for (const n of lenQ) cuQ.push(cuQ.at(-1)! + n);
+        const cuK = [...slots.map((s) => s * maxSeq), 123456];  // the last entry is never read
+        const c: Config = { batch: used.length, heads: 4, kvHeads: 2, headDim, seqQ: Math.max(...lenQ), seqK: maxSeq, causal: true,
+          section: 3, totalQ: cuQ.at(-1)!, totalK: 8 * maxSeq };
+        const rows = walk(c, cuQ, cuK, used);
+        expect(rows.some((r) => r.status === 2)).toBe(false);
+        checkLocal(c, rows, (b) => lenQ[b]!, (b) => used[b]!, (b) => cuQ[b]!, (b) => cuK[b]!);
+      });
+    }
+  }
+
+  test("one GPU: key counts past k's rows, or below 0, are reported (status invalid), not walked", () => {
+    const c: Config = { batch: 3, heads: 2, kvHeads: 1, headDim: 128, seqQ: 1, seqK: 100, causal: true, totalQ: 3, totalK: 300 };
+    const statusOf = (used: number[], cuK = [0, 100, 200, 0]) => {
+      const rows = walk(c, [0, 1, 2, 3], cuK, used);
+      return [0, 1, 2].map((b) => rows.find((r) => r.index === b * c.heads)!.status);
+    };
+    expect(statusOf([100, 100, 100])).toEqual([1, 1, 1]);
+    expect(statusOf([100, 101, 100])).toEqual([1, 1, 1]);  // 100 + 101 <= 300: inside k
+    expect(statusOf([100, 100, 101])).toEqual([1, 1, 2]);  // 200 + 101 > 300
+    expect(statusOf([-1, 0, 0])).toEqual([2, 1, 1]);
+    expect(statusOf([1, 1, 1], [0, -5, 0, 0])).toEqual([1, 2, 1]);
+  });
 
   for (const world of [1, 2, 3, 4]) {
     for (const layout of ["zigzag", "contiguous"] as const) {

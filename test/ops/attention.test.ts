@@ -1,5 +1,6 @@
 // attention(): validation on the CPU, then the engine on a GPU against the fp32 reference kernel
-// (and a CPU fp64 loop for tiny shapes), every element of out and lse checked, outputs NaN-poisoned.
+// (and a CPU fp64 loop for tiny shapes), every element of out and lse checked, outputs NaN-poisoned;
+// a slotted KV cache read in place (sequsedK) against both that reference and the keys packed densely.
 import { describe, expect, test } from "../support/test-api.ts";
 
 import { ArgumentError } from "../../lib/errors.ts";
@@ -7,7 +8,10 @@ import { attention, planAttention, validateAttention, type AttentionDescArgs } f
 import type { TensorDesc } from "../../lib/ops/gemm.ts";
 import { Tensor } from "../../lib/tensor.ts";
 import { argError } from "../support/argument-error.ts";
-import { AttentionProblem, caseName, compare, cpuAttention, expectWithinBars, LSE_ABS_BAR, type AttentionCase } from "../support/attention.ts";
+import {
+  AttentionProblem, caseName, compare, cpuAttention, expectWithinBars, fp32Reference, LSE_ABS_BAR, type AttentionCase,
+} from "../support/attention.ts";
+import { cacheCaseName, CacheProblem, randomCacheCase, type CacheCase } from "../support/attention-cache.ts";
 import { describeGpu, relError } from "../support/gpu.ts";
 
 const t = (shape: number[], dtype: TensorDesc["dtype"] = "bf16", device = 0): TensorDesc => ({ shape, dtype, device });
@@ -42,6 +46,21 @@ describe("attention validation (CPU: checked before anything reaches the GPU)", 
     expect(argError(() => validateAttention(packed({ lse: t([900, 4], "f32") })), "lse")).toContain("[heads, total] = [4, 900]");
     expect(argError(() => validateAttention(bshd({ cuSeqlensK: t([3], "i32") })), "cuSeqlensK")).toContain("needs cuSeqlens");
     expect(argError(() => validateAttention(bshd({ maxSeqlen: 5 })), "maxSeqlen")).toContain("packed batches only");
+  });
+
+  test("a KV cache read in place: sequsedK needs cuSeqlensK, i32 [batch] on q's device", () => {
+    const cache = (extra: Partial<AttentionDescArgs> = {}) => packed({
+      k: t([8 * 512, 4, 64]), v: t([8 * 512, 4, 64]), cuSeqlensK: t([4], "i32"), sequsedK: t([3], "i32"), maxSeqlenK: 512, ...extra,
+    });
+    expect(validateAttention(cache())).toMatchObject({ batch: 3, totalK: 4096, seqlenK: 512, varlen: true, seqused: true });
+    expect(validateAttention(packed())).toMatchObject({ seqused: false });
+    expect(argError(() => validateAttention(cache({ cuSeqlensK: undefined })), "sequsedK")).toContain("needs cuSeqlensK");
+    expect(argError(() => validateAttention(bshd({ sequsedK: t([2], "i32") })), "sequsedK")).toContain("needs cuSeqlensK");
+    expect(argError(() => validateAttention(cache({ sequsedK: t([3], "f32") })), "sequsedK")).toContain("i32 tensor [batch] = [3]");
+    expect(argError(() => validateAttention(cache({ sequsedK: t([4], "i32") })), "sequsedK")).toContain("[batch] = [3] of key counts (got i32 [4])");
+    expect(argError(() => validateAttention(cache({ sequsedK: t([3, 1], "i32") })), "sequsedK")).toContain("got i32 [3, 1]");
+    expect(argError(() => validateAttention(cache({ sequsedK: t([3], "i32", 1) })), "sequsedK")).toContain("device 1 but q is on device 0");
+    expect(argError(() => validateAttention(cache({ sequsedK: {} as never })), "sequsedK")).toContain("must be a Tensor");
   });
 
   test("shapes, dtypes and devices name the argument", () => {
@@ -185,5 +204,98 @@ describeGpu("attention on one GPU", 1, () => {
     }
     expect(caught).toBeInstanceOf(ArgumentError);
     expect((caught as ArgumentError).argument).toBe("cuSeqlens");
+  });
+});
+
+// ---- GPU: a slotted KV cache read in place ----------------------------------------------------------
+
+/** Runs the case by the engine over the cache (sequsedK), checks every element against the reference
+ * kernel with the same sequsedK, and against the keys packed densely (the plain varlen path of both
+ * kernels): the engine's output must equal its plain-path output bit for bit (the same tiles and key
+ * blocks, the masked keys contributing exact zeros), and the two references each other. */
+async function checkCache(c: CacheCase): Promise<void> {
+  using p = new CacheProblem(c, seed += 3);
+  await attention(p.args);
+  const name = cacheCaseName(c);
+  const ref = p.reference();
+  const dense = p.packed();
+  const { cuSeqlensK: _k, sequsedK: _u, ...plain } = p.args;
+  using out2 = Tensor.empty(p.out.shape, "bf16").fill(Number.NaN);
+  using lse2 = Tensor.empty(p.lse.shape, "f32").fill(Number.NaN);
+  const packedArgs = {
+    ...plain, k: dense.k, v: dense.v, cuSeqlensK: dense.cuK, maxSeqlenK: Math.min(c.maxSeq, dense.k.shape[0]!), out: out2, lse: lse2,
+  };
+  const { out32, lse32 } = fp32Reference(packedArgs);
+  try {
+    expectWithinBars(compare(p.out, ref.out32, p.lse, ref.lse32), `${name} vs the reference (sequsedK)`);
+    expect(relError(out32.download() as Float32Array, ref.out32.download() as Float32Array)).toBeLessThanOrEqual(1e-6);
+    expectWithinBars(compare(p.out, out32, p.lse, lse32), `${name} vs the reference over the packed keys`);
+    await attention(packedArgs);
+    const a = p.out.download({ raw: true }) as Uint16Array, b = out2.download({ raw: true }) as Uint16Array;
+    const differ = a.reduce((n, x, i) => n + (x !== b[i] ? 1 : 0), 0);
+    if (differ) throw new Error(`${name}: ${differ} of ${a.length} out elements differ from the engine over the packed keys`);
+    expect(Array.from(p.lse.download() as Float32Array)).toEqual(Array.from(lse2.download() as Float32Array));
+  } finally {
+    for (const t of [ref.out32, ref.lse32, out32, lse32]) t.dispose();
+    dense.dispose();
+  }
+}
+
+describeGpu("attention over a slotted KV cache read in place (sequsedK) on one GPU", 1, () => {
+  // Lengths of 1, of a block and one past, long, and one sequence with no keys at all.
+  const used = [1, 0, 600, 257, 128, 129, 37];
+  const shape = { slots: 9, maxSeq: 640, heads: 8, kvHeads: 2 };
+
+  test("prefill (queries = keys), decode (one query) and a mixed batch; GQA; D 64 and 128; causal", async () => {
+    for (const headDim of [64, 128]) {
+      for (const decode of [[false], [true], [true, false]]) {
+        await checkCache(randomCacheCase(seed += 5, { ...shape, headDim, used, decode }));
+      }
+      // MQA and a decode batch of 64 sequences, most of them short.
+      const many = Array.from({ length: 64 }, (_, i) => (i * 37) % 300 + (i % 5 === 0 ? 0 : 1));
+      await checkCache(randomCacheCase(seed += 5, { slots: 80, maxSeq: 320, heads: 8, kvHeads: 1, headDim, used: many, decode: [true] }));
+    }
+  }, 300_000);
+
+  test("100 back-to-back launches of one decode plan, slots and lengths changing every launch, each checked", async () => {
+    const c = randomCacheCase(seed += 5, { ...shape, headDim: 128, used, decode: [true] });
+    using p = new CacheProblem(c, seed += 3);
+    using plan = planAttention(p.args);
+    let s = 12345;
+    const rand = (n: number) => ((s = (s * 1103515245 + 12345) >>> 0) >>> 8) % n;
+    for (let launch = 0; launch < 100; launch++) {
+      const free = Array.from({ length: shape.slots }, (_, i) => i);
+      const slots = used.map(() => free.splice(rand(free.length), 1)[0]!);
+      const lengths = used.map((_, b) => (b === launch % used.length ? 0 : 1 + rand(shape.maxSeq)));
+      p.relocate(slots, lengths);
+      p.poison();
+      plan.runSync();
+      const ref = p.reference();
+      try {
+        expectWithinBars(compare(p.out, ref.out32, p.lse, ref.lse32), `launch ${launch}`);
+      } finally {
+        ref.out32.dispose();
+        ref.lse32.dispose();
+      }
+    }
+  }, 300_000);
+
+  test("key counts past k's rows, or a start below 0, are reported, not read out of bounds", async () => {
+    const c = randomCacheCase(seed += 5, { ...shape, headDim: 64, used: [5, 9], decode: [true] });
+    using p = new CacheProblem(c, seed += 3);
+    for (const [slots, lengths] of [[[0, shape.slots - 1], [5, shape.maxSeq + 1]], [[0, 1], [-1, 3]]] as const) {
+      p.relocate([...slots], [...lengths]);
+      let caught: unknown;
+      try {
+        await attention(p.args);
+      } catch (e) {
+        caught = e;
+      }
+      expect(caught).toBeInstanceOf(ArgumentError);
+      expect((caught as ArgumentError).message).toContain("sequsedK");
+    }
+    p.cuK.upload(Int32Array.from([-shape.maxSeq, 0, 0]));
+    p.usedK.upload(Int32Array.from([3, 3]));
+    await expect(attention(p.args)).rejects.toThrow(/sequsedK/);
   });
 });

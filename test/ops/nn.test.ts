@@ -5,8 +5,8 @@ import { describe, expect, test } from "../support/test-api.ts";
 
 import type { TensorDesc } from "../../lib/ops/gemm.ts";
 import {
-  cacheAttention, embedding, kvAppend, rmsNorm, rope, swiglu, validateCacheAttention, validateEmbedding, validateKvAppend,
-  validateRmsNorm, validateRope, validateSwiglu,
+  cacheAttention, copyColumns, embedding, kvAppend, rmsNorm, rope, swiglu, validateCacheAttention, validateCopyColumns,
+  validateEmbedding, validateKvAppend, validateRmsNorm, validateRope, validateSwiglu,
 } from "../../lib/ops/nn.ts";
 import { Sampler, sampleUniform, validateSample, validateSampling } from "../../lib/ops/sample.ts";
 import { Tensor } from "../../lib/tensor.ts";
@@ -63,6 +63,18 @@ describe("nn validation (CPU)", () => {
     expect(argError(() => validateCacheAttention({ ...att, kvHeads: 2 }), "kCache")).toContain("kvHeads x headDim is 128");
     expect(argError(() => validateCacheAttention({ ...att, out: bf16([6, 256]) }), "out")).toContain("512");
     expect(argError(() => validateCacheAttention({ ...att, headDim: 512, kvHeads: 1, heads: 1 }), "headDim")).toContain("[8, 256]");
+  });
+
+  test("copyColumns: the range fits src's rows, out is another tensor", () => {
+    const src = bf16([16, 384]);
+    expect(validateCopyColumns({ src, out: bf16([20, 256]) })).toEqual({ rows: 16, stride: 384, column: 0, width: 256 });
+    expect(validateCopyColumns({ src, column: 128, out: bf16([8, 256]), rows: 5 })).toEqual({ rows: 5, stride: 384, column: 128, width: 256 });
+    expect(argError(() => validateCopyColumns({ src, column: 136, out: bf16([8, 256]) }), "column")).toContain("past src's 384 columns");
+    expect(argError(() => validateCopyColumns({ src, column: -1, out: bf16([8, 256]) }), "column")).toContain("integer");
+    expect(argError(() => validateCopyColumns({ src, out: src }), "out")).toContain("must not be src");
+    expect(argError(() => validateCopyColumns({ src, out: bf16([8, 2, 128]) }), "out")).toContain("2-D");
+    expect(argError(() => validateCopyColumns({ src, out: bf16([8, 256], 1) }), "out")).toContain("device 1");
+    expect(argError(() => validateCopyColumns({ src, out: bf16([8, 256]), rows: 9 }), "rows")).toContain("out has only 8");
   });
 
   test("sampling settings and launch shape", () => {
@@ -196,6 +208,19 @@ describeGpu("nn layers on the GPU", 1, () => {
     swiglu({ x, out });
     expect(relError(out.download() as Float32Array, swigluRef(xh, rows, dim))).toBeLessThan(1e-2);
     x.dispose();
+  });
+
+  test("copyColumns: rows' column ranges, exactly; rows past `rows` untouched", () => {
+    const rows = 300, stride = 1000, column = 136, width = 520;
+    const [src, host] = bf16Tensor([rows + 5, stride], 43);
+    using out = poisoned([rows + 2, width]);
+    copyColumns({ src, column, out, rows });
+    const got = out.download() as Float32Array;
+    for (let r = 0; r < rows; r++) {
+      for (let c = 0; c < width; c++) if (got[r * width + c] !== host[r * stride + column + c]) throw new Error(`row ${r} column ${c} differs`);
+    }
+    expect(got.subarray(rows * width).every(Number.isNaN)).toBe(true);
+    src.dispose();
   });
 
   for (const headDim of [64, 256]) {

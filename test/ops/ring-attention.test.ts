@@ -134,6 +134,35 @@ for (const world of [1, 2, 3, 4]) {
       }, LONG);
     }
 
+    if (world >= 3) {
+      test("the CTA mover's stripes: 3 and 5 CTAs, batch 2 with uneven shards, group rows wider than a CTA, one slot", async () => {
+        // Every mover CTA copies a stripe of every item and the last to arrive raises its flag, so
+        // which CTA raises a flag changes from item to item and launch to launch: back-to-back
+        // launches with alternating inputs fail if a flag went up before every stripe had landed.
+        // Batch 2 at these shards reads the peer with the smaller shard at a row stride past its
+        // shard (k and v are sized for the largest); 26 kv heads per group at D 128 are 416 vectors
+        // a row, more than the CTA's 384 threads, so the copy goes in blocks of whole heads (24 + 2),
+        // and the second group has 2 heads. The D 64 case has one receive slot for its two groups,
+        // so every mover CTA waits for the slot before its stripe of the second group.
+        const s = seqFor(world);
+        const shards = Array.from({ length: world }, (_, r) => shardLength(s, world, "contiguous", r));
+        const most = Math.max(...shards.map((_, r) => shards.reduce((a, n, q) => a + (q === r ? 0 : n), 0)));
+        const striped: { c: RingCase; oneSlot?: boolean }[] = [
+          { c: { batch: 2, seqlen: s, heads: 8, kvHeads: 4, headDim: 128, causal: true, layout: "zigzag", config: { mover: "ctas", commCtas: 3, groupHeads: 2, memoryBytes: 64 << 20 } } },
+          { c: { batch: 1, seqlen: s, heads: 28, kvHeads: 28, headDim: 128, causal: false, layout: "contiguous",
+            config: { mover: "ctas", groupHeads: 26, memoryBytes: 64 << 20 } } },
+          { c: { batch: 2, seqlen: s, heads: 4, kvHeads: 4, headDim: 64, causal: true, layout: "contiguous",
+            config: { mover: "ctas", commCtas: 5, groupHeads: 3, memoryBytes: 2 * 2 * most * 3 * 64 * 2 } }, oneSlot: true },
+        ];
+        for (const { c, oneSlot } of striped) {
+          using p = new RingProblem(comms, c, seed += 30);
+          expect(p.ranks[0]!.plan.choice.groups).toBe(2);
+          expect(p.ranks[0]!.plan.choice.slots).toBe(oneSlot ? 1 : 2);
+          await p.backToBack(6);
+        }
+      }, LONG);
+    }
+
     if (world === 2 || world === 4) {
       test("100 back-to-back launches, no reset, every result checked (inputs alternate)", async () => {
         const c: RingCase = { batch: 1, seqlen: seqFor(world), heads: 4, kvHeads: 2, headDim: 128, causal: true, layout: "zigzag" };

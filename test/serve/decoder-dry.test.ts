@@ -1,7 +1,7 @@
 // The decoder's orchestration without a GPU (test/support/decoder-dry.ts, its own process because
 // module mocks are process-wide): every op of prefill, a mixed prefill + decode step and the
-// warm-up gets operands its validator accepts, at world 1 and 2, and the ops come in the order of
-// decoder.ts's comment.
+// warm-up gets operands its validator accepts (the attention engine's plans too: the KV cache read in
+// place), at world 1 and 2, and the ops come in the order of decoder.ts's comment.
 import { expect, onlyUnderBun, test } from "../support/test-api.ts";
 import { spawn } from "node:child_process";
 
@@ -22,8 +22,8 @@ test("dry run: every op's operands validate; prefill and decode run the document
   const tpOp = (w: number, op: string, gemm: string) => (w > 1 ? `tp ${op} x${w}` : gemm);
   const layer = (w: number, tp: string[]) => {
     const each = (op: string) => Array(w).fill(op);
-    return [...each("rmsNorm"), tpOp(w, tp[0]!, "gemm 128x256x128"), ...Array(w).fill(["rope", "kvAppend", "cacheAttention"]).flat(),
-      tpOp(w, tp[1]!, "gemm 128x128x128"), ...each("rmsNorm"), tpOp(w, tp[0]!, "gemm 128x512x128"), ...each("swiglu"), tpOp(w, tp[1]!, "gemm 128x128x256")];
+    return [...each("rmsNorm"), tpOp(w, tp[0]!, "gemm 128x512x128"), ...Array(w).fill(["rope", "kvAppend", "copyColumns", "attention"]).flat(),
+      tpOp(w, tp[1]!, "gemm 128x128x256"), ...each("rmsNorm"), tpOp(w, tp[0]!, "gemm 128x512x128"), ...each("swiglu"), tpOp(w, tp[1]!, "gemm 128x128x256")];
   };
   for (const [name, r] of Object.entries(report)) {
     const w = r.info.world;

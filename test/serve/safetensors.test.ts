@@ -90,7 +90,7 @@ describe("safetensors", () => {
     expect(f.entries.size).toBe(Object.keys(shapes).length);
     for (const [name, shape] of Object.entries(shapes)) expect(f.entry(name).shape).toEqual(shape);
     expect(JSON.parse(f.metadata["weft.config"]!)).toEqual(cfg);
-    expect(shapes["model.layers.1.self_attn.k_proj.weight"]).toEqual([64, 128]);
+    expect(shapes["model.layers.1.self_attn.k_proj.weight"]).toEqual([128, 128]);  // kv heads 2 x head dim 64, hidden 128
   });
 });
 

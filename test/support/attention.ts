@@ -74,11 +74,7 @@ export class AttentionProblem implements Disposable {
 
   /** The fp32 reference of this problem's current inputs. */
   reference(): { out32: Tensor; lse32: Tensor } {
-    const out32 = Tensor.empty(this.q.shape, "f32", { device: this.q.device }).fill(Number.NaN);
-    const lse32 = Tensor.empty(this.lse.shape, "f32", { device: this.q.device }).fill(Number.NaN);
-    const { out: _o, lse: _l, ...rest } = this.args;
-    referenceAttention({ ...rest, out32, lse32 });
-    return { out32, lse32 };
+    return fp32Reference(this.args);
   }
 
   dispose(): void {
@@ -88,6 +84,16 @@ export class AttentionProblem implements Disposable {
   [Symbol.dispose](): void {
     this.dispose();
   }
+}
+
+/** weft_reference_attention of a call's inputs into fresh NaN-filled f32 out32 and lse32 (in out's
+ * and lse's shapes); dispose both. */
+export function fp32Reference(args: AttentionArgs): { out32: Tensor; lse32: Tensor } {
+  const { out, lse, ...rest } = args;
+  const out32 = Tensor.empty(out.shape, "f32", { device: out.device }).fill(Number.NaN);
+  const lse32 = Tensor.empty(lse!.shape, "f32", { device: out.device }).fill(Number.NaN);
+  referenceAttention({ ...rest, out32, lse32 });
+  return { out32, lse32 };
 }
 
 export interface Errors {

@@ -1,7 +1,7 @@
 // decoder-dry.ts — runs the tensor-parallel decoder (examples/serve/decoder.ts) with every GPU call
 // replaced by the library's own argument validation: tensors are shapes with fake addresses, plans
 // check their operands with validateTp, local GEMMs with planGemm, the layers with lib/ops/nn.ts's
-// validators. What it proves without a GPU: every op of prefill, decode and warm-up gets tensors of
+// validators, the attention engine's plans with validateAttention. What it proves without a GPU: every op of prefill, decode and warm-up gets tensors of
 // the shapes it accepts, at world 1 and 2, from random and from safetensors weights; and the ops
 // come in the order the decoder's comment says. Run as its own process (module mocks are global):
 //   bun test/support/decoder-dry.ts  → prints a JSON report, exit 0; any validation error exits 1.
@@ -15,6 +15,7 @@ const realGemm = await import("../../lib/ops/gemm.ts");
 const realTp = await import("../../lib/ops/tp.ts");
 const realNn = await import("../../lib/ops/nn.ts");
 const realSample = await import("../../lib/ops/sample.ts");
+const realAttention = await import("../../lib/ops/attention.ts");
 const { Stream } = await import("../../lib/stream.ts");
 const { validateTp, validateTpConfig } = realTp;
 const { planGemm, matrix } = realGemm;
@@ -157,6 +158,15 @@ mock.module("../../lib/ops/nn.ts", () => ({
   embedding: nnOp("embedding", nnValidate.validateEmbedding as never), rmsNorm: nnOp("rmsNorm", nnValidate.validateRmsNorm as never),
   rope: nnOp("rope", nnValidate.validateRope as never), swiglu: nnOp("swiglu", nnValidate.validateSwiglu as never),
   kvAppend: nnOp("kvAppend", nnValidate.validateKvAppend as never), cacheAttention: nnOp("cacheAttention", nnValidate.validateCacheAttention as never),
+  copyColumns: nnOp("copyColumns", nnValidate.validateCopyColumns as never),
+}));
+mock.module("../../lib/ops/attention.ts", () => ({
+  ...realAttention,
+  planAttention: (a: Record<string, unknown>) => {
+    const descs = Object.fromEntries(Object.entries(a).map(([k, v]) => [k, v instanceof FakeTensor ? desc(v) : v]));
+    realAttention.validateAttention(descs as never, "planAttention");
+    return { launch: () => (log.push("attention"), ++seq), wait() {}, dispose() {} };
+  },
 }));
 mock.module("../../lib/ops/sample.ts", () => ({ Sampler: FakeSampler, validateSample, validateSampling, sampleUniform }));
 

@@ -7,7 +7,7 @@ namespace weft::abi_layout {
 void attention_layout(Builder& l) {
   WEFT_LAYOUT_STRUCT(WeftAttentionParams, WEFT_ATTENTION_PARAMS_INIT, size, version, q, k, v, out, lse, cu_seqlens_q,
                      cu_seqlens_k, batch, heads, kv_heads, head_dim, seqlen_q, seqlen_k, total_q, total_k, flags, scale,
-                     max_ctas, reserved, stream);
+                     max_ctas, reserved, stream, seqused_k);
   WEFT_LAYOUT_STRUCT(WeftAttentionChoice, WEFT_ATTENTION_CHOICE_INIT, size, version, block_m, block_n, stages, ctas, tiles,
                      section);
   WEFT_LAYOUT_STRUCT(WeftRingAttentionParams, WEFT_RING_ATTENTION_PARAMS_INIT, size, version, q, k, v, out, lse, batch,

@@ -35,8 +35,7 @@ Validated validate(const WeftAttentionParams* p) {
   WEFT_REQUIRE(p->size == sizeof(WeftAttentionParams),
                "params->size is %u but this library's WeftAttentionParams has %zu bytes", p->size,
                sizeof(WeftAttentionParams));
-  WEFT_REQUIRE(p->version == 2, "params->version is %u; this library reads version 2 (completion in a WeftOpLaunch)",
-               p->version);
+  WEFT_REQUIRE(p->version == 3, "params->version is %u; this library reads version 3 (seqused_k at the end)", p->version);
   WEFT_REQUIRE(p->q && p->k && p->v && p->out, "q, k, v and out must not be 0");
   WEFT_REQUIRE((p->flags & ~uint32_t(WEFT_ATTENTION_CAUSAL)) == 0, "flags has unknown bits (0x%x)", p->flags);
   WEFT_REQUIRE(p->reserved == 0, "reserved must be 0");
@@ -56,6 +55,9 @@ Validated validate(const WeftAttentionParams* p) {
   Validated v{};
   v.varlen = p->cu_seqlens_q != 0;
   WEFT_REQUIRE(v.varlen || p->cu_seqlens_k == 0, "cu_seqlens_k needs cu_seqlens_q (varlen)");
+  WEFT_REQUIRE(p->seqused_k == 0 || p->cu_seqlens_k != 0,
+               "seqused_k needs cu_seqlens_k (each sequence's first key row) and cu_seqlens_q (varlen)");
+  WEFT_REQUIRE(p->seqused_k % 4 == 0, "seqused_k must be a 4-byte aligned int32 array");
   if (v.varlen) {
     WEFT_REQUIRE(p->total_q >= 1 && p->total_k >= 1, "varlen: total_q and total_k (rows of q and k) must be >= 1");
     WEFT_REQUIRE(p->cu_seqlens_q % 4 == 0 && p->cu_seqlens_k % 4 == 0, "cu_seqlens must be 4-byte aligned int32 arrays");
@@ -74,6 +76,7 @@ Validated validate(const WeftAttentionParams* p) {
   if (p->lse) same_device("lse", p->lse, v.device);
   if (p->cu_seqlens_q) same_device("cu_seqlens_q", p->cu_seqlens_q, v.device);
   if (p->cu_seqlens_k) same_device("cu_seqlens_k", p->cu_seqlens_k, v.device);
+  if (p->seqused_k) same_device("seqused_k", p->seqused_k, v.device);
   if (p->stream) {
     int sd = -1;
     WEFT_CUDA(cudaStreamGetDevice(reinterpret_cast<cudaStream_t>(p->stream), &sd));
@@ -92,6 +95,7 @@ attn::Problem problem(const WeftAttentionParams& p, const Validated& v, const at
   if (v.varlen) {
     q.cu_q = reinterpret_cast<const int32_t*>(p.cu_seqlens_q);
     q.cu_k = reinterpret_cast<const int32_t*>(p.cu_seqlens_k ? p.cu_seqlens_k : p.cu_seqlens_q);
+    q.used_k = reinterpret_cast<const int32_t*>(p.seqused_k);
   }
   q.m_blocks = (p.seqlen_q + t.block_m - 1) / t.block_m;
   const int64_t tiles = int64_t(p.batch) * p.heads * q.m_blocks;

@@ -39,10 +39,24 @@ Layout ring_layout(const WeftRingAttentionParams& p, int32_t world, int32_t rank
                "%s: seqlen %d is too short for %d chunks of whole 128-token blocks (needs > %d)", kOp, p.seqlen, l.chunks,
                128 * (l.chunks - 1));
   for (int32_t r = 0; r < world; ++r) l.shard.push_back(shard_of(l, r, world, zigzag));
-  // Receive groups: small enough that the first group lands early (an eighth of the kv heads: the
-  // first tiles need only their own group), wide enough that each 2-D copy row is 1 KiB at D 128
-  // with 32 kv heads. The caller may force it.
-  l.group_heads = p.group_heads > 0 ? p.group_heads : std::max(1, p.kv_heads / 8);
+  // Mover: the copy engines unless the caller asks for CTAs. The model (bench/model-ring-attention.ts)
+  // has them hide every peer's shard under the math at 32k and 128k tokens on 2 and 8 GPUs without
+  // taking an SM; copy CTAs run at ~60 GB/s each, so matching 300 GB/s would take 5 SMs (4% of the
+  // math) (bench/DECISIONS.md, "Ring attention's peers' K and V come by copy engine unless asked
+  // otherwise"). Where ranks share a GPU, "auto" takes the CTAs: a copy between two buffers of one
+  // device runs on its SMs, which the ranks' kernels hold (the same rule as the TP ops' copy engines).
+  if (world == 1) l.mover = WEFT_RING_MOVER_AUTO;
+  else if (p.mover == WEFT_RING_MOVER_AUTO) l.mover = shares_device ? WEFT_RING_MOVER_CTAS : WEFT_RING_MOVER_COPY_ENGINE;
+  else l.mover = p.mover == WEFT_RING_MOVER_CTAS ? WEFT_RING_MOVER_CTAS : WEFT_RING_MOVER_COPY_ENGINE;
+  l.mover_ctas = l.mover == WEFT_RING_MOVER_CTAS ? (p.comm_ctas > 0 ? p.comm_ctas : 4) : 0;
+  // Receive groups: small enough that the first group lands early (the first tiles need only their
+  // own group). For the copy engines an eighth of the kv heads, so that each 2-D copy row is 1 KiB at
+  // D 128 with 32 kv heads; the CTA mover, whose copies have no row size to keep, one kv head: the
+  // first group lands 4x sooner, the tile order's groups are short enough that the snake's pairing
+  // does not drift within one, and each rank's working set in L2 is a quarter (bench/DECISIONS.md,
+  // "The CTA mover moves one kv head per group"). The caller may force it.
+  const int32_t default_heads = l.mover == WEFT_RING_MOVER_CTAS ? 1 : std::max(1, p.kv_heads / 8);
+  l.group_heads = p.group_heads > 0 ? p.group_heads : default_heads;
   l.groups = (p.kv_heads + l.group_heads - 1) / l.group_heads;
   int64_t most = 0;
   for (int32_t r = 0; r < world; ++r) most = std::max(most, peer_tokens(l, r));
@@ -61,17 +75,9 @@ Layout ring_layout(const WeftRingAttentionParams& p, int32_t world, int32_t rank
     l.slots = int32_t(std::min<uint64_t>(fit, uint64_t(l.groups)));
     l.receive_bytes = uint64_t(l.slots) * l.slot_bytes;
   }
-  // Mover: the copy engines unless the caller asks for CTAs. The model (bench/model-ring-attention.ts)
-  // has them hide every peer's shard under the math at 32k and 128k tokens on 2 and 8 GPUs without
-  // taking an SM; copy CTAs run at ~60 GB/s each, so matching 300 GB/s would take 5 SMs (4% of the
-  // math) (bench/DECISIONS.md, "Ring attention's peers' K and V come by copy engine unless asked
-  // otherwise"). Where ranks share a GPU, "auto" takes the CTAs: a copy between two buffers of one
-  // device runs on its SMs, which the ranks' kernels hold (the same rule as the TP ops' copy engines).
-  if (world == 1) l.mover = WEFT_RING_MOVER_AUTO;
-  else if (p.mover == WEFT_RING_MOVER_AUTO) l.mover = shares_device ? WEFT_RING_MOVER_CTAS : WEFT_RING_MOVER_COPY_ENGINE;
-  else l.mover = p.mover == WEFT_RING_MOVER_CTAS ? WEFT_RING_MOVER_CTAS : WEFT_RING_MOVER_COPY_ENGINE;
-  l.mover_ctas = l.mover == WEFT_RING_MOVER_CTAS ? (p.comm_ctas > 0 ? p.comm_ctas : 4) : 0;
-  l.abort_offset = 64 + 8ull * world + 8ull * l.groups * world + 8ull * l.groups;
+  // pulled[W], flags[groups][W], group_done[groups], arrivals[groups][W], abort, the tile counter
+  // (ring_plan.cpp's layout).
+  l.abort_offset = 64 + 8ull * world + 8ull * l.groups * world + 8ull * l.groups + 8ull * l.groups * world;
   l.tile_counter_offset = l.abort_offset + 8;
   l.control_bytes = (l.tile_counter_offset + 8 + kControlAlign - 1) / kControlAlign * kControlAlign;
   l.workspace_bytes = l.control_bytes + (l.receive_bytes + 511) / 512 * 512;

@@ -6,6 +6,7 @@
 //   [control, 4 KiB multiple] entered @0 | go @8 | what the peers read at connect @16: a tag, this
 //                             workspace's own heap offset, k's and v's, kv_rows |
 //                             movers_done @56 | pulled[W] @64 | flags[groups][W] | group_done[groups] |
+//                             arrivals[groups][W] (the CTA mover's per-item counts) |
 //                             abort (Layout::abort_offset: raised by a rank whose own wait ran out) |
 //                             tile counter (Layout::tile_counter_offset: this rank's scheduler word,
 //                             0 between launches: cuda/attention/scheduler.cuh)
@@ -152,6 +153,7 @@ void build(WeftRingAttentionPlan& plan) {
   s.pulled = pulled;
   s.flags = pulled + world;
   s.group_done = s.flags + int64_t(l.groups) * world;
+  s.arrivals = s.group_done + l.groups;
   s.tile_counter = reinterpret_cast<uint32_t*>(ws + l.tile_counter_offset);
   char* recv_k = ws + l.control_bytes;
   char* recv_v = recv_k + l.receive_bytes / 2;

@@ -11,8 +11,8 @@ using namespace weft;
 
 extern "C" {
 
-WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* cu_q, const int32_t* cu_k, int32_t* out,
-                                         int64_t capacity, int64_t* out_rows) {
+WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* cu_q, const int32_t* cu_k,
+                                         const int32_t* used_k, int32_t* out, int64_t capacity, int64_t* out_rows) {
   return guard([&] {
     WEFT_REQUIRE(config && out_rows && (out || capacity == 0), "config and out_rows must not be NULL");
     enum { kBatch, kHeads, kKvHeads, kHeadDim, kSeqQ, kSeqK, kCausal, kSection, kTotalQ, kTotalK, kWorld, kRank, kLayout,
@@ -24,6 +24,7 @@ WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* c
     WEFT_REQUIRE(config[kReplayCtas] >= 0 && config[kReplayLimitCtas] >= 0, "replay CTAs must be >= 0");
     const attn::WalkReplay replay{config[kReplayCtas], config[kReplayLimitCtas]};
     const attn::TileShape t = attn::tile_shape(d);
+    WEFT_REQUIRE(!used_k || (cu_q && cu_k), "used_k needs cu_q and cu_k");
     if (config[kWorld] == 0) {
       attn::Problem q{};
       q.batch = config[kBatch];
@@ -33,6 +34,7 @@ WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* c
       q.seqlen_k = config[kSeqK];
       q.cu_q = cu_q;
       q.cu_k = cu_k ? cu_k : cu_q;
+      q.used_k = used_k;
       q.m_blocks = (q.seqlen_q + t.block_m - 1) / t.block_m;
       q.tiles = q.batch * q.heads * q.m_blocks;
       q.section = config[kSection] > 0 ? config[kSection] : 1;
@@ -44,6 +46,7 @@ WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* c
       *out_rows = attn::list_walk_local(q, d, replay, out, capacity);
       return;
     }
+    WEFT_REQUIRE(!used_k, "used_k: the ring reads no key counts");
     WeftRingAttentionParams p{};
     p.batch = config[kBatch];
     p.heads = config[kHeads];
