@@ -78,7 +78,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
     wg::release_registers<Cfg::kProducerRegisters>();
     if (wg::thread() == 0) {
       bool gate_ok = true;
-      if (!produce<Cfg, Policy>(p, s, gate_ok)) cta::fail(p.completion, kFailBarrierTimeout, kStageProducer);
+      const int32_t failure = produce<Cfg, Policy>(p, s, gate_ok);
+      if (failure != 0) cta::fail(p.completion, failure, kStageProducer);
       if (!gate_ok) Policy::on_wait_failed(p, kStageProducer);
     }
     __syncwarp();

@@ -48,35 +48,38 @@ __device__ __forceinline__ void load_kv_block(const SharedStorage<Cfg>& s, bool 
   ++ring.n;
 }
 
-// Returns false when a shared-memory barrier wait ran out; gate_ok turns false when a policy's
-// arrival wait did.
+// Returns the failure to report (0: none): kFailBarrierTimeout when a shared-memory barrier wait ran
+// out, else kFailSeqlens when a tile's sequence lengths were invalid; the caller reports it once,
+// after the loop (a report inside it, or one per reason, cost the producer's 40 registers a spill).
+// gate_ok turns false when a policy's arrival wait ran out.
 template <class Cfg, class Policy, class State>
-__device__ __forceinline__ bool produce(const Params<State>& p, const SharedStorage<Cfg>& s, bool& gate_ok) {
+__device__ __forceinline__ int32_t produce(const Params<State>& p, const SharedStorage<Cfg>& s, bool& gate_ok) {
   typename Policy::ProducerCache cache{};
   SlotCounter<Cfg::kStages> k_ring, v_ring;
   uint32_t q_phase = 0;
-  bool ok = true;
+  bool ok = true, seqlens_ok = true;
   TileFetcher<Policy> fetcher;
   for (;;) {
     const int32_t index = fetcher.next(p);
-    const bool end = index >= p.problem.tiles;
-    QTile t;
-    if (!end) {
-      const TileStatus status = Policy::template decode<Cfg>(p, index, t);
-      if (status == TileStatus::kInvalid) cta::fail(p.completion, kFailSeqlens, kStageProducer);
-      if (status != TileStatus::kOk) continue;  // the consumers never hear of it
-    }
+    // The wait comes before the decode, so that only the index is live across it (the producer's
+    // 40 registers spilled with the decoded tile held here). A tile that is skipped after the wait
+    // leaves q_empty's phase as it was: the next wait on the same parity returns at once.
     ok = ok && cta::mbarrier_wait(s.q_empty(), q_phase ^ 1u);
     // The consumers read the word after their q_full wait and release q_empty only after that read,
-    // so the wait above also ends their use of the previous index. Ordering: this store precedes
+    // so the wait above also ends their use of the previous index. Ordering: the store precedes
     // the arrive in program order, mbarrier.arrive has release semantics at CTA scope, and the
     // consumers' try_wait that observes the phase complete acquires at CTA scope, so the index is
     // visible to them once q_full completes (the Q bytes' complete_tx adds nothing to order).
-    *s.tile_index() = index;
-    if (end) {
+    if (index >= p.problem.tiles) {
+      *s.tile_index() = index;
       cta::mbarrier_arrive(s.q_full());  // the end marker: no bytes
       break;
     }
+    QTile t;
+    const TileStatus status = Policy::template decode<Cfg>(p, index, t);
+    seqlens_ok = seqlens_ok && status != TileStatus::kInvalid;
+    if (status != TileStatus::kOk) continue;  // the consumers never hear of it
+    *s.tile_index() = index;
     cta::mbarrier_arrive_expect_tx(s.q_full(), Cfg::kQBytes);
 #pragma unroll
     for (int box = 0; box < Cfg::kBoxes; ++box) {
@@ -95,7 +98,7 @@ __device__ __forceinline__ bool produce(const Params<State>& p, const SharedStor
     }
     if (have_previous) load_kv_block<Cfg>(s, true, v_ring, &p.v[previous.source], previous, ok);
   }
-  return ok;
+  return !ok ? kFailBarrierTimeout : !seqlens_ok ? kFailSeqlens : 0;
 }
 
 }  // namespace weft::attn
