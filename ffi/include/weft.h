@@ -38,8 +38,9 @@ extern "C" {
 #define WEFT_API __attribute__((visibility("default")))
 #endif
 
-/* Bumped on any change to a signature or an ABI struct. lib/native.ts refuses a mismatch. */
-#define WEFT_ABI_VERSION 5
+/* Bumped on any change to a signature or an ABI struct. lib/native.ts and ffi/python/weft/_native.py
+ * refuse a mismatch. 6: WeftOpLaunch.arrivals points at 4 words (was 2). */
+#define WEFT_ABI_VERSION 6
 
 enum WeftStatus {
   WEFT_OK = 0,
