@@ -20,8 +20,9 @@
 
 namespace weft::attn {
 
-// A ring position as one counter of slots used (the producer has 40 registers: one word, not two):
-// slot n % kStages, parity (n / kStages) % 2.
+// A ring position as one counter of slots used: slot n % kStages, parity (n / kStages) % 2. The
+// producer keeps one counter, K's: V's trails it by a fixed amount at each V load (produce()), so the
+// 40 registers hold one word for both rings.
 template <int Stages>
 struct SlotCounter {
   static_assert((Stages & (Stages - 1)) == 0, "a power-of-two ring");
@@ -30,9 +31,14 @@ struct SlotCounter {
   __device__ __forceinline__ uint32_t parity() const { return (n / Stages) & 1u; }
 };
 
+// Where a block's K or V rows are in their map: what the producer keeps of a block it loads later.
+struct KvRows {
+  int32_t source, row, col;
+};
+
 template <class Cfg>
-__device__ __forceinline__ void load_kv_block(const SharedStorage<Cfg>& s, bool is_v, SlotCounter<Cfg::kStages>& ring,
-                                              const CUtensorMap* map, const KvBlock& b, bool& ok) {
+__device__ __forceinline__ void load_kv_block(const SharedStorage<Cfg>& s, bool is_v, SlotCounter<Cfg::kStages> ring,
+                                              const CUtensorMap* map, const KvRows& b, bool& ok) {
   const uint32_t stage = ring.stage();
   uint64_t* empty = is_v ? s.v_empty(stage) : s.k_empty(stage);
   uint64_t* full = is_v ? s.v_full(stage) : s.k_full(stage);
@@ -45,7 +51,6 @@ __device__ __forceinline__ void load_kv_block(const SharedStorage<Cfg>& s, bool 
     uint8_t* dst = is_v ? s.v(stage, box) : s.k(stage, box);
     cta::load_2d(dst, map, full, b.col + 64 * box, b.row);
   }
-  ++ring.n;
 }
 
 // Returns the failure to report (0: none): kFailBarrierTimeout when a shared-memory barrier wait ran
@@ -55,7 +60,8 @@ __device__ __forceinline__ void load_kv_block(const SharedStorage<Cfg>& s, bool 
 template <class Cfg, class Policy, class State>
 __device__ __forceinline__ int32_t produce(const Params<State>& p, const SharedStorage<Cfg>& s, bool& gate_ok) {
   typename Policy::ProducerCache cache{};
-  SlotCounter<Cfg::kStages> k_ring, v_ring;
+  // K loads so far (both rings' position: every tile loads as many V blocks as K blocks).
+  SlotCounter<Cfg::kStages> k_ring;
   uint32_t q_phase = 0;
   bool ok = true, seqlens_ok = true;
   TileFetcher<Policy> fetcher;
@@ -87,16 +93,18 @@ __device__ __forceinline__ int32_t produce(const Params<State>& p, const SharedS
     }
     q_phase ^= 1u;
     KvWalk<Cfg, Policy, State> walk(p, t);
-    KvBlock b, previous;
-    bool have_previous = false;
+    KvBlock b;
+    KvRows previous{-1, 0, 0};  // source -1: no block yet
     while (walk.next(b)) {
       if (b.gate >= 0) gate_ok = gate_ok && Policy::wait_gate(p, cache, b.gate);
-      load_kv_block<Cfg>(s, false, k_ring, &p.k[b.source], b, ok);
-      if (have_previous) load_kv_block<Cfg>(s, true, v_ring, &p.v[previous.source], previous, ok);
-      previous = b;
-      have_previous = true;
+      load_kv_block<Cfg>(s, false, k_ring, &p.k[b.source], KvRows{b.source, b.row, b.col}, ok);
+      ++k_ring.n;
+      // V of the previous block: the V ring has had one load fewer than K before this K load.
+      if (previous.source >= 0) load_kv_block<Cfg>(s, true, SlotCounter<Cfg::kStages>{k_ring.n - 2}, &p.v[previous.source], previous, ok);
+      previous = KvRows{b.source, b.row, b.col};
     }
-    if (have_previous) load_kv_block<Cfg>(s, true, v_ring, &p.v[previous.source], previous, ok);
+    // V of the last block: now the V ring has one load fewer than K.
+    if (previous.source >= 0) load_kv_block<Cfg>(s, true, SlotCounter<Cfg::kStages>{k_ring.n - 1}, &p.v[previous.source], previous, ok);
   }
   return !ok ? kFailBarrierTimeout : !seqlens_ok ? kFailSeqlens : 0;
 }
