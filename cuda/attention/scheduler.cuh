@@ -47,13 +47,26 @@ class TileFetcher {
   __device__ int32_t next(const Params<State>& p) {
     // CTAs [first, gridDim.x) compute tiles (the first ones may have another role: ring.cuh's movers).
     const int32_t first = Policy::first_tile_cta(p);
-    const int32_t fetchers = static_cast<int32_t>(gridDim.x) - first;
+    const int32_t fetchers = grid_ctas() - first;
     uint32_t* counter = Policy::tile_counter(p);
     if (counter != nullptr) return static_cast<int32_t>(atomicInc(counter, fetch_limit(p.problem.tiles, fetchers)));
-    return snake_index(round_++, fetchers, static_cast<int32_t>(blockIdx.x) - first);
+    return snake_index(round_++, fetchers, this_cta() - first);
   }
 
  private:
+  // The grid's size and this CTA's index, read where they are used: through gridDim / blockIdx the
+  // compiler hoisted them and what it derived from them (the split, G - 1 - c) out of the producer's
+  // loop, four registers held across every tile, and the 40 spilled.
+  static __device__ __forceinline__ int32_t grid_ctas() {
+    uint32_t v;
+    asm volatile("mov.u32 %0, %%nctaid.x;" : "=r"(v));
+    return static_cast<int32_t>(v);
+  }
+  static __device__ __forceinline__ int32_t this_cta() {
+    uint32_t v;
+    asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(v));
+    return static_cast<int32_t>(v);
+  }
   int32_t round_ = 0;
 };
 
