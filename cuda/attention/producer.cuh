@@ -21,14 +21,17 @@
 namespace weft::attn {
 
 // A ring position as one counter of slots used: slot n % kStages, parity (n / kStages) % 2. The
-// producer keeps one counter, K's: V's trails it by a fixed amount at each V load (produce()), so the
-// 40 registers hold one word for both rings.
+// producer keeps one counter, K's: V's trails it by a fixed amount at each V load (produce()), and
+// bit 31 of K's holds the Q buffer's phase, so the 40 registers hold one word for all three (a
+// separate phase word spilled). The count would reach bit 31 only after 2^31 K loads by one CTA.
 template <int Stages>
 struct SlotCounter {
-  static_assert((Stages & (Stages - 1)) == 0, "a power-of-two ring");
+  static_assert((Stages & (Stages - 1)) == 0 && Stages <= (1 << 30), "a power-of-two ring");
   uint32_t n = 0;
   __device__ __forceinline__ uint32_t stage() const { return n & (Stages - 1); }
   __device__ __forceinline__ uint32_t parity() const { return (n / Stages) & 1u; }
+  __device__ __forceinline__ uint32_t q_phase() const { return n >> 31; }
+  __device__ __forceinline__ void flip_q_phase() { n ^= 1u << 31; }
 };
 
 // Where a block's K or V rows are in their map: what the producer keeps of a block it loads later.
@@ -60,9 +63,9 @@ __device__ __forceinline__ void load_kv_block(const SharedStorage<Cfg>& s, bool 
 template <class Cfg, class Policy, class State>
 __device__ __forceinline__ int32_t produce(const Params<State>& p, const SharedStorage<Cfg>& s, bool& gate_ok) {
   typename Policy::ProducerCache cache{};
-  // K loads so far (both rings' position: every tile loads as many V blocks as K blocks).
+  // K loads so far (both rings' position: every tile loads as many V blocks as K blocks), and the
+  // Q buffer's phase.
   SlotCounter<Cfg::kStages> k_ring;
-  uint32_t q_phase = 0;
   bool ok = true, seqlens_ok = true;
   TileFetcher<Policy> fetcher;
   for (;;) {
@@ -70,7 +73,7 @@ __device__ __forceinline__ int32_t produce(const Params<State>& p, const SharedS
     // The wait comes before the decode, so that only the index is live across it (the producer's
     // 40 registers spilled with the decoded tile held here). A tile that is skipped after the wait
     // leaves q_empty's phase as it was: the next wait on the same parity returns at once.
-    ok = ok && cta::mbarrier_wait(s.q_empty(), q_phase ^ 1u);
+    ok = ok && cta::mbarrier_wait(s.q_empty(), k_ring.q_phase() ^ 1u);
     // The consumers read the word after their q_full wait and release q_empty only after that read,
     // so the wait above also ends their use of the previous index. Ordering: the store precedes
     // the arrive in program order, mbarrier.arrive has release semantics at CTA scope, and the
@@ -91,7 +94,7 @@ __device__ __forceinline__ int32_t produce(const Params<State>& p, const SharedS
     for (int box = 0; box < Cfg::kBoxes; ++box) {
       cta::load_2d(s.q(box), &p.q, s.q_full(), t.h * Cfg::kHeadDim + 64 * box, t.row);
     }
-    q_phase ^= 1u;
+    k_ring.flip_q_phase();
     KvWalk<Cfg, Policy, State> walk(p, t);
     KvBlock b;
     KvRows previous{-1, 0, 0};  // source -1: no block yet
