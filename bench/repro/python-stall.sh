@@ -12,7 +12,7 @@ start=$(date +%s.%N)
 timeout 90 python3 -m pytest "$t" -x -q -p no:cacheprovider -o faulthandler_timeout=12 > "$dir/scatter-2.txt" 2>&1 &
 runner=$!
 sleep 12
-for pid in $(pgrep -f "pytest $t"); do
+for pid in $(pgrep -f "pytest ffi/python/tests/test_torch_layers.py::"); do
   for task in /proc/"$pid"/task/*; do
     { echo "== task ${task##*/} $(cat "$task/comm" 2>/dev/null) state $(grep State "$task/status" 2>/dev/null | cut -f2)"
       echo "wchan $(cat "$task/wchan" 2>/dev/null); syscall $(cut -d' ' -f1-3 "$task/syscall" 2>/dev/null)"
