@@ -21,5 +21,8 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 # Set, not defaulted: a host environment that sets LAZY would otherwise keep it. On one H200 the
 # world-2 layer test still timed out in its backward with EAGER, rank 1's all_gather_gemm waiting
 # while the autograd thread sat in a matmul between the ranks' fused ops, under torch's native
-# allocator and cudaMallocAsync alike (bench/repro/python-stall.sh).
+# allocator and cudaMallocAsync alike (bench/repro/python-stall.sh). CUDA_MODULE_LOADING does not
+# cover libraries loaded through cuLibraryLoad, as cuBLAS's kernels are: their data loads lazily
+# unless CUDA_MODULE_DATA_LOADING says EAGER too (CUDA programming guide, "Lazy Loading"), so both.
 os.environ["CUDA_MODULE_LOADING"] = "EAGER"
+os.environ["CUDA_MODULE_DATA_LOADING"] = "EAGER"
