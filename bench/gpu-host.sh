@@ -21,6 +21,7 @@
 #         sanitize -> bench/sanitize.sh (compute-sanitizer memcheck + racecheck over each fused TP op);
 #         soak -> bench/soak.ts (1000 checked back-to-back runs of each fused TP op, world 2 on GPU 0);
 #         sass/PATTERN -> per kernel of build/libweft.so whose name matches PATTERN: HGMMA, LDL/STL counts;
+#         sassdump/PATTERN -> the whole SASS of those kernels, into sass-PATTERN.txt;
 #         ab/gemm, ab/tp-split -> that bench in the base tree and this one, interleaved (bench/ab-trees.sh;
 #           AB_ROUNDS rounds, default 2; AB_ITERATIONS: bench/gemm.ts's timed iterations, default 40);
 #         test1 -> bun test without REQUIRE_GPU (a one-GPU host: the two-GPU suites skip);
@@ -109,6 +110,9 @@ for spec in "$@"; do
               /Function :/ { f = $3 } f ~ pat && /HGMMA/ { h[f]++ } f ~ pat && /(LDL|STL)/ { l[f]++ }
               END { for (k in h) printf "%5d HGMMA %4d LDL/STL  %s\n", h[k], l[k], k }' > "$log" 2>&1
             step_rc "$step" $?; cat "$log" ;;
+    sassdump/*) cuobjdump --dump-sass build/libweft.so 2>/dev/null | awk -v pat="${step#sassdump/}" '
+              /Function :/ { f = $3 } f ~ pat' > "$LOGS/sass-${step#sassdump/}.txt" 2>&1
+            step_rc "$step" $?; wc -l "$LOGS/sass-${step#sassdump/}.txt" ;;
     t/*) files=${step#t/}
          timeout "$T" bun test --timeout 300000 ${files//,/ } > "$log" 2>&1; step_rc "$step" $?
          grep -E "^\(fail\)|^ *[0-9]+ (pass|fail|skip)$|^Ran " "$log" ;;

@@ -30,6 +30,8 @@ if any(a.startswith("--local-ranks") for a in sys.argv[1:]):
     if os.environ.get("CUDA_MODULE_LOADING", "EAGER") != "EAGER":
         print(f"torch_tp_mlp: CUDA_MODULE_LOADING={os.environ['CUDA_MODULE_LOADING']} replaced by EAGER (--local-ranks)")
     os.environ["CUDA_MODULE_LOADING"] = "EAGER"
+    # Libraries loaded through cuLibraryLoad (cuBLAS's kernels) follow this one instead.
+    os.environ["CUDA_MODULE_DATA_LOADING"] = "EAGER"
 
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402

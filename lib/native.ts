@@ -118,6 +118,7 @@ export const symbols = {
   weft_dlpack_import: { args: [T.ptr /* const managed tensor */, T.u32 /* WeftDlpackFlags */, T.ptr /* WeftDlpackDesc* */], returns: T.i32 },
   weft_dlpack_delete: { args: [T.ptr /* managed tensor */, T.u32 /* WeftDlpackFlags */], returns: T.i32 },
   weft_dlpack_live: { args: [T.ptr /* int64_t* */], returns: T.i32 },
+  weft_dlpack_forget_release: { args: [T.ptr /* WeftDlpackRelease */], returns: T.i32 },
 
   // MoE expert parallelism
   weft_moe_route: { args: [T.ptr /* const WeftMoeRouteParams* */], returns: T.i32 },

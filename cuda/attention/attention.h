@@ -17,8 +17,8 @@
 
 namespace weft::attn {
 
-// The instantiated tile shape for a head dim (config.cuh): D 128: 128 x 128 (two consumers,
-// two stages); D 64: 192 x 128 (three consumers, four stages).
+// The instantiated tile shape for a head dim (launch.cuh): 128 x 128 at D 128 (two consumers, two
+// stages); at D 64, 128 x 192 for the one-GPU kernel and 128 x 128 for the ring kernel.
 struct TileShape {
   int32_t block_m;
   int32_t block_n;
@@ -28,7 +28,8 @@ struct TileShape {
 };
 
 bool head_dim_supported(int32_t head_dim);
-TileShape tile_shape(int32_t head_dim);
+TileShape tile_shape(int32_t head_dim);       // the one-GPU kernel's
+TileShape ring_tile_shape(int32_t head_dim);  // the ring kernel's
 
 // TMA box heights (rows) of each map; every box is 64 elements wide.
 struct BoxRows {

@@ -9,10 +9,11 @@
 namespace weft::attn {
 
 // HeadDim: 64, 128 (D of Q, K and V). BlockM: query rows per CTA tile, 64 per consumer warpgroup.
-// BlockN: keys per block of the KV loop. Tile shapes follow FlashAttention-3's measured choices on
-// H100 (hopper/tile_size.h: 128 x 128 at D 128 causal, 192 x 128 at D 64); see the kernel header
-// (kernel.cuh) for the napkin math.
-template <int HeadDim, int BlockM, int BlockN>
+// BlockN: keys per block of the KV loop. The instantiated shapes are in launch.cuh, with the
+// measurements that chose them; see the kernel header (kernel.cuh) for the napkin math.
+// ConsumerRegisters: the consumers' setmaxnreg budget where the default below does not fit the tile
+// (0: the default).
+template <int HeadDim, int BlockM, int BlockN, int ConsumerRegisters = 0>
 struct Config {
   static constexpr int kHeadDim = HeadDim;
   static constexpr int kBlockM = BlockM;
@@ -51,7 +52,7 @@ struct Config {
   // 160 + ~50, and 232 compiles without spills (240 would leave the producer 24, where its block
   // walk spills).
   static constexpr int kProducerRegisters = kConsumers == 2 ? 40 : 32;
-  static constexpr int kConsumerRegisters = kConsumers == 2 ? 232 : 160;
+  static constexpr int kConsumerRegisters = ConsumerRegisters > 0 ? ConsumerRegisters : kConsumers == 2 ? 232 : 160;
 
   // Named barriers (0 is __syncthreads): consumer c's own (epilogue) is 1 + c; the consumers'
   // GEMM-issue token ring (ping-pong, named_barrier.cuh) uses kTokenBarrier + c.

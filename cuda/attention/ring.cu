@@ -22,9 +22,15 @@ cudaError_t launch_ring_config(const RingLaunch& l) {
 }
 }  // namespace
 
+TileShape ring_tile_shape(int32_t head_dim) {
+  using S = TileShape;
+  return head_dim == 64 ? S{RingConfigD64::kBlockM, RingConfigD64::kBlockN, RingConfigD64::kStages, RingConfigD64::kThreads, RingConfigD64::kSmemBytes}
+                        : S{ConfigD128::kBlockM, ConfigD128::kBlockN, ConfigD128::kStages, ConfigD128::kThreads, ConfigD128::kSmemBytes};
+}
+
 cudaError_t launch_ring(const RingLaunch& l) {
   switch (l.head_dim) {
-    case 64: return launch_ring_config<ConfigD64>(l);
+    case 64: return launch_ring_config<RingConfigD64>(l);
     case 128: return launch_ring_config<ConfigD128>(l);
     default: return cudaErrorInvalidValue;
   }
@@ -32,7 +38,7 @@ cudaError_t launch_ring(const RingLaunch& l) {
 
 cudaError_t resident_ring_ctas(int32_t head_dim, int* ctas) {
   switch (head_dim) {
-    case 64: return resident<ConfigD64, RingPolicy>(ctas);
+    case 64: return resident<RingConfigD64, RingPolicy>(ctas);
     case 128: return resident<ConfigD128, RingPolicy>(ctas);
     default: return cudaErrorInvalidValue;
   }

@@ -121,7 +121,7 @@ int64_t list_walk_ring(const Problem& problem, const RingState& state, int32_t h
   Params<RingState> p{};
   p.problem = problem;
   p.state = state;
-  return head_dim == 64 ? list<ConfigD64, RingPolicy>(p, r, out, capacity) : list<ConfigD128, RingPolicy>(p, r, out, capacity);
+  return head_dim == 64 ? list<RingConfigD64, RingPolicy>(p, r, out, capacity) : list<ConfigD128, RingPolicy>(p, r, out, capacity);
 }
 
 }  // namespace weft::attn

@@ -778,6 +778,10 @@ WEFT_API int weft_dlpack_import(const void* managed, uint32_t flags, WeftDlpackD
 WEFT_API int weft_dlpack_delete(void* managed, uint32_t flags);
 /* Tensors exported by weft_dlpack_export whose deleter has not run yet (leak checks). */
 WEFT_API int weft_dlpack_live(int64_t* out_count);
+/* From now on, deleters skip `release` (they still free what they own). For a binding whose
+ * callbacks stop being callable before its consumers drop their tensors: Python's ctypes callbacks
+ * at interpreter exit, while a JAX array viewing weft memory is destroyed after it. */
+WEFT_API int weft_dlpack_forget_release(WeftDlpackRelease release);
 
 /* ---- MoE expert parallelism -------------------------------------------------------------------- */
 

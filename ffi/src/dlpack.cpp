@@ -79,6 +79,8 @@ bool known_device(int32_t type) {
 }
 
 std::atomic<int64_t> live{0};
+// A release callback the binding has withdrawn (weft_dlpack_forget_release).
+std::atomic<WeftDlpackRelease> forgotten{nullptr};
 
 struct Exported {
   union {
@@ -104,7 +106,7 @@ void finish(Exported* e) noexcept {
     (void)cudaGetLastError();
     if (previous != e->device) (void)cudaSetDevice(previous);
   }
-  if (e->release) e->release(e->ctx);
+  if (e->release && e->release != forgotten.load(std::memory_order_acquire)) e->release(e->ctx);
   delete e;
   live.fetch_sub(1, std::memory_order_relaxed);
 }
@@ -138,6 +140,11 @@ void check_desc(const WeftDlpackDesc* d) {
 }  // namespace
 
 extern "C" {
+
+WEFT_API int weft_dlpack_forget_release(WeftDlpackRelease release) {
+  forgotten.store(release, std::memory_order_release);
+  return WEFT_OK;
+}
 
 WEFT_API int weft_dlpack_export(const WeftDlpackDesc* desc, uint32_t flags, WeftDlpackRelease release,
                                 void* ctx, void** out_managed) {

@@ -12,7 +12,11 @@ import { shardLength, shardRanges, type RingLayout } from "../../lib/ops/ring-at
 
 const FIELDS = 18;
 const REPLAY_ROW = 3;
-const BM = 128, BN = 128;
+// The kernels' tiles (cuda/attention/launch.cuh): 128 query rows; keys per block 128, except the
+// one-GPU kernel at D 64, which takes 192.
+const BM = 128;
+const localBlockN = (headDim: number) => (headDim === 64 ? 192 : 128);
+const RING_BN = 128;
 
 interface Block {
   index: number; status: number; b: number; h: number; hk: number; qRow: number; qRows: number; qPos: number;
@@ -90,7 +94,7 @@ function byTile(rows: Block[]): Block[][] {
 /** Checks the key blocks of one tile: keys [0, last] visible to its last query are all covered, none
  * twice, and an unmasked block's keys are visible to every valid query. keyRow(pos) gives the map
  * row and column key `pos` must be read from, per source. */
-function checkKeys(tile: Block[], keys: number, causal: boolean, keyAt: (blk: Block, pos: number) => [number, number] | null): void {
+function checkKeys(tile: Block[], keys: number, causal: boolean, BN: number, keyAt: (blk: Block, pos: number) => [number, number] | null): void {
   const t = tile[0]!;
   const last = causal ? Math.min(keys - 1, t.qPos + Math.min(t.qRows, BM) - 1) : keys - 1;
   const seen = new Uint8Array(keys);
@@ -130,7 +134,7 @@ function checkLocal(c: Config, rows: Block[], lenQ: (b: number) => number, lenK:
       covered.set(key, (covered.get(key) ?? 0) + 1);
     }
     if (lenK(t.b) === 0) expect(tile.every((blk) => blk.source < 0)).toBe(true);
-    checkKeys(tile, lenK(t.b), c.causal, (blk, pos) => [startK(t.b) + pos, t.hk * c.headDim]);
+    checkKeys(tile, lenK(t.b), c.causal, localBlockN(c.headDim), (blk, pos) => [startK(t.b) + pos, t.hk * c.headDim]);
   }
   for (let b = 0; b < c.batch; b++) for (let h = 0; h < c.heads; h++) for (let i = 0; i < lenQ(b); i++) {
     expect(covered.get(`${b}/${h}/${i}`)).toBe(1);
@@ -225,7 +229,7 @@ describe("the attention kernel's tiles and key blocks (host listing of the kerne
               // This rank's own keys first, then the peers'.
               const firstPeer = tile.findIndex((blk) => blk.source === 1);
               if (firstPeer >= 0) expect(tile.slice(firstPeer).every((blk) => blk.source === 1)).toBe(true);
-              checkKeys(tile, s, causal, (blk, pos) => {
+              checkKeys(tile, s, causal, RING_BN, (blk, pos) => {
                 if (blk.source === 0) {
                   expect(blk.gate).toBe(-1);
                   return [t.b * kvRows + localOf(rank, pos), t.hk * c.headDim];

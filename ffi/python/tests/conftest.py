@@ -19,6 +19,10 @@ os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 # launches would wait for rank 0's kernel for good (README, "Several ranks can share one GPU").
 # Loading every kernel when CUDA starts takes that wait away, at a slower start.
 # Set, not defaulted: a host environment that sets LAZY would otherwise keep it. On one H200 the
-# world-2 layer test still timed out in its backward, rank 1's all_gather_gemm waiting while the
-# autograd thread sat in a cuBLAS matmul's first launch (whether that host set LAZY is not known).
+# world-2 layer test still timed out in its backward with EAGER, rank 1's all_gather_gemm waiting
+# while the autograd thread sat in a matmul between the ranks' fused ops, under torch's native
+# allocator and cudaMallocAsync alike (bench/repro/python-stall.sh). CUDA_MODULE_LOADING does not
+# cover libraries loaded through cuLibraryLoad, as cuBLAS's kernels are: their data loads lazily
+# unless CUDA_MODULE_DATA_LOADING says EAGER too (CUDA programming guide, "Lazy Loading"), so both.
 os.environ["CUDA_MODULE_LOADING"] = "EAGER"
+os.environ["CUDA_MODULE_DATA_LOADING"] = "EAGER"

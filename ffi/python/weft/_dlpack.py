@@ -10,6 +10,7 @@ tensor's memory alive is held in _KEEP until the native deleter's release callba
 callback may come from any thread that drops the consumer's tensor (ctypes takes the GIL)."""
 from __future__ import annotations
 
+import atexit
 import ctypes
 import itertools
 import threading
@@ -78,6 +79,22 @@ def _capsule_destructor(address: Optional[int]) -> None:
 
 
 _RELEASE = DLPACK_RELEASE(_release)
+_exported = False  # whether any capsule went out through _RELEASE (then the library is loaded)
+
+
+def _forget_release() -> None:
+    # At exit a consumer may drop its view after the interpreter stops running ctypes callbacks (a
+    # JAX array of weft memory: JAX frees its buffers last), and calling _RELEASE then crashes the
+    # process. From here on the deleters skip it; what _KEEP holds goes with the process.
+    if not _exported:
+        return
+    try:
+        native().weft_dlpack_forget_release(_RELEASE)
+    except BaseException:  # noqa: BLE001 - the exit goes on either way
+        pass
+
+
+atexit.register(_forget_release)
 _DESTRUCTOR = ctypes.CFUNCTYPE(None, c_void_p)(_capsule_destructor)
 _DESTRUCTOR_ADDRESS = ctypes.cast(_DESTRUCTOR, c_void_p).value
 
@@ -86,6 +103,8 @@ def export(desc: _abi.DlpackDesc, versioned: bool, owner: object, on_release: Op
            op: str = "__dlpack__") -> object:
     """A new capsule for `desc`. `owner` stays referenced, and `on_release` runs once, when the
     consumer calls the deleter (or the capsule dies unconsumed)."""
+    global _exported
+    _exported = True
     key = next(_keys)
     with _KEEP_LOCK:
         _KEEP[key] = (owner, on_release)

@@ -75,6 +75,7 @@ SYMBOLS: Dict[str, List[object]] = {
     "weft_dlpack_import": [c_void_p, c_uint32, c_void_p],  # managed, flags, WeftDlpackDesc*
     "weft_dlpack_delete": [c_void_p, c_uint32],
     "weft_dlpack_live": [POINTER(c_int64)],
+    "weft_dlpack_forget_release": [DLPACK_RELEASE],
 }
 
 _BUILD_HINT = ("Build it with `npm run build` (or `cmake -S ffi -B build -G Ninja && cmake --build build`) "

@@ -76,7 +76,7 @@ Layout choose(const WeftComm& c, const WeftRingAttentionParams& p) {
   Layout l = attn_abi::ring_layout(p, int32_t(c.world), int32_t(c.rank), c.shares_device);
   const int32_t world = int32_t(c.world);
   const bool zigzag = p.layout == WEFT_RING_ZIGZAG;
-  const attn::TileShape t = attn::tile_shape(p.head_dim);
+  const attn::TileShape t = attn::ring_tile_shape(p.head_dim);
   int resident = 0;
   WEFT_CUDA(attn::resident_ring_ctas(p.head_dim, &resident));  // also loads the kernel (before any ring kernel runs)
   int32_t m_blocks = 0;
@@ -129,7 +129,7 @@ void build(WeftRingAttentionPlan& plan) {
   const int32_t world = int32_t(c.world), rank = int32_t(c.rank);
   const int32_t shard = l.shard[rank];
   attn::RingLaunch& x = plan.launch;
-  const attn::TileShape t = attn::tile_shape(p.head_dim);
+  const attn::TileShape t = attn::ring_tile_shape(p.head_dim);
   const attn::BoxRows rows = attn::box_rows(t);
   const uint64_t q_cols = uint64_t(p.heads) * p.head_dim, kv_cols = uint64_t(p.kv_heads) * p.head_dim;
   const uint64_t rows_q = uint64_t(p.batch) * shard;

@@ -140,9 +140,6 @@ class Communicator:
         comms = [cls(n, rendezvous=None, stream=torch.cuda.Stream(device=n.device)) for n in natives]
         for c in comms:
             c._group = comms
-        if any(devs.count(d) > 1 for d in devs):
-            for c in comms:
-                _warm_autograd(c)
         return comms
 
     # ---- streams -----------------------------------------------------------------------------------
@@ -326,23 +323,3 @@ def local(devices: Sequence[int], *, sm_budget: Optional[int] = None, heap_bytes
 
 def iter_open() -> Iterator[Communicator]:
     return iter(list(_REGISTRY.values()))
-
-
-def _warm_autograd(comm: "Communicator") -> None:
-    """One small forward and backward of matmul and GELU on ``comm``'s stream, in bf16 and fp32.
-
-    Where one process drives ranks that share a GPU, rank 0's fused kernel waits on the GPU while
-    the host goes on to rank 1's torch ops. The first matmul on a stream in torch's autograd thread
-    sets up cuBLAS's state for that (thread, stream) pair, and a set-up that waits for the running
-    kernels would wait for rank 0's kernel, which waits for rank 1's launch behind it: a stall for the
-    communicator's timeout. Doing the first ones here, before any fused op runs, takes that wait
-    away (README, "Several ranks can share one GPU")."""
-    with comm.use():
-        for dtype in (torch.bfloat16, torch.float32):
-            a = torch.randn(64, 128, device=comm.device, dtype=dtype, requires_grad=True)
-            w = torch.randn(256, 128, device=comm.device, dtype=dtype, requires_grad=True)
-            w2 = torch.randn(128, 256, device=comm.device, dtype=dtype, requires_grad=True)
-            y = torch.nn.functional.gelu(a @ w.t()) @ w2.t()
-            (y.float().sum() + (a.t() @ a).float().sum()).backward()
-    comm.stream.synchronize()
-
