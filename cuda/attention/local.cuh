@@ -21,7 +21,6 @@ struct LocalPolicy {
 
   static __device__ void on_kernel_start(const Params<State>&) {}
   static constexpr bool kMovers = false;
-  static __device__ int32_t first_tile_cta(const Params<State>&) { return 0; }
   static __device__ uint32_t* tile_counter(const Params<State>& p) { return p.state.tile_counter; }
   static __device__ bool is_mover(const Params<State>&) { return false; }
   static __device__ bool move(const Params<State>&) { return true; }

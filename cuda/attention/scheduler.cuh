@@ -10,10 +10,11 @@
 // their slowest CTA did +56% and +13% of the mean blocks (bench/DECISIONS.md, "Attention tiles are
 // handed out by an atomic counter, longest first").
 //
-// The counter needs no reset: the fetchers (the grid's CTAs past the policy's first_tile_cta) take
-// indices until one comes back >= tiles, so a launch makes exactly tiles + fetchers fetches, and
-// atomicInc with limit tiles + fetchers - 1 wraps the word to 0 with the last of them. The next
-// launch on the stream starts after this one has completed (grid::wait_previous), with a 0. That
+// The counter needs no reset: every CTA of the grid fetches (the ring's mover CTAs too, once their
+// copies are done: ring.cuh), taking indices until one comes back >= tiles, so a launch makes exactly
+// tiles + gridDim.x fetches, and atomicInc with limit tiles + gridDim.x - 1 wraps the word to 0 with
+// the last of them (a CTA that joins late changes which CTA takes which index, not the count). The
+// next launch on the stream starts after this one has completed (grid::wait_previous), with a 0. That
 // holds for every launch, CUDA-graph replays included: the word is device state, no kernel
 // parameter changes. A launch without a counter word (no completion given: tile_counter == nullptr)
 // takes the static snake instead.
@@ -45,12 +46,10 @@ class TileFetcher {
  public:
   template <class State>
   __device__ int32_t next(const Params<State>& p) {
-    // CTAs [first, gridDim.x) compute tiles (the first ones may have another role: ring.cuh's movers).
-    const int32_t first = Policy::first_tile_cta(p);
-    const int32_t fetchers = grid_ctas() - first;
+    // Every CTA of the grid computes tiles (a mover after its copies).
     uint32_t* counter = Policy::tile_counter(p);
-    if (counter != nullptr) return static_cast<int32_t>(atomicInc(counter, fetch_limit(p.problem.tiles, fetchers)));
-    return snake_index(round_++, fetchers, this_cta() - first);
+    if (counter != nullptr) return static_cast<int32_t>(atomicInc(counter, fetch_limit(p.problem.tiles, grid_ctas())));
+    return snake_index(round_++, grid_ctas(), this_cta());
   }
 
  private:

@@ -19,7 +19,9 @@ namespace {
 // first (the lowest on a tie) takes the next index from a model of the device word (scheduler.cuh's
 // fetch_limit and counter_after, the same arithmetic as atomicInc), stops at its first index >=
 // tiles, and is busy for its tile's blocks + 1. Launches run back to back on one word that starts
-// at 0 and is never reset. The word's limit assumes replay.limit_ctas fetchers (a test's fault).
+// at 0 and is never reset. The word's limit assumes replay.limit_ctas fetchers (a test's fault). The
+// first replay.late_ctas CTAs are free only at replay.late_at (the ring's movers join after their
+// copies): they are fetchers all the same, and the word must still wrap.
 struct Replayed {
   std::vector<int32_t> cta, order;  // per tile of the last launch: its CTA and its fetch position
   int32_t word_after[2] = {-1, -1};  // the word after launch 1 and 2
@@ -36,6 +38,7 @@ Replayed replay(const Params<typename Policy::State>& p, const WalkReplay& r, co
     out.cta.assign(tiles, -1);
     out.order.assign(tiles, -1);
     std::vector<int64_t> free_at(r.ctas, 0);
+    for (int32_t i = 0; i < r.ctas && i < r.late_ctas; ++i) free_at[i] = r.late_at;
     std::vector<bool> done(r.ctas, false);
     int32_t fetches = 0;
     for (int32_t active = r.ctas; active > 0;) {

@@ -30,11 +30,14 @@ interface Config {
   totalQ?: number; totalK?: number; world?: number; rank?: number; layout?: RingLayout; groupHeads?: number; kvRows?: number;
   /** Simulated CTAs of the scheduler replay (0: none), and the CTAs the counter's limit assumes (a fault when it differs). */
   replayCtas?: number; limitCtas?: number;
+  /** Of the replay's CTAs, how many take their first tile only at `lateAt` blocks (the ring's mover CTAs, after their copies). */
+  lateCtas?: number; lateAt?: number;
 }
 
 function walk(c: Config, cuQ?: number[], cuK?: number[], usedK?: number[]): Block[] {
   const config = Int32Array.from([c.batch, c.heads, c.kvHeads, c.headDim, c.seqQ, c.seqK, c.causal ? 1 : 0, c.section ?? 1,
-    c.totalQ ?? 0, c.totalK ?? 0, c.world ?? 0, c.rank ?? 0, c.layout === "contiguous" ? 1 : 0, c.groupHeads ?? 0, c.kvRows ?? 0, 0, c.replayCtas ?? 0, c.limitCtas ?? 0]);
+    c.totalQ ?? 0, c.totalK ?? 0, c.world ?? 0, c.rank ?? 0, c.layout === "contiguous" ? 1 : 0, c.groupHeads ?? 0, c.kvRows ?? 0, 0, c.replayCtas ?? 0, c.limitCtas ?? 0,
+    c.lateCtas ?? 0, c.lateAt ?? 0]);
   const count = new BigInt64Array(1);
   const q = cuQ ? Int32Array.from(cuQ) : null, k = cuK ? Int32Array.from(cuK) : null, used = usedK ? Int32Array.from(usedK) : null;
   check(native().weft_testing_attention_walk(config, q, k, used, null, 0, count), "walk");
@@ -51,8 +54,9 @@ function walk(c: Config, cuQ?: number[], cuK?: number[], usedK?: number[]): Bloc
 
 /** Checks the scheduler replay of `ctas` CTAs: the counter back at 0 after each launch, every tile
  * of the second launch taken by exactly one CTA, each CTA's tiles in increasing index order, and
- * list scheduling's bound (Graham): no CTA busy longer than the mean plus the longest tile. */
-function checkReplay(rows: Block[], ctas: number): void {
+ * list scheduling's bound (Graham): no CTA busy longer than the mean plus the longest tile. With
+ * `late` CTAs that start at `lateAt`, their idle start counts as busy in both sides of the bound. */
+function checkReplay(rows: Block[], ctas: number, late = 0, lateAt = 0): void {
   const trailer = rows.filter((r) => r.status === REPLAY_ROW);
   expect(trailer.length).toBe(1);
   const [wordAfterFirst, wordAfterSecond, missed] = [trailer[0]!.b, trailer[0]!.h, trailer[0]!.hk];
@@ -67,7 +71,7 @@ function checkReplay(rows: Block[], ctas: number): void {
   }
   const orders = [...owner.values()].map(([, o]) => o).sort((a, b) => a - b);
   expect(orders).toEqual(orders.map((_, i) => i));  // one fetch per tile, none twice
-  const load = new Array<number>(ctas).fill(0), last = new Array<number>(ctas).fill(-1);
+  const load = Array.from({ length: ctas }, (_, i) => (i < late ? lateAt : 0)), last = new Array<number>(ctas).fill(-1);
   for (const [index, [cta, order]] of [...owner.entries()].sort((a, b) => a[1][1] - b[1][1])) {
     expect(index).toBeGreaterThan(last[cta]!);
     last[cta] = index;
@@ -203,9 +207,14 @@ describe("the attention kernel's tiles and key blocks (host listing of the kerne
           const shards = Array.from({ length: world }, (_, r) => shardLength(s, world, layout, r));
           const kvRows = Math.max(...shards) + 5;  // spare rows: the local map's stride is kvRows
           for (let rank = 0; rank < world; rank++) {
-            const ctas = 5 + rank;
-            const rows = walk({ ...c, seqQ: s, seqK: s, causal, world, rank, layout, groupHeads: 1, kvRows, replayCtas: ctas }, undefined, undefined);
-            checkReplay(rows, ctas);
+            // 5 + rank CTAs, of them (world > 1) 2 movers that join after copying for 6 blocks' time.
+            const ctas = 5 + rank, late = world > 1 ? 2 : 0, lateAt = 6;
+            const rows = walk({ ...c, seqQ: s, seqK: s, causal, world, rank, layout, groupHeads: 1, kvRows, replayCtas: ctas, lateCtas: late, lateAt },
+              undefined, undefined);
+            checkReplay(rows, ctas, late, lateAt);
+            // The movers fetch too: a limit that leaves them out leaves the word off 0.
+            if (late > 0) expect(() => checkReplay(walk({ ...c, seqQ: s, seqK: s, causal, world, rank, layout, groupHeads: 1, kvRows,
+              replayCtas: ctas, limitCtas: ctas - late, lateCtas: late, lateAt }), ctas, late, lateAt)).toThrow();
             const ranges = shardRanges(s, world, layout, rank);
             const localOf = (r: number, pos: number) => {
               let at = 0;

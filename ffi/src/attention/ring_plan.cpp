@@ -90,11 +90,14 @@ Layout choose(const WeftComm& c, const WeftRingAttentionParams& p) {
   l.ctas = int32_t(std::max<int64_t>(1, std::min<int64_t>({int64_t(resident) - l.mover_ctas, int64_t(c.sm_count) - l.mover_ctas, tiles})));
   // Cost model: the engine at ~550 TFLOP/s on 132 SMs (scaled by the CTAs), this rank's share of
   // the work; the copies at ~300 GB/s per peer link (bench/model-ring-attention.ts), overlapped but
-  // for the first group.
+  // for the first group. Mover CTAs compute too once their copies (every group of every peer, a
+  // stripe each) are done: the work spreads over all the CTAs, less the movers' copy time.
   const double flops = 4.0 * p.batch * p.heads * double(l.shard[c.rank]) * p.seqlen * p.head_dim *
                        ((p.flags & WEFT_ATTENTION_CAUSAL) ? 0.5 : 1.0);
-  const double compute_us = flops / (550e6 * l.ctas / 132.0);
   const double rate_mbps = l.mover == WEFT_RING_MOVER_CTAS ? 60e3 * l.mover_ctas : 300e3;  // bytes per us
+  const double copy_us = world > 1 ? double(l.slot_bytes) * l.groups / rate_mbps : 0.0;
+  const double cta_us = flops / (550e6 / 132.0);  // the work, in one CTA's microseconds
+  const double compute_us = (cta_us + l.mover_ctas * copy_us) / double(l.ctas + l.mover_ctas);
   const double first_group_us = world > 1 ? double(l.slot_bytes) / double(world - 1) / rate_mbps : 0.0;
   l.predicted_us = compute_us + first_group_us;
   return l;

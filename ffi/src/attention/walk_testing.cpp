@@ -16,13 +16,16 @@ WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* c
   return guard([&] {
     WEFT_REQUIRE(config && out_rows && (out || capacity == 0), "config and out_rows must not be NULL");
     enum { kBatch, kHeads, kKvHeads, kHeadDim, kSeqQ, kSeqK, kCausal, kSection, kTotalQ, kTotalK, kWorld, kRank, kLayout,
-           kGroupHeads, kKvRows, kMemoryKib, kReplayCtas, kReplayLimitCtas };
+           kGroupHeads, kKvRows, kMemoryKib, kReplayCtas, kReplayLimitCtas,
+           kReplayLateCtas, kReplayLateAt };
     const int32_t d = config[kHeadDim];
     WEFT_REQUIRE(attn::head_dim_supported(d), "head_dim must be 64 or 128");
     WEFT_REQUIRE(config[kBatch] >= 1 && config[kHeads] >= 1 && config[kKvHeads] >= 1 && config[kHeads] % config[kKvHeads] == 0,
                  "batch, heads, kv_heads must be >= 1, heads a multiple of kv_heads");
-    WEFT_REQUIRE(config[kReplayCtas] >= 0 && config[kReplayLimitCtas] >= 0, "replay CTAs must be >= 0");
-    const attn::WalkReplay replay{config[kReplayCtas], config[kReplayLimitCtas]};
+    WEFT_REQUIRE(config[kReplayCtas] >= 0 && config[kReplayLimitCtas] >= 0 && config[kReplayLateCtas] >= 0 &&
+                 config[kReplayLateCtas] <= config[kReplayCtas] && config[kReplayLateAt] >= 0,
+                 "replay CTAs must be >= 0, late CTAs at most the CTAs and late_at >= 0");
+    const attn::WalkReplay replay{config[kReplayCtas], config[kReplayLimitCtas], config[kReplayLateCtas], config[kReplayLateAt]};
     const attn::TileShape t = attn::tile_shape(d);
     WEFT_REQUIRE(!used_k || (cu_q && cu_k), "used_k needs cu_q and cu_k");
     if (config[kWorld] == 0) {
