@@ -15,13 +15,15 @@
 //   4  cp.async, fenced     the same copies; each thread waits for its copies of the stage two
 //                           behind (cp.async.wait_group 2), fences them to the async proxy
 //                           (fence.proxy.async.shared::cta: wgmma reads shared memory through it)
-//                           and arrives with a plain mbarrier arrive. The PTX memory model asks for
-//                           that fence between generic-proxy writes and wgmma reads; 3 has none
-//                           (as public cp.async + wgmma gathers do) and this measures what it costs
-//   5  1-row TMA boxes      02's gathering source (GatherSource, ASource::kLanes = 32)
+//                           and lane 0 arrives for its warp with a plain mbarrier arrive (1 + 4
+//                           arrivals per stage). The PTX memory model asks for that fence between
+//                           generic-proxy writes (cp.async) and async-proxy reads (wgmma); 3 has
+//                           none (as public cp.async + wgmma gathers do): this measures its cost
+//   5  1-row TMA boxes      02's gathering source (ladder::TmaRowGather, ASource::kLanes = 32)
 // Only the producer differs from the engine's kernel (cuda/gemm/kernel.cuh, engine_cta: copied
-// here, ladder only, since the engine's produce() runs one thread or one warp): setmaxnreg gives it
-// 48 registers (128 x 48 + 256 x 232 = 65536) against the engine's 40.
+// here, ladder only, since the engine's produce() runs one thread or one warp). It keeps the
+// engine's setmaxnreg budgets: the producer fits its 40 registers with no spill (at 32 ptxas
+// spills 36 bytes; 48 would also fit beside the consumers' 232: 128 x 48 + 256 x 232 = 65536).
 // Rows past M are zero-filled (cp.async src-size 0): their results are never stored.
 // Checks: random inputs, output poisoned with NaN, every element against a simple fp32 reference
 // of the gathered product (rel <= 1e-2), once and again after 24 back-to-back runs; indices with
@@ -33,6 +35,7 @@
 #include <string>
 
 #include "common.cuh"
+#include "gather.cuh"
 #include "gemm/launch.cuh"
 
 namespace {
@@ -51,41 +54,27 @@ struct GatherHooks : gemm::DefaultHooks {
   using State = GatherState;
 };
 
-// ---- version 5: 02's 1-row TMA gathering source ----
-template <class C>
-struct TmaRowSource {
-  static constexpr int kLanes = 32;
-  const CUtensorMap* map;
-  int32_t source[C::kTileM / 32];
-
-  template <class P>
-  __device__ __forceinline__ TmaRowSource(const P& p, const gemm::TileCoord& t) : map(&p.hooks.rows) {
-    const int lane = int(threadIdx.x % 32);
-#pragma unroll
-    for (int j = 0; j < C::kTileM / 32; ++j) source[j] = p.hooks.index[min(t.m0 + lane + 32 * j, p.hooks.m - 1)];
-  }
-  template <class P>
-  static __device__ __forceinline__ uint32_t stage_bytes(const P&) { return uint32_t(C::kABytes); }
-  __device__ __forceinline__ void load(uint8_t* dst, uint64_t* full, int32_t k0, uint32_t, int lane) const {
-#pragma unroll
-    for (int j = 0; j < C::kTileM / 32; ++j) cta::load_2d(dst + (lane + 32 * j) * 128, map, full, k0, source[j]);
-  }
-};
+// ---- version 5: 02's 1-row TMA gathering source (gather.cuh) ----
 struct TmaRowHooks : GatherHooks {
   template <class C>
-  using ASource = TmaRowSource<C>;
+  using ASource = ladder::TmaRowGather<C>;
 };
 
 // ---- versions 3 and 4: the cp.async producer ----
 enum class Arrival { kNoinc, kFenced };
 
-// 128 x 48 + 256 x 232 = 65536: the most the producer can have beside the engine's consumers.
-constexpr int kProducerRegisters = 48;
 // Version 4 arrives on a stage once the copies two stages later are issued. At most kStages - 2:
 // a consumer hands slot j back only after slot j + 1 is full (it keeps one wgmma batch in flight),
 // and the producer needs slot j back before it issues stage j + kStages.
 constexpr int kLag = 2;
 static_assert(kLag <= Cfg::kStages - 2, "a lag the ring's consumers can wait for");
+
+// Arrivals on a stage's full barrier besides thread 0's expect_tx: one per thread (noinc: each
+// thread's arrival fires when its own copies land), or one per warp (fenced: lane 0 arrives for
+// the warp once every lane has waited for and fenced its copies: a writer-side fence, then a warp
+// barrier, then one release, as for shared-memory stores before a TMA store).
+template <Arrival Mode>
+constexpr uint32_t kArrivals = Mode == Arrival::kNoinc ? wg::kThreads : wg::kWarps;
 
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, uint32_t src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
@@ -148,7 +137,8 @@ __device__ __forceinline__ bool produce_cpasync(const gemm::KernelParams<GatherS
         if (++pending > kLag) {
           cp_async_wait<kLag>();
           cta::fence_proxy_async_shared();
-          cta::mbarrier_arrive(s.full(arrive.stage));
+          __syncwarp();  // every lane's copies landed and fenced before lane 0 arrives for the warp
+          if (t % 32 == 0) cta::mbarrier_arrive(s.full(arrive.stage));
           arrive.advance();
           --pending;
         }
@@ -159,8 +149,9 @@ __device__ __forceinline__ bool produce_cpasync(const gemm::KernelParams<GatherS
   if constexpr (Mode == Arrival::kFenced) {
     cp_async_wait<0>();
     cta::fence_proxy_async_shared();
+    __syncwarp();
     for (; pending > 0; --pending) {
-      cta::mbarrier_arrive(s.full(arrive.stage));
+      if (t % 32 == 0) cta::mbarrier_arrive(s.full(arrive.stage));
       arrive.advance();
     }
   }
@@ -178,7 +169,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   const gemm::SharedStorage<Cfg> s(smem_raw);
   if (threadIdx.x == 0) {
     for (uint32_t i = 0; i < Cfg::kStages; ++i) {
-      cta::mbarrier_init(s.full(i), 1 + wg::kThreads);  // thread 0's expect_tx + one per thread
+      cta::mbarrier_init(s.full(i), 1 + kArrivals<Mode>);  // thread 0's expect_tx, then the copies'
       cta::mbarrier_init(s.empty(i), Cfg::kConsumers);
     }
     for (int i = 0; i < Epilogue::kBarriers; ++i) cta::mbarrier_init(s.epilogue_barrier(i), 1);
@@ -188,7 +179,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   }
   __syncthreads();
   if (wg::index() == 0) {
-    wg::release_registers<kProducerRegisters>();
+    wg::release_registers<Cfg::kProducerRegisters>();
     if (!produce_cpasync<Mode>(p, s)) cta::fail(p.completion, gemm::kFailBarrierTimeout, gemm::kStageProducer);
     gemm::finish_cta<Cfg, Hooks>(p);
   } else {
@@ -233,14 +224,6 @@ void launch_cpasync(const gemm::KernelParams<GatherState>& p, int ctas) {
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
   CK(cudaLaunchKernelEx(&cfg, cpasync_gemm_kernel<Mode>, p));
-}
-
-__global__ void gather_rows(const __nv_bfloat16* src, const int32_t* index, __nv_bfloat16* dst, int m, int k) {
-  for (int r = blockIdx.x; r < m; r += gridDim.x) {
-    const uint4* from = reinterpret_cast<const uint4*>(src + int64_t(index[r]) * k);
-    uint4* to = reinterpret_cast<uint4*>(dst + int64_t(r) * k);
-    for (int i = threadIdx.x; i < k / 8; i += blockDim.x) to[i] = from[i];
-  }
 }
 
 // Median (and min, max) over `rounds` interleaved rounds of each launch's ~20 ms loop, in ms per launch.
@@ -306,7 +289,7 @@ bool run_shape(const char* label, int m, int n, int k, int source_rows, const st
   gathered.hooks.m = m;
   const int ctas = g.ctas;
   const auto gather = [&] {
-    gather_rows<<<2 * g.sms, 256>>>(a_src, index, g.a, m, k);
+    ladder::gather_rows<<<2 * g.sms, 256>>>(a_src, index, g.a, m, k);
     CK(cudaGetLastError());
   };
   const auto gemm_plain = [&] { CK((gemm::launch<Cfg, gemm::DefaultHooks>(plain, ctas, nullptr))); };
