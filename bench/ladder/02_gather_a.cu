@@ -16,6 +16,7 @@
 #include <functional>
 
 #include "common.cuh"
+#include "gather.cuh"
 #include "gemm/launch.cuh"
 
 namespace {
@@ -30,32 +31,10 @@ struct GatherState {
   int32_t row_end;        // version 3: rows >= row_end are not this GEMM's
 };
 
-// Lane l of the producer's warp 0 loads rows l, l + 32, l + 64, l + 96 of the tile; their source rows
-// are read once per tile (rows past M repeat the last row: their results are never stored).
-template <class C>
-struct GatherSource {
-  static constexpr int kLanes = 32;
-  const CUtensorMap* map;
-  int32_t source[C::kTileM / 32];
-
-  template <class P>
-  __device__ __forceinline__ GatherSource(const P& p, const gemm::TileCoord& t) : map(&p.hooks.rows) {
-    const int lane = int(threadIdx.x % 32);
-#pragma unroll
-    for (int j = 0; j < C::kTileM / 32; ++j) source[j] = p.hooks.index[min(t.m0 + lane + 32 * j, p.hooks.m - 1)];
-  }
-  template <class P>
-  static __device__ __forceinline__ uint32_t stage_bytes(const P&) { return uint32_t(C::kABytes); }
-  __device__ __forceinline__ void load(uint8_t* dst, uint64_t* full, int32_t k0, uint32_t, int lane) const {
-#pragma unroll
-    for (int j = 0; j < C::kTileM / 32; ++j) cta::load_2d(dst + (lane + 32 * j) * 128, map, full, k0, source[j]);
-  }
-};
-
 struct GatherHooks : gemm::DefaultHooks {
   using State = GatherState;
   template <class C>
-  using ASource = GatherSource<C>;
+  using ASource = ladder::TmaRowGather<C>;
 };
 
 // Version 3's policy: StoreEpilogue for whole half-tiles below row_end, plain bounded stores for the
@@ -80,14 +59,6 @@ struct BoundHooks : GatherHooks {
   template <class C, class H>
   using Epilogue = RowBoundEpilogue<C, H>;
 };
-
-__global__ void gather_rows(const __nv_bfloat16* src, const int32_t* index, __nv_bfloat16* dst, int m, int k) {
-  for (int r = blockIdx.x; r < m; r += gridDim.x) {
-    const uint4* from = reinterpret_cast<const uint4*>(src + int64_t(index[r]) * k);
-    uint4* to = reinterpret_cast<uint4*>(dst + int64_t(r) * k);
-    for (int i = threadIdx.x; i < k / 8; i += blockDim.x) to[i] = from[i];
-  }
-}
 
 }  // namespace
 
@@ -126,7 +97,7 @@ int main(int argc, char** argv) {
   bound.hooks.row_end = row_end;
 
   const auto gather = [&] {
-    gather_rows<<<2 * g.sms, 256>>>(a_src, index, g.a, m, k);
+    ladder::gather_rows<<<2 * g.sms, 256>>>(a_src, index, g.a, m, k);
     CK(cudaGetLastError());
   };
   const auto gemm_plain = [&] { CK((gemm::launch<Cfg, gemm::DefaultHooks>(plain, ctas, nullptr))); };

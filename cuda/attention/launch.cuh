@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include "../primitives/persistent_launch.cuh"
+#include "attention.h"
 #include "kernel.cuh"
 
 namespace weft::attn {
@@ -34,6 +35,12 @@ cudaError_t launch(const Params<typename Policy::State>& p, int ctas, cudaStream
   if (e != cudaSuccess) return e;
   if (ctas <= 0) return cudaErrorInvalidConfiguration;
   return launch_persistent_grid<attention_kernel<Cfg, Policy>>(p, ctas, Cfg::kThreads, Cfg::kSmemBytes, stream);
+}
+
+// A config's shape as the host side sees it (attention.h).
+template <class Cfg>
+TileShape shape_of() {
+  return {Cfg::kBlockM, Cfg::kBlockN, Cfg::kStages, Cfg::kThreads, Cfg::kSmemBytes};
 }
 
 // The instantiated shapes (bench/DECISIONS.md, "Attention tiles are 128 x 128 at D 128 and 128 x 192

@@ -7,13 +7,6 @@ namespace weft::attn {
 
 bool head_dim_supported(int32_t head_dim) { return head_dim == 64 || head_dim == 128; }
 
-namespace {
-template <class Cfg>
-TileShape shape_of() {
-  return {Cfg::kBlockM, Cfg::kBlockN, Cfg::kStages, Cfg::kThreads, Cfg::kSmemBytes};
-}
-}  // namespace
-
 TileShape tile_shape(int32_t head_dim) { return head_dim == 64 ? shape_of<ConfigD64>() : shape_of<ConfigD128>(); }
 
 cudaError_t launch_local(const LocalLaunch& l) {

@@ -22,11 +22,7 @@ cudaError_t launch_ring_config(const RingLaunch& l) {
 }
 }  // namespace
 
-TileShape ring_tile_shape(int32_t head_dim) {
-  using S = TileShape;
-  return head_dim == 64 ? S{RingConfigD64::kBlockM, RingConfigD64::kBlockN, RingConfigD64::kStages, RingConfigD64::kThreads, RingConfigD64::kSmemBytes}
-                        : S{ConfigD128::kBlockM, ConfigD128::kBlockN, ConfigD128::kStages, ConfigD128::kThreads, ConfigD128::kSmemBytes};
-}
+TileShape ring_tile_shape(int32_t head_dim) { return head_dim == 64 ? shape_of<RingConfigD64>() : shape_of<ConfigD128>(); }
 
 cudaError_t launch_ring(const RingLaunch& l) {
   switch (l.head_dim) {

@@ -24,6 +24,22 @@ int stream_device(void* stream, const void* fallback_ptr) {
   return dev;
 }
 
+// The runtime's kind for a WeftCopyKind (validated).
+cudaMemcpyKind copy_kind(int32_t kind) {
+  WEFT_REQUIRE(kind >= WEFT_COPY_DEFAULT && kind <= WEFT_COPY_D2D, "kind %d is not a WeftCopyKind", kind);
+  static const cudaMemcpyKind kinds[] = {cudaMemcpyDefault, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
+                                         cudaMemcpyDeviceToDevice};
+  return kinds[kind];
+}
+
+// The device a copy runs on: the stream's, else whichever side is device memory (else 0).
+int copy_device(void* stream, void* dst, const void* src) {
+  if (stream) return stream_device(stream, dst);
+  int dev = pointer_device(dst);
+  if (dev < 0) dev = pointer_device(src);
+  return dev < 0 ? 0 : dev;
+}
+
 }  // namespace
 
 extern "C" {
@@ -106,16 +122,11 @@ WEFT_API int weft_fill(void* dst, uint64_t count, int32_t elem_bytes, uint64_t p
 
 WEFT_API int weft_memcpy(void* dst, const void* src, uint64_t bytes, int32_t kind, void* stream) {
   return guard([&] {
-    WEFT_REQUIRE(kind >= WEFT_COPY_DEFAULT && kind <= WEFT_COPY_D2D, "kind %d is not a WeftCopyKind",
-                 kind);
+    const cudaMemcpyKind k = copy_kind(kind);
     WEFT_REQUIRE((dst && src) || bytes == 0, "dst and src must not be NULL");
     if (bytes == 0) return;
-    static const cudaMemcpyKind kinds[] = {cudaMemcpyDefault, cudaMemcpyHostToDevice,
-                                           cudaMemcpyDeviceToHost, cudaMemcpyDeviceToDevice};
-    int dev = pointer_device(dst);
-    if (dev < 0) dev = pointer_device(src);
-    DeviceGuard g(stream ? stream_device(stream, dst) : (dev < 0 ? 0 : dev));
-    WEFT_CUDA(cudaMemcpyAsync(dst, src, bytes, kinds[kind], as_stream(stream)));
+    DeviceGuard g(copy_device(stream, dst, src));
+    WEFT_CUDA(cudaMemcpyAsync(dst, src, bytes, k, as_stream(stream)));
     // A NULL stream means "done when this returns": the caller may be handing us a JS buffer
     // that is only valid for the duration of the call.
     if (!stream) WEFT_CUDA(cudaStreamSynchronize(nullptr));
@@ -125,17 +136,13 @@ WEFT_API int weft_memcpy(void* dst, const void* src, uint64_t bytes, int32_t kin
 WEFT_API int weft_memcpy_2d(void* dst, uint64_t dst_pitch, const void* src, uint64_t src_pitch, uint64_t width_bytes,
                             uint64_t rows, int32_t kind, void* stream) {
   return guard([&] {
-    WEFT_REQUIRE(kind >= WEFT_COPY_DEFAULT && kind <= WEFT_COPY_D2D, "kind %d is not a WeftCopyKind", kind);
+    const cudaMemcpyKind k = copy_kind(kind);
     WEFT_REQUIRE((dst && src) || width_bytes == 0 || rows == 0, "dst and src must not be NULL");
     WEFT_REQUIRE(width_bytes <= dst_pitch && width_bytes <= src_pitch, "width_bytes (%llu) must be at most both pitches",
                  static_cast<unsigned long long>(width_bytes));
     if (width_bytes == 0 || rows == 0) return;
-    static const cudaMemcpyKind kinds[] = {cudaMemcpyDefault, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
-                                           cudaMemcpyDeviceToDevice};
-    int dev = pointer_device(dst);
-    if (dev < 0) dev = pointer_device(src);
-    DeviceGuard g(stream ? stream_device(stream, dst) : (dev < 0 ? 0 : dev));
-    WEFT_CUDA(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width_bytes, rows, kinds[kind], as_stream(stream)));
+    DeviceGuard g(copy_device(stream, dst, src));
+    WEFT_CUDA(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width_bytes, rows, k, as_stream(stream)));
     if (!stream) WEFT_CUDA(cudaStreamSynchronize(nullptr));
   });
 }

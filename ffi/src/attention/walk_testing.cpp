@@ -26,7 +26,7 @@ WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* c
                  config[kReplayLateCtas] <= config[kReplayCtas] && config[kReplayLateAt] >= 0,
                  "replay CTAs must be >= 0, late CTAs at most the CTAs and late_at >= 0");
     const attn::WalkReplay replay{config[kReplayCtas], config[kReplayLimitCtas], config[kReplayLateCtas], config[kReplayLateAt]};
-    const attn::TileShape t = attn::tile_shape(d);
+    const attn::TileShape t = attn::tile_shape(d);  // the one-GPU kernel's (the ring's: ring_tile_shape)
     WEFT_REQUIRE(!used_k || (cu_q && cu_k), "used_k needs cu_q and cu_k");
     if (config[kWorld] == 0) {
       attn::Problem q{};
@@ -64,7 +64,7 @@ WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* c
     const int32_t world = config[kWorld], rank = config[kRank];
     WEFT_REQUIRE(world >= 1 && world <= attn::kRingMaxWorld && rank >= 0 && rank < world, "world in [1, 8], rank in [0, world)");
     const attn_abi::Layout l = attn_abi::ring_layout(p, world, rank, false);  // the walk does not depend on the mover
-    const attn::RingState s = attn_abi::ring_state(p, l, world, rank, t.block_m);
+    const attn::RingState s = attn_abi::ring_state(p, l, world, rank, attn::ring_tile_shape(d).block_m);
     const attn::Problem q = attn_abi::ring_problem(p, l, rank, s);
     *out_rows = attn::list_walk_ring(q, s, d, replay, out, capacity);
   });
