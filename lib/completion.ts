@@ -3,7 +3,8 @@
 //
 // A Completion owns a ring of slots for one device. Each slot is two 64-bit words of pinned,
 // host-mapped memory (done: the last published sequence number, with bit 63 set on failure;
-// reason: why it failed) and two 32-bit arrival counters in device memory. An op launch takes a
+// reason: why it failed) and four 32-bit words in device memory, 0 between launches (two arrival
+// counters, then the attention engine's tile counter and a spare: weft.h, WeftOpLaunch). An op launch takes a
 // slot with slot(), hands its three addresses to the kernel, and gets its result with
 // promise(seq) (async) or wait(seq) (spins: benchmarks only).
 //
@@ -27,7 +28,7 @@ import { check, detachNative, native, outPointer, viewNative } from "./native.ts
 export interface CompletionSlot {
   /** Device alias of the slot's two host-mapped 64-bit words (done, reason). */
   readonly done: number;
-  /** Device address of the slot's two 32-bit arrival counters (0 between launches). */
+  /** Device address of the slot's four 32-bit device words (0 between launches). */
   readonly arrivals: number;
   /** The value the kernel publishes in `done` when it finishes. */
   readonly seq: number;
@@ -47,6 +48,9 @@ export function decodeReason(reason: bigint): { code: number; stage: number; fie
     peer: Number(reason >> 48n),
   };
 }
+
+/** Device bytes per slot: WeftOpLaunch's four 32-bit words. */
+const ARRIVAL_BYTES = 16;
 
 export interface CompletionOptions {
   /** Ring size: launches that may be in flight at once (default 4096). */
@@ -118,7 +122,7 @@ export class Completion extends NativeHandle {
     check(native().weft_host_alloc(slots * 16, host, hostDevice), op);
     const arrivals = new BigUint64Array(1);
     try {
-      check(native().weft_malloc(device, slots * 8, arrivals), op);
+      check(native().weft_malloc(device, slots * ARRIVAL_BYTES, arrivals), op);
     } catch (e) {
       native().weft_host_free(outPointer(host));
       throw e;
@@ -126,7 +130,7 @@ export class Completion extends NativeHandle {
     const c = new Completion(device, slots, timeoutMs, outPointer(host), outPointer(hostDevice), outPointer(arrivals));
     c.pollSpinMicros = pollSpinMicros;
     c.#words.fill(0n);
-    check(native().weft_memset(outPointer(arrivals), 0, slots * 8, null), op);
+    check(native().weft_memset(outPointer(arrivals), 0, slots * ARRIVAL_BYTES, null), op);
     return c;
   }
 
@@ -149,7 +153,7 @@ export class Completion extends NativeHandle {
       }
     }
     this.#issued[index] = seq;
-    return { done: this.#hostDevice + index * 16, arrivals: this.#arrivals + index * 8, seq };
+    return { done: this.#hostDevice + index * 16, arrivals: this.#arrivals + index * ARRIVAL_BYTES, seq };
   }
 
   /** Resolves when launch `seq` finishes; rejects with describe(reason) when it failed.

@@ -13,7 +13,7 @@ import { errorFromStatus, LibraryError } from "./errors.ts";
 import { runtime, T, type NativeLibrary, type SymbolTable } from "./runtime/index.ts";
 
 /** weft.h WEFT_ABI_VERSION this package was written against. */
-export const ABI_VERSION = 5;
+export const ABI_VERSION = 6;
 
 // Pointers are T.ptr: a JS number (device/host address), a TypedArray (passed by the address of its
 // bytes for the duration of the call) or null. 64-bit sizes are T.u64 (number or bigint). offThread:

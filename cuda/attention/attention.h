@@ -60,6 +60,9 @@ struct LocalLaunch {
   int32_t head_dim;
   int32_t ctas;  // persistent grid: at most one CTA per SM, at most problem.tiles
   CompletionWords completion;
+  // The tile scheduler's word (scheduler.cuh): device memory that is 0 between launches and that no
+  // other launch uses while this one runs; nullptr: the static tile order.
+  uint32_t* tile_counter;
   cudaStream_t stream;
 };
 
@@ -87,10 +90,23 @@ cudaError_t resident_ring_ctas(int32_t head_dim, int* ctas);
 // Test support (walk_listing.cu): the tiles and key blocks of a launch, listed on the host by the
 // kernel's own decode and walk, kWalkFields int32 per block (a tile without blocks: one row with
 // source -1): tile index, status (TileStatus), b, h, hk, q row, q rows, q pos, source, kv row,
-// kv col, kv pos, valid, gate, masked, lse offset. Returns the rows (writes at most `capacity`).
-constexpr int kWalkFields = 16;
-int64_t list_walk_local(const Problem& problem, int32_t head_dim, int32_t* out, int64_t capacity);
-int64_t list_walk_ring(const Problem& problem, const RingState& state, int32_t head_dim, int32_t* out, int64_t capacity);
+// kv col, kv pos, valid, gate, masked, lse offset, and from a replay of the tile scheduler with
+// WalkReplay::ctas simulated CTAs over two launches (ctas 0: none, -1 -1) the CTA that took the tile
+// in the second launch (-2: two did) and its fetch position; the first late_ctas of them take their
+// first tile only at time late_at (in blocks: the ring's mover CTAs, which compute after their copies). A replay ends with one row of status
+// kWalkReplayRow: index -1, then the counter word after each launch and the tiles nobody took.
+// Returns the rows (writes at most `capacity`).
+constexpr int kWalkFields = 18;
+constexpr int32_t kWalkReplayRow = 3;
+struct WalkReplay {
+  int32_t ctas;        // simulated CTAs (0: no replay)
+  int32_t limit_ctas;  // the CTAs the counter's limit assumes (0: ctas; another value: a fault)
+  int32_t late_ctas;   // of the ctas, how many start late (movers)
+  int32_t late_at;     // and when, in blocks
+};
+int64_t list_walk_local(const Problem& problem, int32_t head_dim, const WalkReplay& r, int32_t* out, int64_t capacity);
+int64_t list_walk_ring(const Problem& problem, const RingState& state, int32_t head_dim, const WalkReplay& r, int32_t* out,
+                       int64_t capacity);
 
 // The deliberately simple fp32 reference (one warp per query, two passes over the keys, CUDA
 // cores only): out [rows, heads * D] fp32 in the q layout, lse as the engine writes it. For tests.

@@ -50,9 +50,13 @@ struct Config {
   // = 64512, and 128 x 32 + 384 x 160 = 65536. A consumer holds O (HeadDim / 2 fp32), S (BlockN / 2
   // fp32) and P (BlockN / 4 bf16 pairs) at once, plus the softmax state; at 128 x 128, D 128 that is
   // 160 + ~50, and 232 compiles without spills (240 would leave the producer 24, where its block
-  // walk spills).
-  static constexpr int kProducerRegisters = kConsumers == 2 ? 40 : 32;
+  // walk spills). The producer takes what the consumers leave, rounded down to 8: 40 beside 232,
+  // 56 beside 224 (D 64 at 128 x 192, whose producer spilled at 40 once it fetched tiles itself).
   static constexpr int kConsumerRegisters = ConsumerRegisters > 0 ? ConsumerRegisters : kConsumers == 2 ? 232 : 160;
+  static constexpr int kLaunchRegisters = (65536 / kThreads) / 8 * 8;
+  static constexpr int kProducerRegisters =
+      (kLaunchRegisters * kThreads - kConsumers * wg::kThreads * kConsumerRegisters) / wg::kThreads / 8 * 8;
+  static_assert(kProducerRegisters >= 24 && kProducerRegisters <= kLaunchRegisters, "setmaxnreg takes 24 .. 256");
 
   // Named barriers (0 is __syncthreads): consumer c's own (epilogue) is 1 + c; the consumers'
   // GEMM-issue token ring (ping-pong, named_barrier.cuh) uses kTokenBarrier + c.
@@ -68,7 +72,6 @@ struct Config {
   static_assert(BlockN % 16 == 0 && BlockN <= 256 && BlockM <= 256, "TMA boxes and wgmma N are at most 256");
   static_assert(kStages >= 2, "K and V rings need two stages to overlap loads and math");
   static_assert(kTokenBarrier + kConsumers <= 16, "named barrier ids fit 1..15");
-  static constexpr int kLaunchRegisters = (65536 / kThreads) / 8 * 8;
   static_assert(wg::kThreads * (kProducerRegisters + kConsumers * kConsumerRegisters) <= kLaunchRegisters * kThreads,
                 "register budgets exceed what the CTA gets at launch");
 };
@@ -80,6 +83,7 @@ struct Config {
 //   [V stage 0 .. S-1: the same]
 //   [O: consumer 0 boxes | consumer 1 boxes | ...]               epilogue staging, 64 x 128 B boxes
 //   [q_full | q_empty | k_full[S] | k_empty[S] | v_full[S] | v_empty[S]]   mbarriers
+//   [tile index]                         the producer's handoff of the next tile (scheduler.cuh)
 template <class Cfg>
 struct SharedStorage {
   uint8_t* base;
@@ -105,6 +109,7 @@ struct SharedStorage {
   __device__ uint64_t* k_empty(uint32_t stage) const { return q_full() + 2 + Cfg::kStages + stage; }
   __device__ uint64_t* v_full(uint32_t stage) const { return q_full() + 2 + 2 * Cfg::kStages + stage; }
   __device__ uint64_t* v_empty(uint32_t stage) const { return q_full() + 2 + 3 * Cfg::kStages + stage; }
+  __device__ int32_t* tile_index() const { return reinterpret_cast<int32_t*>(q_full() + 2 + 4 * Cfg::kStages); }
 };
 
 }  // namespace weft::attn

@@ -17,7 +17,7 @@
 // every P register passes wg::fence_operand after that wait, before the next block's P overwrites it
 // (wgmma_rs.cuh).
 //
-// Barriers: q_full (parity per tile), k_full / v_full (ring parity); every warp releases what it
+// Barriers: q_full (parity per tile; after it, the tile's index in shared memory, or the end), k_full / v_full (ring parity); every warp releases what it
 // read (q_empty after the tile's last S, k_empty after each S, v_empty after each P·V) right after
 // its own wgmma wait.
 #pragma once
@@ -126,18 +126,16 @@ __device__ __forceinline__ bool consume(const Params<State>& p, const SharedStor
 
   if (consumer == 0) wg::arrive_groups<2>(my_turn);  // the token starts with consumer 0
 
-  TileSequence tiles(q.tiles, Policy::first_tile_cta(p));
-  int32_t index;
-  while (tiles.next(index)) {
-    QTile t;
-    const TileStatus status = Policy::template decode<Cfg>(p, index, t);
-    if (status != TileStatus::kOk) {
-      if (status == TileStatus::kInvalid && consumer == 0 && th == 0) cta::fail(p.completion, kFailSeqlens, kStageConsumer);
-      continue;
-    }
-    if (consumer == 0 && th == 0) Policy::tile_started(p, cache, t);
+  for (;;) {
     ok = ok && cta::mbarrier_wait(s.q_full(), q_phase);
     q_phase ^= 1u;
+    // The producer's word for this phase (producer.cuh says why it is visible here). After a failed
+    // wait the word may be stale: stop rather than loop on it (the kernel reports the timeout).
+    const int32_t index = *static_cast<volatile int32_t*>(s.tile_index());
+    if (!ok || index >= q.tiles) break;
+    QTile t;
+    Policy::template decode<Cfg>(p, index, t);  // kOk: the producer hands out no other
+    if (consumer == 0 && th == 0) Policy::tile_started(p, cache, t);
     const int32_t row_pos = t.pos + row_in_tile;  // and row_pos + 8
 #pragma unroll
     for (int i = 0; i < kD / 2; ++i) o[i] = 0.0f;

@@ -71,14 +71,21 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   __syncthreads();
 
   if (Policy::kMovers && Policy::is_mover(p)) {
-    // A mover CTA (ring.cuh): copies peers' data with all its threads, then ends like the others.
+    // A mover CTA (ring.cuh) copies peers' data with all its threads at the launch's 168 registers,
+    // and has published every arrival, flag and pulled word of its copies when move() returns: its
+    // own producer may wait on those flags next. Then it takes the producer and consumer roles like
+    // the others (the barriers above are initialised in every CTA) and fetches tiles from the same
+    // counter (scheduler.cuh counts it as a fetcher). It joins even after a failed wait, so that the
+    // launch still makes its count of fetches; its waits then stop at the raised abort words.
     if (!Policy::move(p)) Policy::on_wait_failed(p, kStageProducer);
-    finish_cta<Policy>(p);
-  } else if (wg::index() == 0) {
+    __syncthreads();
+  }
+  if (wg::index() == 0) {
     wg::release_registers<Cfg::kProducerRegisters>();
     if (wg::thread() == 0) {
       bool gate_ok = true;
-      if (!produce<Cfg, Policy>(p, s, gate_ok)) cta::fail(p.completion, kFailBarrierTimeout, kStageProducer);
+      const int32_t failure = produce<Cfg, Policy>(p, s, gate_ok);
+      if (failure != 0) cta::fail(p.completion, failure, kStageProducer);
       if (!gate_ok) Policy::on_wait_failed(p, kStageProducer);
     }
     __syncwarp();

@@ -45,8 +45,8 @@ TileShape shape_of() {
 
 // The instantiated shapes (bench/DECISIONS.md, "Attention tiles are 128 x 128 at D 128 and 128 x 192
 // at D 64"). The one-GPU kernel at D 64 takes 192 keys per block: a third fewer blocks, so a third
-// fewer per-block fixed costs (barrier waits, row maxima, rescales); its consumers compile with no
-// spills at 224 registers (14 bytes at 232). The ring kernel keeps 128 x 128 at D 64: its peers'
+// fewer per-block fixed costs (barrier waits, row maxima, rescales); its consumers at 224 registers
+// and its producer at the 56 they leave compile with no spills (config.cuh). The ring kernel keeps 128 x 128 at D 64: its peers'
 // chunks are whole 128-token blocks.
 using ConfigD128 = Config<128, 128, 128>;
 using ConfigD64 = Config<64, 128, 192, 224>;

@@ -1,7 +1,7 @@
 // local.cuh — the single-GPU KV source: every key of a sequence is in the local k / v tensors
 // (Params::k[0], v[0]), one segment per tile, no waits.
 //
-// Tile order (scheduler.cuh numbers it; CTAs take it in snake rounds): (sequence, head) pairs are
+// Tile order (scheduler.cuh hands it out, tile by tile, to whichever CTA asks next): (sequence, head) pairs are
 // cut into sections of Problem::section pairs whose K and V fit in about half of L2 (chosen by the
 // host: ffi/src/attention/plan.cpp), sections one after the other; inside a section the tiles go
 // by query block (the last first under a causal mask: the longest tiles start first), then by pair.
@@ -14,14 +14,14 @@ namespace weft::attn {
 
 struct LocalPolicy {
   struct State {
-    int32_t unused;
+    uint32_t* tile_counter;  // scheduler.cuh (0 between launches); nullptr: the static order
   };
   struct ProducerCache {};
   struct ConsumerCache {};
 
   static __device__ void on_kernel_start(const Params<State>&) {}
   static constexpr bool kMovers = false;
-  static __device__ int32_t first_tile_cta(const Params<State>&) { return 0; }
+  static __device__ uint32_t* tile_counter(const Params<State>& p) { return p.state.tile_counter; }
   static __device__ bool is_mover(const Params<State>&) { return false; }
   static __device__ bool move(const Params<State>&) { return true; }
 

@@ -19,6 +19,7 @@ cudaError_t launch_local_config(const LocalLaunch& l) {
   p.v[1] = l.v;
   p.problem = l.problem;
   p.completion = Completion{l.completion.done, l.completion.seq, l.completion.arrivals};
+  p.state.tile_counter = l.tile_counter;
   return launch<Cfg, LocalPolicy>(p, l.ctas, l.stream);
 }
 

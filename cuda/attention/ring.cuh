@@ -10,15 +10,22 @@
 // (r − 1, r − 2, ...), each read from this rank's receive buffer (Params::k[1], v[1]) once it has
 // landed. The copy engines fill the buffer (ffi/src/attention/ring_mover.cpp: for each kv-head
 // group g and source s, a 2-D copy of s's K and V heads of the group from s's symmetric k / v), or
-// the kernel's first mover_ctas CTAs do (move() below); either raises flags[g * W + s] = epoch
-// after the group's data. The producer waits for that flag (bounded) before a block's first load.
+// the kernel's first mover_ctas CTAs do (move() below; then they compute); either raises
+// flags[g * W + s] = epoch after the group's data. The producer waits for that flag (bounded)
+// before a block's first load.
 //
 // Memory: the buffer has `slots` slots, each one kv-head group of every peer's shard; group g uses
-// slot g % slots. Tiles come group by group (tile order below), and each CTA adds 1 to
-// group_done[g] once its consumers have started a tile of a later group (every load of group g's
-// blocks has then landed) or finished; a copy into a slot that held group g waits (stream-ordered,
-// cuStreamWaitValue64) until group_done[g] reaches epoch x ctas. With slots == groups (the
-// caller allowed the memory: an all-gather of K and V) nothing waits.
+// slot g % slots. Tiles come group by group (tile order below), and each CTA that is not a mover
+// adds 1 to group_done[g] once its consumers have started a tile of a later group (every load of
+// group g's blocks has then landed) or finished; a copy into a slot that held group g waits
+// (stream-ordered, cuStreamWaitValue64, or in move()) until group_done[g] reaches epoch x ctas. With
+// slots == groups (the caller allowed the memory: an all-gather of K and V) nothing waits.
+//
+// A mover CTA computes too, but only after all of its copies (kernel.cuh), and it adds nothing to
+// group_done: it never reads a slot that a later copy overwrites. Its copy of group g + slots came
+// after its own wait saw group_done[g] complete, i.e. after every CTA that is not a mover had
+// fetched a tile past group g (or the end); indices only grow (scheduler.cuh), so every tile of
+// group g had been handed out before any mover's first fetch, and none of them to a mover.
 //
 // Start and end of a launch (CTA 0): thread 0 raises this rank's symmetric `entered` word, waits
 // until every peer has entered the same launch (their shards are final: each kernel starts after
@@ -35,7 +42,10 @@
 // Tile order: kv-head groups one after the other; inside a group, query block by query block
 // (under a causal mask the last positions first: a later local block is a later global position,
 // in both layouts), then (sequence, head) pairs of the group. So group g's slot is released as
-// early as the schedule allows, and L2 holds the few heads the running CTAs share.
+// early as the schedule allows, and L2 holds the few heads the running CTAs share. The CTAs take
+// tiles in that order from the workspace's tile counter (scheduler.cuh; the movers once their copies
+// are done), so each CTA's tiles still come group by group (group_done below) and a group's tiles
+// start as its peers' data lands.
 #pragma once
 
 #include "../collectives/move.cuh"
@@ -57,7 +67,7 @@ struct RingPolicy {
   };
 
   static constexpr bool kMovers = true;
-  static __device__ int32_t first_tile_cta(const Params<State>& p) { return p.state.mover_ctas; }
+  static __device__ uint32_t* tile_counter(const Params<State>& p) { return p.state.tile_counter; }
   static __device__ bool is_mover(const Params<State>& p) { return int32_t(blockIdx.x) < p.state.mover_ctas; }
 
   // primitives/abort.cuh's abort_budget, with this rank's plan word read from own_abort.
@@ -271,12 +281,15 @@ struct RingPolicy {
     return ok;
   }
 
-  // Consumer 0's leader, before a tile's first wait: every earlier group's loads have landed.
+  // Consumer 0's leader, before a tile's first wait: every earlier group's loads have landed. Mover
+  // CTAs count nothing (the Memory note above says why they need not; group_done counts ctas CTAs).
   static __device__ void tile_started(const Params<State>& p, ConsumerCache& cache, const QTile& t) {
+    if (is_mover(p)) return;
     for (; cache.group < t.group; ++cache.group) sys::device_signal_add(p.state.group_done + cache.group, 1);
   }
 
   static __device__ void consumers_done(const Params<State>& p, ConsumerCache& cache) {
+    if (is_mover(p)) return;
     for (; cache.group < p.state.groups; ++cache.group) sys::device_signal_add(p.state.group_done + cache.group, 1);
   }
 

@@ -75,7 +75,7 @@ struct RingState {
   int32_t m_blocks;       // query tiles of this rank's shard per (sequence, head), its chunks together
   int32_t first_blocks;   // of those, the first chunk's
   int32_t tiles;          // groups-major tile count (= Problem::tiles)
-  int32_t ctas;           // the grid: every CTA adds 1 to each group_done word per launch
+  int32_t ctas;           // the CTAs past the movers: each adds 1 to each group_done word per launch
   uint64_t epoch;         // this launch (>= 1)
   uint64_t timeout_ns;
   // What every wait for a peer gives up on (primitives/abort_words.h): the communicator's host word
@@ -89,15 +89,16 @@ struct RingState {
   // the epoch when group g of source s has landed; CTAs add to group_done[g] when done with group g.
   uint64_t* flags;
   uint64_t* group_done;
+  uint32_t* tile_counter; // every CTA's tile scheduler, movers' too (scheduler.cuh; 0 between launches)
   uint64_t* entered;      // symmetric: this rank's, raised at kernel start
   uint64_t* go;           // this rank's side streams wait for it: every peer has entered
   // The CTA mover (mover_ctas > 0): CTAs [0, mover_ctas) copy the peers' groups themselves, in the
   // copy engines' order, every CTA a stripe of every item (ring.cuh, move()), from peer_k / peer_v
-  // (each peer's k and v as this process maps them, its kv_rows rows per sequence); the rest
-  // compute. Each mover CTA adds 1 to arrivals[g * W + s] when its stripe of item (g, s) is stored,
-  // and the one that completes the launch's count (epoch x mover_ctas) raises flags[g * W + s]; each
-  // adds 1 to movers_done when all its items are done, and the one that completes the launch's count
-  // raises pulled[s] for every peer s.
+  // (each peer's k and v as this process maps them, its kv_rows rows per sequence), then compute
+  // tiles like the rest. Each mover CTA adds 1 to arrivals[g * W + s] when its stripe of item (g, s)
+  // is stored, and the one that completes the launch's count (epoch x mover_ctas) raises
+  // flags[g * W + s]; each adds 1 to movers_done when all its items are done, and the one that
+  // completes the launch's count raises pulled[s] for every peer s.
   int32_t mover_ctas;
   int32_t shard[kRingMaxWorld];         // tokens per sequence of every rank
   int32_t peer_kv_rows[kRingMaxWorld];

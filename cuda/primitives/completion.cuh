@@ -4,7 +4,8 @@
 //   - The host owns a pinned, host-mapped completion area. Each op launch carries the device alias
 //     of two 64-bit words there (`done[0]`: sequence, `done[1]`: failure reason) and the value to
 //     publish (`seq`, the op's sequence number, which only grows), plus two 32-bit words of device
-//     memory that start at 0 (`arrivals[0]`: CTAs finished, `arrivals[1]`: failed flag).
+//     memory that start at 0 (`arrivals[0]`: CTAs finished, `arrivals[1]`: failed flag; the slot has
+//     four: `arrivals[2]` is a kernel's own scheduler word, cuda/attention/scheduler.cuh).
 //   - cta::finish() is called by every CTA of the grid exactly once, at its very end, by all of its
 //     threads. Each CTA arrives with a GPU-scope acquire-release add; the last to arrive writes `seq`
 //     to `done` with st.release.sys, so every store the grid made (to any memory: the chain of
@@ -24,7 +25,7 @@ namespace weft {
 struct Completion {
   uint64_t* done;        // device alias of the host-mapped word; nullptr: no host notification
   uint64_t seq;          // value to publish
-  uint32_t* arrivals;    // 2 device words, both 0 between launches
+  uint32_t* arrivals;    // device words, 0 between launches: [0], [1] here, [2] a kernel's scheduler
 };
 
 constexpr uint64_t kFailedBit = 1ull << 63;

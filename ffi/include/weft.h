@@ -38,8 +38,9 @@ extern "C" {
 #define WEFT_API __attribute__((visibility("default")))
 #endif
 
-/* Bumped on any change to a signature or an ABI struct. lib/native.ts refuses a mismatch. */
-#define WEFT_ABI_VERSION 5
+/* Bumped on any change to a signature or an ABI struct. lib/native.ts and ffi/python/weft/_native.py
+ * refuse a mismatch. 6: WeftOpLaunch.arrivals points at 4 words (was 2). */
+#define WEFT_ABI_VERSION 6
 
 enum WeftStatus {
   WEFT_OK = 0,
@@ -76,7 +77,8 @@ typedef struct WeftOpLaunch {
   uint32_t version;  /* 1 */
   uint64_t done;     /* device alias of 2 host-mapped uint64 words */
   uint64_t seq;
-  uint64_t arrivals; /* 2 device uint32 words, 0 between launches */
+  uint64_t arrivals; /* 4 device uint32 words, 0 between launches (the kernel returns them to 0): CTAs
+                        finished, failed flag, the attention engine's tile counter, spare */
 } WeftOpLaunch;
 #define WEFT_OP_LAUNCH_INIT {sizeof(WeftOpLaunch), 1, 0, 0, 0}
 
@@ -1396,11 +1398,14 @@ WEFT_API int weft_ring_attention_plans_launch(WeftRingAttentionPlan* const* plan
                                               int32_t count);
 WEFT_API int weft_ring_attention_plan_destroy(WeftRingAttentionPlan* plan);
 /* Test support: the attention kernel's tiles and key blocks for a described launch, listed on the
- * host by the kernel's own tile decode and key walk (no GPU needed). config: 16 int32 {batch, heads,
+ * host by the kernel's own tile decode and key walk (no GPU needed). config: 20 int32 {batch, heads,
  * kv_heads, head_dim, seqlen_q, seqlen_k, causal, section, total_q, total_k, world (0: one GPU),
- * rank, layout, group_heads, kv_rows, memory KiB}; cu_q / cu_k / used_k: host int32 offsets and
- * key counts (varlen, as WeftAttentionParams' cu_seqlens_q, cu_seqlens_k, seqused_k) or NULL. out:
- * 16 int32 per block (cuda/attention/attention.h, kWalkFields); *out_rows: the count. */
+ * rank, layout, group_heads, kv_rows, memory KiB, replay CTAs (0: none), the CTAs the replayed
+ * counter's limit assumes (0: the same), of the replay's CTAs how many start late (movers), and
+ * when (in blocks)}; cu_q / cu_k / used_k: host int32 offsets and key counts
+ * (varlen, as WeftAttentionParams' cu_seqlens_q, cu_seqlens_k, seqused_k) or NULL. out: 18 int32
+ * per block, then a replay's trailer row (cuda/attention/attention.h, kWalkFields); *out_rows: the
+ * count. */
 WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* cu_q, const int32_t* cu_k,
                                          const int32_t* used_k, int32_t* out, int64_t capacity, int64_t* out_rows);
 

@@ -13,7 +13,7 @@ export const WeftGemmFailure = { WEFT_GEMM_FAIL_BARRIER_TIMEOUT: 1, WEFT_GEMM_FA
 export const WeftGemmStage = {
   WEFT_GEMM_STAGE_PRODUCER: 1, WEFT_GEMM_STAGE_CONSUMER: 2, WEFT_GEMM_STAGE_EPILOGUE: 3, WEFT_GEMM_STAGE_FINISH: 4,
 } as const;
-export const WeftAbi = { WEFT_ABI_VERSION: 5 } as const;
+export const WeftAbi = { WEFT_ABI_VERSION: 6 } as const;
 
 export const WeftCollectiveKind = {
   WEFT_ALL_GATHER: 0, WEFT_REDUCE_SCATTER: 1, WEFT_ALL_REDUCE: 2, WEFT_ALL_TO_ALL: 3, WEFT_BROADCAST: 4, WEFT_BARRIER: 5,

@@ -39,7 +39,7 @@ export interface RingAttentionConfig {
    * "ctas" (commCtas CTAs of the kernel load from the peers over NVLink). "auto" (default): the
    * copy engines, or the CTAs where ranks share a GPU (ffi/src/attention/ring_layout.cpp). */
   mover?: "auto" | "copyEngine" | "ctas";
-  /** With mover "ctas": how many CTAs copy (default 4); the rest compute. */
+  /** With mover "ctas": how many CTAs copy (default 4); they compute too once their copies are done. */
   commCtas?: number;
 }
 

@@ -2,13 +2,16 @@
 // (weft_testing_attention_walk) and checked without a GPU: every query in exactly one tile, every
 // tile's blocks covering exactly the keys its queries may see, once each, at the rows and columns of
 // the right map (packed, and a KV cache read in place: per-sequence key starts and counts); for the
-// ring, on every rank of worlds 1-4, both layouts.
+// ring, on every rank of worlds 1-4, both layouts. A host replay of the tile scheduler (simulated
+// CTAs taking the next index from a model of the device counter, two launches without a reset)
+// checks that each launch hands every tile to exactly one CTA.
 import { describe, expect, test } from "../support/test-api.ts";
 
 import { check, native } from "../../lib/native.ts";
 import { shardLength, shardRanges, type RingLayout } from "../../lib/ops/ring-attention.ts";
 
-const FIELDS = 16;
+const FIELDS = 18;
+const REPLAY_ROW = 3;
 // The kernels' tiles (cuda/attention/launch.cuh): 128 query rows; keys per block 128, except the
 // one-GPU kernel at D 64, which takes 192.
 const BM = 128;
@@ -18,16 +21,23 @@ const RING_BN = 128;
 interface Block {
   index: number; status: number; b: number; h: number; hk: number; qRow: number; qRows: number; qPos: number;
   source: number; kvRow: number; kvCol: number; kvPos: number; valid: number; gate: number; masked: boolean; lse: number;
+  /** The replayed second launch: the CTA that took the tile (-2: two did, -1: none) and when. */
+  cta: number; order: number;
 }
 
 interface Config {
   batch: number; heads: number; kvHeads: number; headDim: number; seqQ: number; seqK: number; causal: boolean; section?: number;
   totalQ?: number; totalK?: number; world?: number; rank?: number; layout?: RingLayout; groupHeads?: number; kvRows?: number;
+  /** Simulated CTAs of the scheduler replay (0: none), and the CTAs the counter's limit assumes (a fault when it differs). */
+  replayCtas?: number; limitCtas?: number;
+  /** Of the replay's CTAs, how many take their first tile only at `lateAt` blocks (the ring's mover CTAs, after their copies). */
+  lateCtas?: number; lateAt?: number;
 }
 
 function walk(c: Config, cuQ?: number[], cuK?: number[], usedK?: number[]): Block[] {
   const config = Int32Array.from([c.batch, c.heads, c.kvHeads, c.headDim, c.seqQ, c.seqK, c.causal ? 1 : 0, c.section ?? 1,
-    c.totalQ ?? 0, c.totalK ?? 0, c.world ?? 0, c.rank ?? 0, c.layout === "contiguous" ? 1 : 0, c.groupHeads ?? 0, c.kvRows ?? 0, 0]);
+    c.totalQ ?? 0, c.totalK ?? 0, c.world ?? 0, c.rank ?? 0, c.layout === "contiguous" ? 1 : 0, c.groupHeads ?? 0, c.kvRows ?? 0, 0, c.replayCtas ?? 0, c.limitCtas ?? 0,
+    c.lateCtas ?? 0, c.lateAt ?? 0]);
   const count = new BigInt64Array(1);
   const q = cuQ ? Int32Array.from(cuQ) : null, k = cuK ? Int32Array.from(cuK) : null, used = usedK ? Int32Array.from(usedK) : null;
   check(native().weft_testing_attention_walk(config, q, k, used, null, 0, count), "walk");
@@ -37,9 +47,39 @@ function walk(c: Config, cuQ?: number[], cuK?: number[], usedK?: number[]): Bloc
   for (let i = 0; i < out.length; i += FIELDS) {
     const f = out.subarray(i, i + FIELDS);
     rows.push({ index: f[0]!, status: f[1]!, b: f[2]!, h: f[3]!, hk: f[4]!, qRow: f[5]!, qRows: f[6]!, qPos: f[7]!, source: f[8]!,
-      kvRow: f[9]!, kvCol: f[10]!, kvPos: f[11]!, valid: f[12]!, gate: f[13]!, masked: f[14] === 1, lse: f[15]! });
+      kvRow: f[9]!, kvCol: f[10]!, kvPos: f[11]!, valid: f[12]!, gate: f[13]!, masked: f[14] === 1, lse: f[15]!, cta: f[16]!, order: f[17]! });
   }
   return rows;
+}
+
+/** Checks the scheduler replay of `ctas` CTAs: the counter back at 0 after each launch, every tile
+ * of the second launch taken by exactly one CTA, each CTA's tiles in increasing index order, and
+ * list scheduling's bound (Graham): no CTA busy longer than the mean plus the longest tile. With
+ * `late` CTAs that start at `lateAt`, their idle start counts as busy in both sides of the bound. */
+function checkReplay(rows: Block[], ctas: number, late = 0, lateAt = 0): void {
+  const trailer = rows.filter((r) => r.status === REPLAY_ROW);
+  expect(trailer.length).toBe(1);
+  const [wordAfterFirst, wordAfterSecond, missed] = [trailer[0]!.b, trailer[0]!.h, trailer[0]!.hk];
+  if (wordAfterFirst !== 0 || wordAfterSecond !== 0) throw new Error(`counter left at ${wordAfterFirst}, ${wordAfterSecond} after the launches`);
+  if (missed !== 0) throw new Error(`${missed} tiles nobody took`);
+  const cost = new Map<number, number>(), owner = new Map<number, [number, number]>();
+  for (const r of rows) {
+    if (r.index < 0) continue;
+    if (r.cta < 0 || r.cta >= ctas) throw new Error(`tile ${r.index} went to CTA ${r.cta}`);
+    owner.set(r.index, [r.cta, r.order]);
+    if (r.status === 1) cost.set(r.index, (cost.get(r.index) ?? 0) + (r.source >= 0 ? 1 : 0));
+  }
+  const orders = [...owner.values()].map(([, o]) => o).sort((a, b) => a - b);
+  expect(orders).toEqual(orders.map((_, i) => i));  // one fetch per tile, none twice
+  const load = Array.from({ length: ctas }, (_, i) => (i < late ? lateAt : 0)), last = new Array<number>(ctas).fill(-1);
+  for (const [index, [cta, order]] of [...owner.entries()].sort((a, b) => a[1][1] - b[1][1])) {
+    expect(index).toBeGreaterThan(last[cta]!);
+    last[cta] = index;
+    if (order >= 0 && cost.has(index)) load[cta]! += Math.max(1, cost.get(index)!) + 1;
+  }
+  const total = load.reduce((a, b) => a + b, 0);
+  const longest = Math.max(...[...cost.values()].map((n) => Math.max(1, n) + 1));
+  for (const l of load) expect(l).toBeLessThanOrEqual(total / ctas + longest);
 }
 
 function byTile(rows: Block[]): Block[][] {
@@ -116,7 +156,8 @@ describe("the attention kernel's tiles and key blocks (host listing of the kerne
   ];
   for (const [name, c, cu] of local) {
     test(`one GPU: ${name}`, () => {
-      const rows = walk(c, cu, cu);
+      const rows = walk({ ...c, replayCtas: 3 }, cu, cu);
+      checkReplay(rows, 3);
       const len = (b: number, s: number) => (cu ? cu[b + 1]! - cu[b]! : s);
       const start = (b: number, s: number) => (cu ? cu[b]! : b * s);
       checkLocal(c, rows, (b) => len(b, c.seqQ), (b) => len(b, c.seqK), (b) => start(b, c.seqQ), (b) => start(b, c.seqK));
@@ -166,7 +207,14 @@ describe("the attention kernel's tiles and key blocks (host listing of the kerne
           const shards = Array.from({ length: world }, (_, r) => shardLength(s, world, layout, r));
           const kvRows = Math.max(...shards) + 5;  // spare rows: the local map's stride is kvRows
           for (let rank = 0; rank < world; rank++) {
-            const rows = walk({ ...c, seqQ: s, seqK: s, causal, world, rank, layout, groupHeads: 1, kvRows }, undefined, undefined);
+            // 5 + rank CTAs, of them (world > 1) 2 movers that join after copying for 6 blocks' time.
+            const ctas = 5 + rank, late = world > 1 ? 2 : 0, lateAt = 6;
+            const rows = walk({ ...c, seqQ: s, seqK: s, causal, world, rank, layout, groupHeads: 1, kvRows, replayCtas: ctas, lateCtas: late, lateAt },
+              undefined, undefined);
+            checkReplay(rows, ctas, late, lateAt);
+            // The movers fetch too: a limit that leaves them out leaves the word off 0.
+            if (late > 0) expect(() => checkReplay(walk({ ...c, seqQ: s, seqK: s, causal, world, rank, layout, groupHeads: 1, kvRows,
+              replayCtas: ctas, limitCtas: ctas - late, lateCtas: late, lateAt }), ctas, late, lateAt)).toThrow();
             const ranges = shardRanges(s, world, layout, rank);
             const localOf = (r: number, pos: number) => {
               let at = 0;
@@ -213,4 +261,10 @@ describe("the attention kernel's tiles and key blocks (host listing of the kerne
       }
     }
   }
+
+  test("the replay's checks fail when the counter's limit miscounts the CTAs", () => {
+    const c: Config = { batch: 2, heads: 4, kvHeads: 2, headDim: 128, seqQ: 700, seqK: 700, causal: true, section: 3, replayCtas: 4 };
+    expect(() => checkReplay(walk(c), 4)).not.toThrow();
+    for (const limitCtas of [3, 5]) expect(() => checkReplay(walk({ ...c, limitCtas }), 4)).toThrow();
+  });
 });

@@ -163,6 +163,32 @@ for (const world of [1, 2, 3, 4]) {
       }, LONG);
     }
 
+    if (world === 2 || world === 3) {
+      test("4 mover CTAs compute after their copies: back to back, inputs alternate, and with one receive slot", async () => {
+        // The movers take tiles from the same counter once every stripe they copy is published, so
+        // the counter counts them as fetchers (a miscount leaves it off 0 and the next launch skips or
+        // repeats tiles), their tiles gate on flags other movers may still be raising, and they add
+        // nothing to group_done. More tiles than compute CTAs (8 heads x 18+ query blocks against
+        // 62 or 40), so the movers find tiles left. The one-slot case makes each mover wait for the
+        // other CTAs to leave group 0 before it copies group 1, and then compute group 1's tiles.
+        const s = 4096 + 300;
+        const shards = Array.from({ length: world }, (_, r) => shardLength(s, world, "zigzag", r));
+        const most = Math.max(...shards.map((_, r) => shards.reduce((a, n, q) => a + (q === r ? 0 : n), 0)));
+        const joined: { c: RingCase; oneSlot?: boolean }[] = [
+          { c: { batch: 1, seqlen: s, heads: 8, kvHeads: 4, headDim: 128, causal: true, layout: "zigzag", config: { mover: "ctas", commCtas: 4 } } },
+          { c: { batch: 1, seqlen: s, heads: 8, kvHeads: 8, headDim: 64, causal: false, layout: "contiguous", config: { mover: "ctas", commCtas: 4 } } },
+          { c: { batch: 1, seqlen: s, heads: 8, kvHeads: 4, headDim: 128, causal: true, layout: "zigzag",
+            config: { mover: "ctas", commCtas: 4, groupHeads: 2, memoryBytes: 2 * most * 2 * 128 * 2 } }, oneSlot: true },
+        ];
+        for (const { c, oneSlot } of joined) {
+          using p = new RingProblem(comms, c, seed += 30);
+          expect(p.ranks[0]!.plan.choice.commCtas).toBe(4);
+          if (oneSlot) expect([p.ranks[0]!.plan.choice.slots, p.ranks[0]!.plan.choice.groups]).toEqual([1, 2]);
+          await p.backToBack(8);
+        }
+      }, LONG);
+    }
+
     if (world === 2 || world === 4) {
       test("100 back-to-back launches, no reset, every result checked (inputs alternate)", async () => {
         const c: RingCase = { batch: 1, seqlen: seqFor(world), heads: 4, kvHeads: 2, headDim: 128, causal: true, layout: "zigzag" };

@@ -264,7 +264,7 @@ ENUMS = {
     "WeftGemmFailure": {"WEFT_GEMM_FAIL_BARRIER_TIMEOUT": 1, "WEFT_GEMM_FAIL_HOOK_WAIT": 2},
     "WeftGemmStage": {"WEFT_GEMM_STAGE_PRODUCER": 1, "WEFT_GEMM_STAGE_CONSUMER": 2, "WEFT_GEMM_STAGE_EPILOGUE": 3,
                       "WEFT_GEMM_STAGE_FINISH": 4},
-    "WeftAbi": {"WEFT_ABI_VERSION": 5},
+    "WeftAbi": {"WEFT_ABI_VERSION": 6},
     "WeftCollectiveKind": {"WEFT_ALL_GATHER": 0, "WEFT_REDUCE_SCATTER": 1, "WEFT_ALL_REDUCE": 2,
                            "WEFT_ALL_TO_ALL": 3, "WEFT_BROADCAST": 4, "WEFT_BARRIER": 5},
     "WeftAlgorithm": {"WEFT_ALGO_AUTO": 0, "WEFT_ALGO_STAGED": 1, "WEFT_ALGO_DIRECT": 2},

@@ -18,6 +18,8 @@ from ._native import check, native
 from .errors import ArgumentError, TimeoutError, WeftError
 
 FAILED = 1 << 63
+#: Device bytes per slot: WeftOpLaunch's four 32-bit words (0 between launches).
+_ARRIVAL_BYTES = 16
 
 #: Turns a failed launch's reason word into the exception to raise.
 Describer = Callable[[int, int], Exception]
@@ -33,14 +35,14 @@ class Completion:
         host, dev = ctypes.c_void_p(0), ctypes.c_void_p(0)
         check(native().weft_host_alloc(slots * 16, ctypes.byref(host), ctypes.byref(dev)), "Completion")
         arrivals = ctypes.c_void_p(0)
-        status = native().weft_malloc(device, slots * 8, ctypes.byref(arrivals))
+        status = native().weft_malloc(device, slots * _ARRIVAL_BYTES, ctypes.byref(arrivals))
         if status != 0:
             native().weft_host_free(host)
             check(status, "Completion")
         self._host, self._dev, self._arrivals = int(host.value), int(dev.value), int(arrivals.value)
         self._words = (ctypes.c_uint64 * (2 * slots)).from_address(self._host)
         ctypes.memset(self._host, 0, slots * 16)
-        check(native().weft_memset(self._arrivals, 0, slots * 8, None), "Completion")
+        check(native().weft_memset(self._arrivals, 0, slots * _ARRIVAL_BYTES, None), "Completion")
         self._issued = [0] * slots
         self._next = 1
         self._pending: Deque[Tuple[int, str, Optional[Describer]]] = deque()
@@ -59,7 +61,7 @@ class Completion:
             self._spin(index, previous, "launch")
         self.poll(until=previous)
         self._issued[index] = seq
-        return self._dev + index * 16, self._arrivals + index * 8, seq
+        return self._dev + index * 16, self._arrivals + index * _ARRIVAL_BYTES, seq
 
     def track(self, seq: int, op: str, describe: Optional[Describer]) -> None:
         """Launch `seq` was made: its failure, if any, is raised by a later poll()."""

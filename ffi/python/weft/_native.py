@@ -19,7 +19,7 @@ from typing import Callable, Dict, List, Optional
 from .errors import LibraryError, error_from_status
 
 #: weft.h WEFT_ABI_VERSION this package was written against.
-ABI_VERSION = 5
+ABI_VERSION = 6
 
 #: WeftDlpackRelease: void (*)(void* ctx).
 DLPACK_RELEASE = CFUNCTYPE(None, c_void_p)

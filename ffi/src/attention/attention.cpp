@@ -22,6 +22,9 @@ WEFT_API int weft_attention(const WeftAttentionParams* params, const WeftOpLaunc
     DeviceGuard g(v.device);
     attn::LocalLaunch l = attn_abi::local_launch(*params, v);
     l.completion = completion;
+    // The completion slot's third word (weft.h, WeftOpLaunch: 0 between launches, one launch at a
+    // time): the tile scheduler's counter. Without a completion, the static tile order.
+    l.tile_counter = completion.arrivals != nullptr ? completion.arrivals + 2 : nullptr;
     WEFT_CUDA(attn::launch_local(l));
   });
 }

@@ -139,6 +139,7 @@ attn::LocalLaunch local_launch(const WeftAttentionParams& p, const Validated& v)
   encode_bf16(&l.v, reinterpret_cast<const void*>(p.v), kv_cols, v.rows_k, kv_cols, kv_box, "v");
   l.ctas = grid_ctas(p, l.problem);
   l.completion = attn::CompletionWords{nullptr, 0, nullptr};  // weft_attention sets the launch's
+  l.tile_counter = nullptr;                                   // and its scheduler word
   l.stream = reinterpret_cast<cudaStream_t>(p.stream);
   return l;
 }

@@ -75,9 +75,11 @@ Layout ring_layout(const WeftRingAttentionParams& p, int32_t world, int32_t rank
     l.slots = int32_t(std::min<uint64_t>(fit, uint64_t(l.groups)));
     l.receive_bytes = uint64_t(l.slots) * l.slot_bytes;
   }
-  // pulled[W], flags[groups][W], group_done[groups], arrivals[groups][W] (ring_plan.cpp's layout).
+  // pulled[W], flags[groups][W], group_done[groups], arrivals[groups][W], abort, the tile counter
+  // (ring_plan.cpp's layout).
   l.abort_offset = 64 + 8ull * world + 8ull * l.groups * world + 8ull * l.groups + 8ull * l.groups * world;
-  l.control_bytes = (l.abort_offset + 8 + kControlAlign - 1) / kControlAlign * kControlAlign;
+  l.tile_counter_offset = l.abort_offset + 8;
+  l.control_bytes = (l.tile_counter_offset + 8 + kControlAlign - 1) / kControlAlign * kControlAlign;
   l.workspace_bytes = l.control_bytes + (l.receive_bytes + 511) / 512 * 512;
   return l;
 }

@@ -24,6 +24,7 @@ struct Layout {
   int32_t ctas;                // CTAs that compute; set by the plan (needs the device)
   uint64_t slot_bytes;         // K and V of one group of every peer's shard, for the rank whose peers hold the most
   uint64_t abort_offset;  // the plan's abort word in the control region (ring_plan.cpp's layout)
+  uint64_t tile_counter_offset;  // the compute CTAs' tile scheduler word (cuda/attention/scheduler.cuh)
   uint64_t control_bytes, receive_bytes, workspace_bytes;  // receive_bytes: K and V together
   double predicted_us;
 };

@@ -7,7 +7,9 @@
 //                             workspace's own heap offset, k's and v's, kv_rows |
 //                             movers_done @56 | pulled[W] @64 | flags[groups][W] | group_done[groups] |
 //                             arrivals[groups][W] (the CTA mover's per-item counts) |
-//                             abort (Layout::abort_offset: raised by a rank whose own wait ran out)
+//                             abort (Layout::abort_offset: raised by a rank whose own wait ran out) |
+//                             tile counter (Layout::tile_counter_offset: this rank's scheduler word,
+//                             0 between launches: cuda/attention/scheduler.cuh)
 //   [receive K: slots x slot_rows rows of group_heads x D bf16][receive V: the same]
 // entered and pulled are read by the peers and abort is raised by them (same offsets everywhere); the
 // receive buffers are sized for the rank whose peers hold the most tokens.
@@ -88,11 +90,14 @@ Layout choose(const WeftComm& c, const WeftRingAttentionParams& p) {
   l.ctas = int32_t(std::max<int64_t>(1, std::min<int64_t>({int64_t(resident) - l.mover_ctas, int64_t(c.sm_count) - l.mover_ctas, tiles})));
   // Cost model: the engine at ~550 TFLOP/s on 132 SMs (scaled by the CTAs), this rank's share of
   // the work; the copies at ~300 GB/s per peer link (bench/model-ring-attention.ts), overlapped but
-  // for the first group.
+  // for the first group. Mover CTAs compute too once their copies (every group of every peer, a
+  // stripe each) are done: the work spreads over all the CTAs, less the movers' copy time.
   const double flops = 4.0 * p.batch * p.heads * double(l.shard[c.rank]) * p.seqlen * p.head_dim *
                        ((p.flags & WEFT_ATTENTION_CAUSAL) ? 0.5 : 1.0);
-  const double compute_us = flops / (550e6 * l.ctas / 132.0);
   const double rate_mbps = l.mover == WEFT_RING_MOVER_CTAS ? 60e3 * l.mover_ctas : 300e3;  // bytes per us
+  const double copy_us = world > 1 ? double(l.slot_bytes) * l.groups / rate_mbps : 0.0;
+  const double cta_us = flops / (550e6 / 132.0);  // the work, in one CTA's microseconds
+  const double compute_us = (cta_us + l.mover_ctas * copy_us) / double(l.ctas + l.mover_ctas);
   const double first_group_us = world > 1 ? double(l.slot_bytes) / double(world - 1) / rate_mbps : 0.0;
   l.predicted_us = compute_us + first_group_us;
   return l;
@@ -152,6 +157,7 @@ void build(WeftRingAttentionPlan& plan) {
   s.flags = pulled + world;
   s.group_done = s.flags + int64_t(l.groups) * world;
   s.arrivals = s.group_done + l.groups;
+  s.tile_counter = reinterpret_cast<uint32_t*>(ws + l.tile_counter_offset);
   char* recv_k = ws + l.control_bytes;
   char* recv_v = recv_k + l.receive_bytes / 2;
   s.recv_k = recv_k;
@@ -207,6 +213,7 @@ void build(WeftRingAttentionPlan& plan) {
     a.max_ctas = c.sm_count;  // the communicator's SM budget
     a.stream = p.stream;
     plan.one_gpu_launch = attn_abi::local_launch(a, attn_abi::validate(&a));
+    plan.one_gpu_launch.tile_counter = s.tile_counter;  // the plan's, with or without a completion
   }
 }
 

@@ -16,11 +16,16 @@ WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* c
   return guard([&] {
     WEFT_REQUIRE(config && out_rows && (out || capacity == 0), "config and out_rows must not be NULL");
     enum { kBatch, kHeads, kKvHeads, kHeadDim, kSeqQ, kSeqK, kCausal, kSection, kTotalQ, kTotalK, kWorld, kRank, kLayout,
-           kGroupHeads, kKvRows, kMemoryKib };
+           kGroupHeads, kKvRows, kMemoryKib, kReplayCtas, kReplayLimitCtas,
+           kReplayLateCtas, kReplayLateAt };
     const int32_t d = config[kHeadDim];
     WEFT_REQUIRE(attn::head_dim_supported(d), "head_dim must be 64 or 128");
     WEFT_REQUIRE(config[kBatch] >= 1 && config[kHeads] >= 1 && config[kKvHeads] >= 1 && config[kHeads] % config[kKvHeads] == 0,
                  "batch, heads, kv_heads must be >= 1, heads a multiple of kv_heads");
+    WEFT_REQUIRE(config[kReplayCtas] >= 0 && config[kReplayLimitCtas] >= 0 && config[kReplayLateCtas] >= 0 &&
+                 config[kReplayLateCtas] <= config[kReplayCtas] && config[kReplayLateAt] >= 0,
+                 "replay CTAs must be >= 0, late CTAs at most the CTAs and late_at >= 0");
+    const attn::WalkReplay replay{config[kReplayCtas], config[kReplayLimitCtas], config[kReplayLateCtas], config[kReplayLateAt]};
     const attn::TileShape t = attn::tile_shape(d);  // the one-GPU kernel's (the ring's: ring_tile_shape)
     WEFT_REQUIRE(!used_k || (cu_q && cu_k), "used_k needs cu_q and cu_k");
     if (config[kWorld] == 0) {
@@ -41,7 +46,7 @@ WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* c
       q.lse_batch_stride = int64_t(q.heads) * q.seqlen_q;
       q.rows_q = cu_q ? config[kTotalQ] : q.batch * q.seqlen_q;
       q.rows_k = cu_q ? config[kTotalK] : q.batch * q.seqlen_k;
-      *out_rows = attn::list_walk_local(q, d, out, capacity);
+      *out_rows = attn::list_walk_local(q, d, replay, out, capacity);
       return;
     }
     WEFT_REQUIRE(!used_k, "used_k: the ring reads no key counts");
@@ -61,7 +66,7 @@ WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* c
     const attn_abi::Layout l = attn_abi::ring_layout(p, world, rank, false);  // the walk does not depend on the mover
     const attn::RingState s = attn_abi::ring_state(p, l, world, rank, attn::ring_tile_shape(d).block_m);
     const attn::Problem q = attn_abi::ring_problem(p, l, rank, s);
-    *out_rows = attn::list_walk_ring(q, s, d, out, capacity);
+    *out_rows = attn::list_walk_ring(q, s, d, replay, out, capacity);
   });
 }
 
