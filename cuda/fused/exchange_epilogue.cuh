@@ -125,10 +125,12 @@ class ExchangeEpilogue : public RoutedEpilogue<Cfg, Hooks> {
   }
 
   // The leader waits (bounded) until every other rank's partial of the half-tile has landed here,
-  // then loads boxes 0 and 1 of source 0 exactly as for a tile whose partials came earlier.
+  // then loads boxes 0 and 1 of source 0 exactly as for a tile whose partials came earlier. With no
+  // source (world 1) nothing is loaded: store_tile waits for no load then, so a prefetch would land
+  // in the staging buffer after the sum was staged there, and store whatever it read.
   __device__ __forceinline__ bool receive_tile(const Tile& t) const {
     const bool ok = Hooks::wait_exchanged(this->p_.hooks, t, this->consumer_);
-    this->prefetch_received(t);
+    if (Hooks::received_sources(this->p_.hooks, t) > 0) this->prefetch_received(t);
     return ok;
   }
 

@@ -158,6 +158,19 @@ describeGpu("tensor-parallel ops, 2 to 4 ranks on one GPU (every rank's kernel r
       }
     }, LONG);
   }
+  // World 1 with the fused exchange and several tiles per CTA (M 384 x N 8192 at 64-wide tiles: 3 x
+  // 128 tiles): the deferred path, whose receive has no source. A prefetch there once landed in the
+  // staging buffer after the sum was staged, so a tile could store stale rows.
+  test("gemmAllReduce (384, 8192, 1024), world 1, fused exchange with deferred tiles: 60 back-to-back runs, every result checked", async () => {
+    const comms = await ranksOnOneGpu(1, 256 << 20);
+    try {
+      const detail = await backToBack({ comms, world: 1 }, { op: "gemmAllReduce", M: 384, N: 8192, K: 1024, transB: true, tag: 940 },
+        [{ path: "fused", mover: "exchange" }], 60);
+      console.log(`  [one GPU, world 1] ${detail}`);
+    } finally {
+      await Communicator.disposeAll(comms);
+    }
+  }, LONG);
   // World 3 with one wave of 256-wide exchange tiles (exchange_at_once): each tile adds two peers'
   // partials, landing one after the other in the same boxes of the ring. 1 x 9 tiles per rank (a
   // tail in N), so the three kernels are resident together.
