@@ -20,6 +20,10 @@
 //                           generic-proxy writes (cp.async) and async-proxy reads (wgmma); 3 has
 //                           none (as public cp.async + wgmma gathers do): this measures its cost
 //   5  1-row TMA boxes      02's gathering source (ladder::TmaRowGather, ASource::kLanes = 32)
+//   6  cp.async, consumer   3's producer; the consumers fence the async proxy themselves after their
+//      fenced             wait on `full` and before a slot's release (gemm::accumulate_tile with
+//                           GenericA, what the product's PULL mover runs: bench/DECISIONS.md, "A
+//                           gathered by cp.async is fenced by its consumers")
 // Only the producer differs from the engine's kernel (cuda/gemm/kernel.cuh, engine_cta: copied
 // here, ladder only, since the engine's produce() runs one thread or one warp). It keeps the
 // engine's setmaxnreg budgets: the producer fits its 40 registers with no spill (at 32 ptxas
@@ -61,7 +65,7 @@ struct TmaRowHooks : GatherHooks {
 };
 
 // ---- versions 3 and 4: the cp.async producer ----
-enum class Arrival { kNoinc, kFenced };
+enum class Arrival { kNoinc, kFenced, kConsumerFenced };
 
 // Version 4 arrives on a stage once the copies two stages later are issued. At most kStages - 2:
 // a consumer hands slot j back only after slot j + 1 is full (it keeps one wgmma batch in flight),
@@ -74,7 +78,7 @@ static_assert(kLag <= Cfg::kStages - 2, "a lag the ring's consumers can wait for
 // the warp once every lane has waited for and fenced its copies: a writer-side fence, then a warp
 // barrier, then one release, as for shared-memory stores before a TMA store).
 template <Arrival Mode>
-constexpr uint32_t kArrivals = Mode == Arrival::kNoinc ? wg::kThreads : wg::kWarps;
+constexpr uint32_t kArrivals = Mode == Arrival::kFenced ? wg::kWarps : wg::kThreads;
 
 __device__ __forceinline__ void cp_async_16(uint32_t dst, const void* src, uint32_t src_bytes) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
@@ -130,7 +134,7 @@ __device__ __forceinline__ bool produce_cpasync(const gemm::KernelParams<GatherS
       const uint32_t dst = cta::smem_address(s.a(ring.stage)) + offset;
 #pragma unroll
       for (int j = 0; j < kRowsPerThread; ++j) cp_async_16(dst + j * 16 * 128, row[j] + k0, (valid >> j & 1u) * 16u);
-      if constexpr (Mode == Arrival::kNoinc) {
+      if constexpr (Mode != Arrival::kFenced) {
         cp_async_arrive_noinc(full);
       } else {
         cp_async_commit();
@@ -196,7 +200,7 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       const int32_t k_blocks = gemm::k_blocks_of(t, p.problem);
       const auto on_block = [&](int32_t kb) { epilogue.template on_kblock<0>(t, kb, k_blocks); };
       const bool rows_past_m = t.m0 + consumer * Cfg::kConsumerRows >= p.problem.m;
-      gemm::accumulate_tile<Cfg>(acc, s, ring, k_blocks, consumer, ok, on_block, rows_past_m);
+      gemm::accumulate_tile<Cfg, Mode == Arrival::kConsumerFenced>(acc, s, ring, k_blocks, consumer, ok, on_block, rows_past_m);
       epilogue.template store<0>(acc, t, scheduler);
     }
     epilogue.finish(acc);
@@ -304,6 +308,7 @@ bool run_shape(const char* label, int m, int n, int k, int source_rows, const st
       {"3 cp.async gather, noinc arrive", [&] { launch_cpasync<Arrival::kNoinc>(gathered, ctas); }},
       {"4 cp.async gather, fenced arrive", [&] { launch_cpasync<Arrival::kFenced>(gathered, ctas); }},
       {"5 1-row TMA gather (02)", [&] { CK((gemm::launch<Cfg, TmaRowHooks>(gathered, ctas, nullptr))); }},
+      {"6 cp.async gather, consumer fence", [&] { launch_cpasync<Arrival::kConsumerFenced>(gathered, ctas); }},
   };
   const double flop = 2.0 * m * n * k;
   std::printf("%s  M %d  N %d  K %d  (A from %d source rows, %d CTAs, %d stages)\n", label, m, n, k, source_rows, ctas,

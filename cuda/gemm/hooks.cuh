@@ -22,7 +22,8 @@
 //       completing on `full`; static stage_bytes(p) is what they land per stage. A source may pick
 //       its own map and coordinates per tile (a 3-D map over [G, N, K] weights with the group as
 //       the outer coordinate), and an A source with kLanes = 32 loads from all of warp 0 (a gather:
-//       one 1-row box per row, 4 per lane), lane 0 alone otherwise.
+//       one 1-row box per row, 4 per lane), with kLanes = 128 from the whole producer warpgroup (a
+//       cp.async gather, with arrivals of its own: sources.cuh), lane 0 alone otherwise.
 //   static bool before_tile_loads(const State&, ProducerState&, const Tile&);  4. wait before loads
 //       The producer, before a tile's first load: e.g. wait for a peer's epoch signal that the
 //       rows this tile reads have landed (RowSignalGate), then cta::fence_proxy_async_global()

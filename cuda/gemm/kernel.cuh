@@ -90,7 +90,8 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
 
   if (threadIdx.x == 0) {
     for (uint32_t i = 0; i < Cfg::kStages; ++i) {
-      cta::mbarrier_init(s.full(i), 1);  // the local producer's arrive_expect_tx
+      // the local producer's arrive_expect_tx, and the A source's own arrivals (mainloop.cuh)
+      cta::mbarrier_init(s.full(i), 1 + FullArrivalsOf<typename Hooks::template ASource<Cfg>>::value);
       cta::mbarrier_init(s.empty(i), Cfg::kConsumers * Cfg::kClusterSize);
     }
     for (int i = 0; i < Epilogue::kBarriers; ++i) cta::mbarrier_init(s.epilogue_barrier(i), 1);
@@ -132,7 +133,8 @@ __device__ __forceinline__ void engine_cta(const KernelParams<typename Hooks::St
       const int32_t k_blocks = k_blocks_of(t, p.problem);
       const auto on_block = [&](int32_t kb) { epilogue.template on_kblock<kKind>(t, kb, k_blocks); };
       const bool rows_past_m = t.m0 + consumer * Cfg::kConsumerRows >= p.problem.m;
-      accumulate_tile<Cfg>(acc, s, ring, k_blocks, consumer, ok, on_block, rows_past_m);
+      constexpr bool kGenericA = GenericWritesOf<typename Hooks::template ASource<Cfg>>::value;
+      accumulate_tile<Cfg, kGenericA>(acc, s, ring, k_blocks, consumer, ok, on_block, rows_past_m);
       if (k_blocks == 0) on_block(0);  // no k-block to overlap (k >= 1 everywhere today)
       epilogue.template store<kKind>(acc, t, scheduler);
     };

@@ -9,7 +9,15 @@
 //   static uint32_t stage_bytes(const KernelParams<State>& p);   bytes one stage's loads land
 //   void load(uint8_t* dst, uint64_t* full, int32_t k0, uint32_t cluster_rank, int lane) const;
 //   static constexpr int kLanes;                                 (A only) 1: lane 0 loads; 32: every
-//                                                                lane of the producer's warp 0 does
+//                                                                lane of the producer's warp 0 does;
+//                                                                128: the whole producer warpgroup
+// and, optionally (A only, with kLanes = 128; mainloop.cuh reads them, absent means 0 / false):
+//   static constexpr uint32_t kFullArrivals;   arrivals the source makes on each stage's `full`
+//       barrier besides lane 0's arrive_expect_tx (cp.async.mbarrier.arrive.noinc: one per lane,
+//       each fired once that lane's copies have landed); its stage_bytes are then TMA bytes only
+//   static constexpr bool kGenericWrites;      the source writes the stage through the generic proxy
+//       (cp.async): the consumers then fence the async proxy between those writes and their wgmma
+//       reads, and between their reads and the release of the slot (accumulate_tile)
 #pragma once
 
 #include <cuda.h>

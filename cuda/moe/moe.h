@@ -273,7 +273,7 @@ int grouped_stages(int tile_n);
 // this rank's receive layout: out [rows = capacity, n] = recv rows x w[expert] (paired gate | up
 // halves and SwiGLU with `swiglu`; b_up the up half's map).
 struct DispatchGemmLaunch {
-  CUtensorMap recv_tile, recv_rows, x_rows;  // boxes {64, 128}, {64, 1}, {64, 1}
+  CUtensorMap recv_tile;                     // the receive buffer, box {64, 128} (PUSH's A)
   CUtensorMap b, b_up, c;                    // weights (grouped maps, maps.hpp); out, box {64, 64}
   void* c_ptr;
   int64_t ldc;

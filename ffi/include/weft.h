@@ -974,10 +974,10 @@ WEFT_API int weft_grouped_gemm_choose(const WeftGroupedGemmParams* params, WeftG
  *     rows x w[le], tiles waiting (bounded) on the per-block arrival counters, the owner's own
  *     blocks first. w [E/W, K = hidden, n] (or [E/W, n, K] with WEFT_MOE_W_NK); with WEFT_MOE_SWIGLU
  *     w is gate | up [E/W, K, 2n] (or [E/W, 2n, K]) and out = silu(gate) x up, in fp32 before the
- *     one rounding. Mover PUSH (the default): every row is copied into the receive buffer first;
- *     PULL: the owner's own rows are read from its x by the GEMM's producer (1-row TMA boxes by row
- *     index, no copy; 5x slower GEMM where measured, bench/DECISIONS.md). Either way the rows from
- *     other ranks are pushed by their senders.
+ *     one rounding. Mover PUSH (AUTO's pick with peers): every row is copied into the receive
+ *     buffer first; PULL (AUTO's pick at world 1): the owner's own rows are read from its x by the
+ *     GEMM's producer (cp.async by row index, no copy; bench/DECISIONS.md, "A gathered by cp.async
+ *     is fenced by its consumers"). Either way the rows from other ranks are pushed by their senders.
  *   GEMM + combine (weft_moe_gemm_combine_*): the down-projection rows x w[le] (w [E/W, K, n], or
  *     [E/W, n, K] with WEFT_MOE_W_NK, n = the dispatch's hidden size, K = the combine's `hidden`
  *     width), whose epilogue stores each row straight into its source rank's returned-row slot,

@@ -79,10 +79,20 @@ describeGpu("MoE layer (dispatch + GEMM, GEMM + combine), 1 to 4 ranks on one GP
         return lines.join("\n    ");
       }), LONG);
   }
+  // The PULL mover's cp.async gather (cuda/moe/gathered_rows.cuh): the cost model's pick at world 1,
+  // forced at world 2 (own rows from x, the peer's from the receive buffer in the same tiles); k 8 of
+  // 16 with skewed routing (a third of the experts empty, one expert with 70% of the tokens, the rest
+  // ragged), H 1000 (a last k-block of 40 columns: the gather's zero-filled chunks), 100 runs back to
+  // back with the routing changed every run.
+  for (const world of [1, 2]) {
+    test(`world ${world}, pull (${world === 1 ? "auto" : "forced"}): E 16 k 8 H 1000 I 192, skewed, T 300/200, 100 back-to-back runs`, () =>
+      onOneGpu(world, 1 << 30, (ctx) => checkLayer(ctx, { experts: 16, topk: 8, hidden: 1000, inter: 192, tokens: (q) => 300 - 100 * q,
+        routing: "skewed", tag: 150 + world, mover: world === 1 ? undefined : "pull", expectMover: "pull" }, 100)), LONG);
+  }
   test("world 2, E 64 k 8 H 7168 I 2048 T 128 (decode), skewed", () => onOneGpu(2, 3 * 2 ** 30, (ctx) =>
     checkLayer(ctx, { experts: 64, topk: 8, hidden: 7168, inter: 2048, tokens: () => 128, routing: "skewed", tag: 120 })), LONG);
-  test("world 1, config A per rank: E 32 k 8 H 7168 I 2048 T 4096, skewed", () => onOneGpu(1, 4 * 2 ** 30, (ctx) =>
-    checkLayer(ctx, { experts: 32, topk: 8, hidden: 7168, inter: 2048, tokens: () => 4096, routing: "skewed", tag: 121 })), LONG);
+  test("world 1, config A per rank: E 32 k 8 H 7168 I 2048 T 4096, skewed (pull, the cost model's pick)", () => onOneGpu(1, 4 * 2 ** 30, (ctx) =>
+    checkLayer(ctx, { experts: 32, topk: 8, hidden: 7168, inter: 2048, tokens: () => 4096, routing: "skewed", tag: 121, expectMover: "pull" })), LONG);
   test("world 4, E 32 k 4 H 2048 I 1024 T 1024, skewed (four ranks' buffers on one GPU)", () => onOneGpu(4, 2 * 2 ** 30, (ctx) =>
     checkLayer(ctx, { experts: 32, topk: 4, hidden: 2048, inter: 1024, tokens: () => 1024, routing: "skewed", tag: 122 })), LONG);
   for (const world of [2, 3]) {

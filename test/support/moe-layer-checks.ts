@@ -23,6 +23,8 @@ export interface LayerProblem extends MoeProblem {
   activation?: MoeActivation;
   transW?: boolean;
   mover?: MoeMover;
+  /** The mover the cost model must have picked (checked on every rank's plan). */
+  expectMover?: MoeMover;
   tileN?: 128 | 256;
 }
 
@@ -61,6 +63,11 @@ function prepare(ctx: MoeContext, p: LayerProblem, r: ReturnType<typeof routing>
       activation: p.activation ?? "swiglu", transW: p.transW,
       config: { up: { mover: p.mover, tileN: p.tileN }, down: { tileN: p.tileN } },
     });
+    if (p.expectMover !== undefined && layer.up.mover !== p.expectMover) {
+      layer.dispose();
+      for (const t of made.reverse()) t.dispose();
+      throw new Error(`rank ${q}: the up-projection's mover is ${layer.up.mover}, expected ${p.expectMover}`);
+    }
     const scratch = keep(Tensor.empty([12], "f32", { device }));
     return { c, T, x, ids, weights, w1, w2, out, layer, scratch, made };
   });

@@ -51,10 +51,11 @@ Choice choose(const WeftComm& c, const WeftMoeDispatchParams& d, const WeftMoeEx
   out.grouped = moe::choose_grouped_tiles(tile_rows, cols, g->tile_n, ctas);
   out.grouped.ctas = ctas;  // CTAs without tiles still do their share of the dispatch
   out.grouped.band = gemm::default_band(out.grouped.tile_n, ctas);
-  // PUSH by default (bench/DECISIONS.md, "MoE rows are pushed into place, not gathered by the
-  // GEMM's producer"): 128 one-row TMA boxes per k-block made the GEMM 5x slower than copying the
-  // rows first and loading one box.
-  out.mover = g->mover ? g->mover : WEFT_MOE_MOVER_PUSH;
+  // World 1: PULL, the owner's producer gathers every row from x with cp.async and no row is copied
+  // (bench/DECISIONS.md, "A gathered by cp.async is fenced by its consumers": 1.08-1.09x of a plain
+  // GEMM's TMA loads, against the push's copy of every row first). With peers: PUSH, one TMA box per
+  // tile, until the PULL mover's mixed tiles are measured at world > 1.
+  out.mover = g->mover ? g->mover : c.world == 1 ? WEFT_MOE_MOVER_PULL : WEFT_MOE_MOVER_PUSH;
   return out;
 }
 
@@ -75,11 +76,8 @@ void build(WeftMoeDispatchGemmPlan& plan, const WeftComm& c, const WeftMoeDispat
   const char* ws = reinterpret_cast<const char*>(d.workspace);
   const void* recv = ws + a.layout.recv;
   const uint64_t H = uint64_t(d.hidden), rows = uint64_t(ch.dispatch.capacity);
-  const uint32_t tile_box[2] = {uint32_t(gemm::kTileK), uint32_t(gemm::kTileM)}, row_box[2] = {uint32_t(gemm::kTileK), 1};
+  const uint32_t tile_box[2] = {uint32_t(gemm::kTileK), uint32_t(gemm::kTileM)};
   encode_bf16(&l.recv_tile, recv, H, rows, H, tile_box, "the receive buffer");
-  encode_bf16(&l.recv_rows, recv, H, rows, H, row_box, "the receive buffer (rows)");
-  if (d.tokens > 0) encode_bf16(&l.x_rows, reinterpret_cast<const void*>(d.x), H, uint64_t(d.tokens), H, row_box, "x");
-  else l.x_rows = l.recv_rows;  // no own rows to pull
   const int64_t E = ch.dispatch.local_experts, n = g.n, wn = swiglu ? 2 * n : n;
   const void* w = reinterpret_cast<const void*>(g.w);
   moe::encode_weights(&l.b, w, E, wn, d.hidden, n_major, 0, n, tile_n, swiglu, swiglu ? "w (gate half)" : "w");
