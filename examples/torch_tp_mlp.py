@@ -200,6 +200,8 @@ def main() -> int:
     x = torch.randn(args.tokens, args.hidden, generator=g)
     up = torch.randn(args.tokens, args.hidden, generator=g)
     ranks = [make_rank(c, args, x, w1, w2, up) for c in comms]
+    if not distributed:  # several ranks on one autograd thread: weft.torch.warm_up says why
+        wt.warm_up([m for rk in ranks for m in (rk["col"], rk["row"])], args.tokens)
     torch.cuda.synchronize()  # the torch step runs on the default stream, the local ranks on their own
 
     ok = True

@@ -10,7 +10,8 @@
 set -uo pipefail
 dir=${OUT:-/tmp/weft-out}/python-stall
 mkdir -p "$dir"
-echo "tools: py-spy $(command -v py-spy || echo none), gdb $(command -v gdb || echo none), eu-stack $(command -v eu-stack || echo none)"
+cuda_gdb=$(command -v cuda-gdb || ls /usr/local/cuda/bin/cuda-gdb 2>/dev/null || echo none)
+echo "tools: py-spy $(command -v py-spy || echo none), gdb $(command -v gdb || echo none), cuda-gdb $cuda_gdb, eu-stack $(command -v eu-stack || echo none)"
 start=$(date +%s.%N)
 PYTHONFAULTHANDLER=1 timeout 150 python3 -X faulthandler -c "
 import faulthandler, sys, pytest
@@ -27,10 +28,16 @@ for i in $(seq 1 12); do
         cat "$task/stack" 2>/dev/null | head -8; } >> "$dir/threads.txt"
     done
     if command -v py-spy > /dev/null; then py-spy dump --native --pid "$pid" >> "$dir/py-spy.txt" 2>&1
-    elif command -v gdb > /dev/null; then gdb -batch -p "$pid" -ex "thread apply all bt 25" >> "$dir/gdb.txt" 2>&1; fi
+    elif command -v gdb > /dev/null; then gdb -batch -p "$pid" -ex "thread apply all bt 25" >> "$dir/gdb.txt" 2>&1
+    elif [ "$cuda_gdb" != none ] && [ "$i" = 8 ]; then
+      # Once, well inside the stall (the case starts within ~10 s): attaching stops the process a while.
+      timeout 60 "$cuda_gdb" -batch -p "$pid" -ex "set cuda break_on_launch none" -ex "info threads" \
+        -ex "thread apply all bt 30" >> "$dir/cuda-gdb.txt" 2>&1
+    fi
   done
 done
 wait $runner
 rc=$?
 echo "test_torch_layers.py: rc $rc in $(python3 -c "import time; print(round(time.time() - $start, 1))") s: $(tail -1 "$dir/test.txt")"
 grep -E "^== t|^wchan" "$dir/threads.txt" 2>/dev/null | paste - - | grep -v "futex_do_wait.*0x189$" | tail -30
+[ -s "$dir/cuda-gdb.txt" ] && grep -E "^Thread|^#" "$dir/cuda-gdb.txt" | grep -v "python3.12\\|_PyEval\\|PyObject" | head -80

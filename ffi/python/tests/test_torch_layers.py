@@ -35,11 +35,15 @@ def test_tp_mlp_forward_and_backward_match_one_device_fp32(torch, world, reduce)
 
     comms = wt.local([0] * world, heap_bytes=512 << 20, timeout_s=20)
     try:
-        ranks = []
+        layers = []
         for c in comms:
             with c.use():
-                col = wt.ColumnParallelLinear(hidden, ffn, c, weight=w1)
-                row = wt.RowParallelLinear(ffn, hidden, c, weight=w2, reduce=reduce)
+                layers.append((wt.ColumnParallelLinear(hidden, ffn, c, weight=w1),
+                               wt.RowParallelLinear(ffn, hidden, c, weight=w2, reduce=reduce)))
+        wt.warm_up([m for pair in layers for m in pair], tokens)  # ranks sharing the GPU: warm_up says why
+        ranks = []
+        for c, (col, row) in zip(comms, layers):
+            with c.use():
                 xs = x.chunk(world)[c.rank].to(torch.bfloat16).requires_grad_()
                 y = row(torch.nn.functional.gelu(col(xs)))
                 # scatter: this rank's rows of the output; all: every row, replicated on every rank.

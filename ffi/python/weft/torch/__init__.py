@@ -14,7 +14,7 @@ except ImportError as e:  # pragma: no cover - exercised on machines without tor
 
 from . import _ops  # noqa: F401  (registers torch.ops.weft.*)
 from ._comm import Communicator, local
-from ._layers import ColumnParallelLinear, RowParallelLinear
+from ._layers import ColumnParallelLinear, RowParallelLinear, warm_up
 
 
 def all_gather(x: "_torch.Tensor", comm: Communicator) -> "_torch.Tensor":
@@ -33,4 +33,4 @@ def all_reduce(x: "_torch.Tensor", comm: Communicator) -> "_torch.Tensor":
 
 
 __all__ = ["ColumnParallelLinear", "Communicator", "RowParallelLinear", "all_gather", "all_reduce", "local",
-           "reduce_scatter"]
+           "reduce_scatter", "warm_up"]

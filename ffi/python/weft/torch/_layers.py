@@ -82,6 +82,11 @@ class _ParallelLinear(torch.nn.Module):
                                     f"(got {tuple(full.shape)})")
         self.weight = torch.nn.Parameter(_shard(full, comm, shard_dim, op))
 
+    def warm_backward(self, tokens: int) -> None:
+        """Runs, once, the local matmuls of this layer's backward at ``tokens`` rows (the gathered
+        count: every rank's rows together), on this rank's stream. See warm_up()."""
+        raise NotImplementedError
+
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, rank={self.comm.rank} of " \
                f"{self.comm.world_size}, weight shard {tuple(self.weight.shape)}"
@@ -100,6 +105,10 @@ class ColumnParallelLinear(_ParallelLinear):
         y = _ColumnParallel.apply(rows, self.weight, self.comm.id)
         return y.reshape(self.comm.world_size * x.shape[0], *x.shape[1:-1], y.shape[-1])
 
+    def warm_backward(self, tokens: int) -> None:
+        n, k = self.weight.shape
+        _empty(self, tokens, n).t() @ _empty(self, tokens, k)  # dW = dyᵀ · allgather(x)
+
 
 class RowParallelLinear(_ParallelLinear):
     """y = reduce_scatter(x · Wᵀ) (``reduce="scatter"``, default) or all_reduce(x · Wᵀ)
@@ -117,3 +126,37 @@ class RowParallelLinear(_ParallelLinear):
         y = _RowParallel.apply(rows, self.weight, self.comm.id, self.reduce == "scatter")
         lead = x.shape[0] // self.comm.world_size if self.reduce == "scatter" else x.shape[0]
         return y.reshape(lead, *x.shape[1:-1], y.shape[-1])
+
+    def warm_backward(self, tokens: int) -> None:
+        n, k = self.weight.shape
+        if self.reduce == "all":
+            _empty(self, tokens, n) @ self.weight  # dx = dy · W_r
+        _empty(self, tokens, n).t() @ _empty(self, tokens, k)  # dW = allgather(dy)ᵀ · x
+
+
+def _empty(layer: _ParallelLinear, rows: int, cols: int) -> torch.Tensor:
+    return torch.empty(rows, cols, device=layer.comm.device, dtype=torch.bfloat16)
+
+
+def warm_up(layers, tokens: int) -> None:
+    """Where one process drives several ranks on one GPU (weft.torch.local), call this once before
+    the first training step, with every weft layer of every rank (modules are searched) and the
+    step's token count (all ranks' rows together).
+
+    Why: the first matmul of a shape can make cuBLAS load a library of kernels (cuLibraryLoadData),
+    and loading code into a context waits until no kernel of that context runs. In one process, the
+    ranks' backward steps run on torch's one autograd thread for the GPU, so a rank's fused kernel,
+    already waiting on the GPU for the next rank's launch, holds that load, and the launch it waits
+    for comes after the load on the same thread: a stall for the communicator's timeout (seen on one
+    H200 in the reduce-scatter layer's dW matmul). Running the backward's matmuls once here, before
+    any fused kernel waits, makes the loads then. One process per rank (torchrun) does not need it."""
+    seen = []
+    for item in layers:
+        for m in (item.modules() if isinstance(item, torch.nn.Module) else [item]):
+            if isinstance(m, _ParallelLinear) and m not in seen:
+                seen.append(m)
+                with m.comm.use():
+                    m.warm_backward(tokens)
+    for m in seen:
+        with m.comm.use():
+            torch.cuda.current_stream(m.comm.device).synchronize()
