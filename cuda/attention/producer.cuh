@@ -1,7 +1,8 @@
 // producer.cuh — the producer role: one thread of warpgroup 0 issues every TMA load of the CTA.
 //
-// Per tile: once the consumers released the previous tile's Q on q_empty, the tile's index
-// (scheduler.cuh: the next of the launch's counter) into the shared word, then Q (all kBoxes boxes
+// Per tile: the tile's index (scheduler.cuh: the next of the launch's counter, taken as soon as the
+// previous tile's loads are issued), then, once the consumers released the previous tile's Q on
+// q_empty, that index into the shared word, then Q (all kBoxes boxes
 // on q_full), then the tile's key blocks in KvWalk order, K one block ahead of V: K0, K1, V0,
 // K2, V1, ..., V(last). That is the order the consumers need them in (they compute S of block j + 1
 // before P·V of block j: consumer.cuh). K and V have rings of their own (kStages slots each, a full
@@ -69,12 +70,16 @@ __device__ __forceinline__ int32_t produce(const Params<State>& p, const SharedS
   bool ok = true, seqlens_ok = true;
   TileFetcher<Policy> fetcher;
   for (;;) {
-    // The next tile is taken once the consumers have released Q (scheduler.cuh: the CTA that is free
-    // first takes it), and decoded after that wait (the producer's 40 registers spilled with the
-    // decoded tile held across it). A tile skipped below leaves q_empty's phase as it was: the next
-    // wait on the same parity returns at once.
-    ok = ok && cta::mbarrier_wait(s.q_empty(), k_ring.q_phase() ^ 1u);
+    // The next tile is taken once this one's loads are all issued, before the wait for the consumers
+    // to release Q: the atomic's round trip to L2 (several hundred clocks, more under the K and V
+    // traffic) then runs while the consumers finish the last blocks (about 1.5 blocks, thousands of
+    // clocks, between the last V load and q_empty), instead of between q_empty and the Q load that
+    // the next tile's first S waits for (scheduler.cuh: the CTA that is nearest its end takes it). It
+    // is decoded after the wait (the producer's 40 registers spilled with the decoded tile held across
+    // it). A tile skipped below leaves q_empty's phase as it was: the next wait on the same parity
+    // returns at once.
     const int32_t index = fetcher.next(p);
+    ok = ok && cta::mbarrier_wait(s.q_empty(), k_ring.q_phase() ^ 1u);
     // The consumers read the word after their q_full wait and release q_empty only after that read,
     // so the wait above also ends their use of the previous index. Ordering: the store precedes
     // the arrive in program order, mbarrier.arrive has release semantics at CTA scope, and the

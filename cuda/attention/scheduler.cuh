@@ -4,8 +4,9 @@
 // causal masks, kv heads grouped for L2, the ring's groups in arrival order: local.cuh, ring.cuh).
 // Tile i goes to whichever CTA asks next ("longest first list scheduling", as FlashAttention-3's
 // dynamic persistent scheduler does): the producer's thread takes the next index from a device
-// counter when it is free to start a tile, and hands it to its consumers through a shared-memory
-// word (producer.cuh, consumer.cuh). A static split (the snake below) balances only tiles sorted by
+// counter as soon as it has issued its current tile's last load (so the CTA nearest the end of its
+// tile takes it, and the atomic's latency hides under the tile's last blocks), and hands it to its
+// consumers through a shared-memory word once they have released Q (producer.cuh, consumer.cuh). A static split (the snake below) balances only tiles sorted by
 // decreasing work; the ring's group-major order and the plain kernel's L2 sections break that, and
 // their slowest CTA did +56% and +13% of the mean blocks (bench/DECISIONS.md, "Attention tiles are
 // handed out by an atomic counter, longest first").
