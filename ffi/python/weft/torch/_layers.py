@@ -19,9 +19,7 @@ from typing import Optional
 
 import torch
 
-from .. import _tp
 from ..errors import ArgumentError
-from . import _impl
 from ._comm import Communicator
 
 
@@ -84,10 +82,9 @@ class _ParallelLinear(torch.nn.Module):
                                     f"(got {tuple(full.shape)})")
         self.weight = torch.nn.Parameter(_shard(full, comm, shard_dim, op))
 
-    def warm(self, tokens: int) -> None:
-        """At ``tokens`` rows (every rank's rows together), on this rank's stream: makes the plans of
-        this layer's fused ops, forward and backward, and runs its backward's matmuls once. See
-        warm_up()."""
+    def warm_backward(self, tokens: int) -> None:
+        """Runs, once, the local matmuls of this layer's backward at ``tokens`` rows (the gathered
+        count: every rank's rows together), on this rank's stream. See warm_up()."""
         raise NotImplementedError
 
     def extra_repr(self) -> str:
@@ -108,11 +105,8 @@ class ColumnParallelLinear(_ParallelLinear):
         y = _ColumnParallel.apply(rows, self.weight, self.comm.id)
         return y.reshape(self.comm.world_size * x.shape[0], *x.shape[1:-1], y.shape[-1])
 
-    def warm(self, tokens: int) -> None:
+    def warm_backward(self, tokens: int) -> None:
         n, k = self.weight.shape
-        w, c = self.weight, self.comm
-        _impl._entry(c, _tp.ALL_GATHER_GEMM, _empty(self, tokens // c.world_size, k), w.t(), True)  # forward
-        _impl._entry(c, _tp.GEMM_REDUCE_SCATTER, _empty(self, tokens, n), w, False)  # dx
         _empty(self, tokens, n).t() @ _empty(self, tokens, k)  # dW = dyᵀ · allgather(x)
 
 
@@ -133,15 +127,10 @@ class RowParallelLinear(_ParallelLinear):
         lead = x.shape[0] // self.comm.world_size if self.reduce == "scatter" else x.shape[0]
         return y.reshape(lead, *x.shape[1:-1], y.shape[-1])
 
-    def warm(self, tokens: int) -> None:
+    def warm_backward(self, tokens: int) -> None:
         n, k = self.weight.shape
-        w, c = self.weight, self.comm
         if self.reduce == "all":
-            _impl._entry(c, _tp.GEMM_ALL_REDUCE, _empty(self, tokens, k), w.t(), False)  # forward
-            _empty(self, tokens, n) @ w  # dx = dy · W_r
-        else:
-            _impl._entry(c, _tp.GEMM_REDUCE_SCATTER, _empty(self, tokens, k), w.t(), False)  # forward
-            _impl._entry(c, _tp.ALL_GATHER_GEMM, _empty(self, tokens // c.world_size, n), w, True)  # dx
+            _empty(self, tokens, n) @ self.weight  # dx = dy · W_r
         _empty(self, tokens, n).t() @ _empty(self, tokens, k)  # dW = allgather(dy)ᵀ · x
 
 
@@ -154,27 +143,20 @@ def warm_up(layers, tokens: int) -> None:
     the first training step, with every weft layer of every rank (modules are searched) and the
     step's token count (all ranks' rows together).
 
-    Why: in one process the ranks' ops are issued by one thread (the ranks' backward steps by torch's
-    one autograd thread for the GPU), so a rank's fused kernel waits on the GPU for the next rank's
-    launch while that thread goes on through the ranks' other work. Whatever in that work waits for
-    the running kernels holds the launch they wait for, and both stall for the communicator's timeout:
-    the first matmul of a shape, where cuBLAS loads a library of kernels (cuLibraryLoadData waits
-    until no kernel of the context runs; seen on one H200 in the reduce-scatter layer's dW matmul),
-    and the making of a fused op's plan (device allocations, side streams). Here every rank's plans
-    are made and the backward's matmuls run once, before any fused kernel waits; later steps of the
-    same token count find them. One process per rank (torchrun) does not need it."""
-    if not isinstance(tokens, int) or tokens <= 0:
-        raise ArgumentError("warm_up", "tokens", f"must be a positive int (got {tokens!r})")
+    Why: the first matmul of a shape can make cuBLAS load a library of kernels (cuLibraryLoadData),
+    and loading code into a context waits until no kernel of that context runs. In one process, the
+    ranks' backward steps run on torch's one autograd thread for the GPU, so a rank's fused kernel,
+    already waiting on the GPU for the next rank's launch, holds that load, and the launch it waits
+    for comes after the load on the same thread: a stall for the communicator's timeout (seen on one
+    H200 in the reduce-scatter layer's dW matmul). Running the backward's matmuls once here, before
+    any fused kernel waits, makes the loads then. One process per rank (torchrun) does not need it."""
     seen = []
     for item in layers:
         for m in (item.modules() if isinstance(item, torch.nn.Module) else [item]):
             if isinstance(m, _ParallelLinear) and m not in seen:
-                if tokens % m.comm.world_size != 0:
-                    raise ArgumentError("warm_up", "tokens", f"must split evenly over {m.comm.world_size} ranks "
-                                        f"(got {tokens})")
                 seen.append(m)
                 with m.comm.use():
-                    m.warm(tokens)
+                    m.warm_backward(tokens)
     for m in seen:
         with m.comm.use():
             torch.cuda.current_stream(m.comm.device).synchronize()
