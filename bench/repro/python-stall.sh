@@ -7,7 +7,10 @@
 # comes after the warm-up of the cases before it, as in the suite. GPU host; weft installed by
 # gpu-host.sh's pytest step first.
 #   PYTORCH_CUDA_ALLOC_CONF=... bash bench/repro/python-stall.sh    (logs in $OUT/python-stall/)
+#   STALL_EXAMPLE=1 bash bench/repro/python-stall.sh                 (the example at --local-ranks 2, the
+#                                                                     pytest suite's size, instead)
 set -uo pipefail
+STALL_EXAMPLE=${STALL_EXAMPLE:-}
 dir=${OUT:-/tmp/weft-out}/python-stall
 mkdir -p "$dir"
 cuda_gdb=$(command -v cuda-gdb || ls /usr/local/cuda/bin/cuda-gdb 2>/dev/null || echo none)
@@ -16,6 +19,10 @@ start=$(date +%s.%N)
 PYTHONFAULTHANDLER=1 timeout 150 python3 -X faulthandler -c "
 import faulthandler, sys, pytest
 faulthandler.dump_traceback_later(3, repeat=True, file=open('$dir/python-stacks.txt', 'w'))
+if '$STALL_EXAMPLE':
+    import runpy; sys.argv = ['examples/torch_tp_mlp.py', '--local-ranks', '2', '--tokens', '2048', '--hidden', '1024',
+                              '--ffn', '4096', '--steps', '3', '--repeats', '2']
+    runpy.run_path('examples/torch_tp_mlp.py', run_name='__main__')
 sys.exit(pytest.main(['ffi/python/tests/test_torch_layers.py', '-x', '-q', '-p', 'no:cacheprovider']))
 " > "$dir/test.txt" 2>&1 &
 runner=$!
