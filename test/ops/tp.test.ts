@@ -103,7 +103,7 @@ describeGpu("tensor-parallel ops, one process per GPU (2 bun processes, CUDA IPC
   }, LONG);
 });
 
-describeGpu("tensor-parallel ops, 2 to 4 ranks on one GPU (every rank's kernel resident at once)", 1, () => {
+describeGpu("tensor-parallel ops, 1 to 4 ranks on one GPU (every rank's kernel resident at once)", 1, () => {
   // Several ranks share GPU 0, so all ranks' kernels must be resident together (they wait for each
   // other): decode tiles (M = 16, N = 1000: 16 CTAs each), or a 1/W share of the SMs per rank
   // (smBudget). This is where world sizes above 2 run, every op with every mover.

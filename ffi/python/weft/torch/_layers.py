@@ -157,6 +157,6 @@ def warm_up(layers, tokens: int) -> None:
                 seen.append(m)
                 with m.comm.use():
                     m.warm_backward(tokens)
-    for m in seen:
-        with m.comm.use():
-            torch.cuda.current_stream(m.comm.device).synchronize()
+    for comm in {id(m.comm): m.comm for m in seen}.values():  # each rank's stream once
+        with comm.use():
+            torch.cuda.current_stream(comm.device).synchronize()
