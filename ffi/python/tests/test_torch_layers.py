@@ -79,5 +79,7 @@ def test_layers_check_their_arguments(torch):
             wt.ColumnParallelLinear(8, 16, c, weight=torch.zeros(8, 8))
         with pytest.raises(weft.ArgumentError, match="must be a weft.torch.Communicator"):
             wt.ColumnParallelLinear(8, 16, "comm")
+        with pytest.raises(weft.ArgumentError, match="'tokens' must be a positive int"):
+            wt.warm_up([wt.ColumnParallelLinear(8, 16, c)], 0)
     finally:
         c.close()

@@ -62,7 +62,8 @@ class TpPlan:
     """One rank's plan for one Problem over fixed addresses on one stream; launch() as often as
     needed (each launch takes the next epoch; every rank launches its plans in the same order)."""
 
-    def __init__(self, comm: NativeComm, p: Problem, *, a: int, b: int, out: int, gathered: int, stream: int):
+    def __init__(self, comm: NativeComm, p: Problem, *, a: int, b: int, out: int, gathered: int, stream: int,
+                 barrier: bool = True):
         op = OP_NAMES[p.op]
         self.comm, self.problem, self.stream = comm, p, stream
         params = _abi.new(_abi.TpParams, op=p.op, flags=_B_NK if p.b_nk else 0, m=p.m, n=p.n, k=p.k, a=a, b=b,
@@ -88,16 +89,28 @@ class TpPlan:
         self._describe = comm.describer(op, collective=False)
         self._op = op
         # The plan zeroed its workspace on `stream`; a barrier on the same stream orders that before any
-        # peer's first launch (each rank enters it only after its earlier work on the stream).
+        # peer's first launch (each rank enters it only after its earlier work on the stream). With
+        # barrier=False the caller enters it later (enter_barrier), before the plan's first launch:
+        # ranks that one process drives make all their plans first, then enter every barrier.
+        self.barrier_pending = True
+        if barrier:
+            self.enter_barrier()
+
+    def enter_barrier(self) -> None:
+        if not self.barrier_pending:
+            return
         try:
-            comm.barrier(stream, op)
+            self.comm.barrier(self.stream, self._op)
         except BaseException:
             self.close()
             raise
+        self.barrier_pending = False
 
     def launch(self) -> int:
         if not self._handle:
             raise ArgumentError(self._op, "plan", "was closed")
+        if self.barrier_pending:
+            raise ArgumentError(self._op, "plan", "was made with barrier=False and its barrier not yet entered")
         comm = self.comm
         comm.completion.poll()
         done, arrivals, seq = comm.completion.slot()

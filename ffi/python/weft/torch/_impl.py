@@ -125,7 +125,8 @@ def _poisoned(shape: tuple, comm: Communicator) -> torch.Tensor:
     return torch.full(shape, float("nan"), dtype=torch.bfloat16, device=comm.device)
 
 
-def _entry(comm: Communicator, op_code: int, a: torch.Tensor, b: torch.Tensor, keep: bool) -> Tuple[_Entry, _tp.Problem]:
+def _entry(comm: Communicator, op_code: int, a: torch.Tensor, b: torch.Tensor, keep: bool,
+           barrier: bool = True) -> Tuple[_Entry, _tp.Problem]:
     op = _tp.OP_NAMES[op_code]
     _tensor(comm, a, "a", op, ("bf16",))
     _tensor(comm, b, "b", op, ("bf16",))
@@ -143,7 +144,8 @@ def _entry(comm: Communicator, op_code: int, a: torch.Tensor, b: torch.Tensor, k
             out = comm.symmetric(p.out_shape[0] * p.out_shape[1], torch.bfloat16, op).view(p.out_shape)
             out.fill_(float("nan"))
         plan = _tp.TpPlan(comm.native, p, a=a_buf.data_ptr(), b=b.data_ptr(), out=out.data_ptr(),
-                          gathered=gathered.data_ptr() if gathered is not None else 0, stream=stream)
+                          gathered=gathered.data_ptr() if gathered is not None else 0, stream=stream,
+                          barrier=barrier)
         return _Entry(plan, a_buf, out, gathered, b)
 
     return comm.plan((op, p, b.data_ptr(), stream, keep), make), p

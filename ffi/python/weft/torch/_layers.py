@@ -19,7 +19,9 @@ from typing import Optional
 
 import torch
 
+from .. import _tp
 from ..errors import ArgumentError
+from . import _impl
 from ._comm import Communicator
 
 
@@ -82,9 +84,10 @@ class _ParallelLinear(torch.nn.Module):
                                     f"(got {tuple(full.shape)})")
         self.weight = torch.nn.Parameter(_shard(full, comm, shard_dim, op))
 
-    def warm_backward(self, tokens: int) -> None:
-        """Runs, once, the local matmuls of this layer's backward at ``tokens`` rows (the gathered
-        count: every rank's rows together), on this rank's stream. See warm_up()."""
+    def warm(self, tokens: int) -> list:
+        """At ``tokens`` rows (every rank's rows together), on this rank's stream: makes the plans of
+        this layer's fused ops, forward and backward, without entering their barriers (returned, for
+        the caller to enter), and runs the backward's matmuls once. See warm_up()."""
         raise NotImplementedError
 
     def extra_repr(self) -> str:
@@ -105,9 +108,14 @@ class ColumnParallelLinear(_ParallelLinear):
         y = _ColumnParallel.apply(rows, self.weight, self.comm.id)
         return y.reshape(self.comm.world_size * x.shape[0], *x.shape[1:-1], y.shape[-1])
 
-    def warm_backward(self, tokens: int) -> None:
+    def warm(self, tokens: int) -> list:
         n, k = self.weight.shape
+        w, c = self.weight, self.comm
+        plans = []
+        plans.append(_impl._entry(c, _tp.ALL_GATHER_GEMM, _empty(self, tokens // c.world_size, k), w.t(), True, False)[0])  # forward
+        plans.append(_impl._entry(c, _tp.GEMM_REDUCE_SCATTER, _empty(self, tokens, n), w, False, False)[0])  # dx
         _empty(self, tokens, n).t() @ _empty(self, tokens, k)  # dW = dyᵀ · allgather(x)
+        return [e.plan for e in plans]
 
 
 class RowParallelLinear(_ParallelLinear):
@@ -127,11 +135,18 @@ class RowParallelLinear(_ParallelLinear):
         lead = x.shape[0] // self.comm.world_size if self.reduce == "scatter" else x.shape[0]
         return y.reshape(lead, *x.shape[1:-1], y.shape[-1])
 
-    def warm_backward(self, tokens: int) -> None:
+    def warm(self, tokens: int) -> list:
         n, k = self.weight.shape
+        w, c = self.weight, self.comm
+        plans = []
         if self.reduce == "all":
-            _empty(self, tokens, n) @ self.weight  # dx = dy · W_r
+            plans.append(_impl._entry(c, _tp.GEMM_ALL_REDUCE, _empty(self, tokens, k), w.t(), False, False)[0])  # forward
+            _empty(self, tokens, n) @ w  # dx = dy · W_r
+        else:
+            plans.append(_impl._entry(c, _tp.GEMM_REDUCE_SCATTER, _empty(self, tokens, k), w.t(), False, False)[0])  # forward
+            plans.append(_impl._entry(c, _tp.ALL_GATHER_GEMM, _empty(self, tokens // c.world_size, n), w, True, False)[0])  # dx
         _empty(self, tokens, n).t() @ _empty(self, tokens, k)  # dW = allgather(dy)ᵀ · x
+        return [e.plan for e in plans]
 
 
 def _empty(layer: _ParallelLinear, rows: int, cols: int) -> torch.Tensor:
@@ -143,20 +158,35 @@ def warm_up(layers, tokens: int) -> None:
     the first training step, with every weft layer of every rank (modules are searched) and the
     step's token count (all ranks' rows together).
 
-    Why: the first matmul of a shape can make cuBLAS load a library of kernels (cuLibraryLoadData),
-    and loading code into a context waits until no kernel of that context runs. In one process, the
-    ranks' backward steps run on torch's one autograd thread for the GPU, so a rank's fused kernel,
-    already waiting on the GPU for the next rank's launch, holds that load, and the launch it waits
-    for comes after the load on the same thread: a stall for the communicator's timeout (seen on one
-    H200 in the reduce-scatter layer's dW matmul). Running the backward's matmuls once here, before
-    any fused kernel waits, makes the loads then. One process per rank (torchrun) does not need it."""
-    seen = []
+    Why: in one process the ranks' ops are issued by one thread (the ranks' backward steps by torch's
+    one autograd thread for the GPU), so a rank's fused kernel waits on the GPU for the next rank's
+    launch while that thread goes on through the ranks' other work. Whatever in that work waits for
+    the running kernels holds the launch they wait for, and both stall for the communicator's timeout:
+    the first matmul of a shape, where cuBLAS loads a library of kernels (cuLibraryLoadData waits
+    until no kernel of the context runs; seen on one H200 in the reduce-scatter layer's dW matmul),
+    and the making of a fused op's plan (device allocations, side streams, a graph of copies), whose
+    barrier with the peers waits on the GPU. Here the backward's matmuls run once and every rank's
+    plans are made before any barrier is entered; then the barriers, rank after rank, in the order
+    each rank made its plans. Later steps of the same token count find the plans. One process per
+    rank (torchrun) does not need it."""
+    if not isinstance(tokens, int) or tokens <= 0:
+        raise ArgumentError("warm_up", "tokens", f"must be a positive int (got {tokens!r})")
+    seen, made = [], {}
     for item in layers:
         for m in (item.modules() if isinstance(item, torch.nn.Module) else [item]):
             if isinstance(m, _ParallelLinear) and m not in seen:
+                if tokens % m.comm.world_size != 0:
+                    raise ArgumentError("warm_up", "tokens", f"must split evenly over {m.comm.world_size} ranks "
+                                        f"(got {tokens})")
                 seen.append(m)
                 with m.comm.use():
-                    m.warm_backward(tokens)
-    for comm in {id(m.comm): m.comm for m in seen}.values():  # each rank's stream once
+                    made.setdefault(id(m.comm), (m.comm, []))[1].extend(m.warm(tokens))
+    # Every rank made the same plans in the same order: enter the i-th barrier of each rank together.
+    for i in range(max((len(plans) for _, plans in made.values()), default=0)):
+        for comm, plans in made.values():
+            if i < len(plans):
+                with comm.use():
+                    plans[i].enter_barrier()
+    for comm, _ in made.values():  # each rank's stream once
         with comm.use():
             torch.cuda.current_stream(comm.device).synchronize()
