@@ -24,6 +24,8 @@
 #         sassdump/PATTERN -> the whole SASS of those kernels, into sass-PATTERN.txt;
 #         ab/gemm, ab/tp-split -> that bench in the base tree and this one, interleaved (bench/ab-trees.sh;
 #           AB_ROUNDS rounds, default 2; AB_ITERATIONS: bench/gemm.ts's timed iterations, default 40);
+#         ab/ncu-tp-split -> tp-split's one-GPU decode case (AB_DECODE_M rows, default 128) under ncu in
+#           both trees: each kernel's GPU duration, head / base (bench/support/ncu_durations.py);
 #         test1 -> bun test without REQUIRE_GPU (a one-GPU host: the two-GPU suites skip);
 #         deno-info, deno-demo, deno-test -> info, demo and test (DENO_TEST_FILES, or all) under Deno (deno on PATH:
 #           bench/pack-deno.sh's .gpu-deno/enter.sh);
@@ -121,6 +123,12 @@ for spec in "$@"; do
     ab/tp-split) AB_STEP_TIMEOUT=$T bash bench/ab-trees.sh "${AB_ROUNDS:-2}" "$LOGS/ab-tp-split" -- \
                    bun bench/tp-split.ts --cases decode,rs,ar --devices 0 --variants gemm,gemm+done,op > "$log" 2>&1
                  step_rc "$step" $?; cat "$log" ;;
+    ab/ncu-tp-split) AB_STEP_TIMEOUT=$T bash bench/ab-trees.sh "${AB_ROUNDS:-2}" "$LOGS/ab-ncu-tp-split" -- \
+                   ncu --clock-control none --launch-skip 200 --launch-count "${AB_NCU_KERNELS:-300}" \
+                     --metrics gpu__time_duration.sum --csv \
+                   bun bench/tp-split.ts --cases decode --decode-m "${AB_DECODE_M:-128}" --devices 0 \
+                     --variants gemm,gemm+done,op --samples 3 > "$log" 2>&1
+                     step_rc "$step" $?; python3 bench/support/ncu_durations.py "$LOGS/ab-ncu-tp-split" | tee -a "$log" ;;
     ladder/*.cu) bin="$LOGS/$(basename "$step" .cu)"
           if [ -x ".carry/bin/$(basename "$step" .cu)" ]; then
             cp ".carry/bin/$(basename "$step" .cu)" "$bin" && timeout "$T" "$bin" > "$log" 2>&1
