@@ -205,7 +205,12 @@ def main() -> int:
     torch.cuda.synchronize()  # the torch step runs on the default stream, the local ranks on their own
 
     ok = True
-    ours, theirs = weft_steps(ranks, check=True), torch_steps(ranks, distributed, check=True)
+    # torch's step first, and done before weft's: its first matmuls load cuBLAS kernels, and with ranks
+    # sharing a process, a load while a rank's fused kernel waits for the next rank's launch stalls
+    # both until the communicator's timeout (README, "Several ranks can share one GPU").
+    theirs = torch_steps(ranks, distributed, check=True)
+    torch.cuda.synchronize()
+    ours = weft_steps(ranks, check=True)
     torch.cuda.synchronize()
     for rk, a, b in zip(ranks, ours, theirs):
         errs = [rel(u, v) for u, v in zip(a, b)]

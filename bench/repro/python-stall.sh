@@ -28,7 +28,7 @@ sys.exit(pytest.main(['ffi/python/tests/test_torch_layers.py', '-x', '-q', '-p',
 runner=$!
 for i in $(seq 1 12); do
   sleep 3
-  for pid in $(pgrep -f "dump_traceback_later"); do
+  for pid in $(pgrep -f "^python3 -X faulthandler -c"); do  # not timeout(1), whose command line holds the same text
     for task in /proc/"$pid"/task/*; do
       { echo "== t+$((3 * i))s task ${task##*/} $(cat "$task/comm" 2>/dev/null) $(grep State "$task/status" 2>/dev/null | cut -f2)"
         echo "wchan $(cat "$task/wchan" 2>/dev/null); syscall $(cut -d' ' -f1-3 "$task/syscall" 2>/dev/null)"
