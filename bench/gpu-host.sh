@@ -23,7 +23,8 @@
 #         sass/PATTERN -> per kernel of build/libweft.so whose name matches PATTERN: HGMMA, LDL/STL counts;
 #         sassdump/PATTERN -> the whole SASS of those kernels, into sass-PATTERN.txt;
 #         ab/gemm, ab/tp-split -> that bench in the base tree and this one, interleaved (bench/ab-trees.sh;
-#           AB_ROUNDS rounds, default 2; AB_ITERATIONS: bench/gemm.ts's timed iterations, default 40);
+#           AB_ROUNDS rounds, default 2; AB_ITERATIONS: bench/gemm.ts's timed iterations, default 40;
+#           AB_CASES, AB_DECODE_M: tp-split's cases and decode rows, default decode,rs,ar and 16,128,512);
 #         ab/ncu-tp-split -> tp-split's one-GPU decode case (AB_DECODE_M rows, default 128) under ncu in
 #           both trees: each kernel's GPU duration, head / base (bench/support/ncu_durations.py);
 #         test1 -> bun test without REQUIRE_GPU (a one-GPU host: the two-GPU suites skip);
@@ -121,7 +122,8 @@ for spec in "$@"; do
     ab/gemm) AB_STEP_TIMEOUT=$T bash bench/ab-trees.sh "${AB_ROUNDS:-2}" "$LOGS/ab-gemm" -- bun bench/gemm.ts --iterations "${AB_ITERATIONS:-40}" > "$log" 2>&1
              step_rc "$step" $?; cat "$log" ;;
     ab/tp-split) AB_STEP_TIMEOUT=$T bash bench/ab-trees.sh "${AB_ROUNDS:-2}" "$LOGS/ab-tp-split" -- \
-                   bun bench/tp-split.ts --cases decode,rs,ar --devices 0 --variants gemm,gemm+done,op > "$log" 2>&1
+                   bun bench/tp-split.ts --cases "${AB_CASES:-decode,rs,ar}" --decode-m "${AB_DECODE_M:-16,128,512}" --devices 0 \
+                     --variants gemm,gemm+done,op > "$log" 2>&1
                  step_rc "$step" $?; cat "$log" ;;
     ab/ncu-tp-split) AB_STEP_TIMEOUT=$T bash bench/ab-trees.sh "${AB_ROUNDS:-2}" "$LOGS/ab-ncu-tp-split" -- \
                    ncu --clock-control none --launch-skip 200 --launch-count "${AB_NCU_KERNELS:-300}" \
