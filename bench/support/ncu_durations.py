@@ -19,7 +19,9 @@ def durations(path: pathlib.Path) -> dict:
             continue
         name = r["Kernel Name"].split("(")[0][-60:]
         key = f'{name} grid {r.get("Grid Size", "?")} block {r.get("Block Size", "?")}'
-        scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3}.get(r.get("Metric Unit", "nsecond"), 1.0)
+        # ncu writes "ns" / "us" / "ms" (older versions: "nsecond", ...); every value is kept in µs.
+        unit = r.get("Metric Unit", "ns")
+        scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}[unit]
         out[key].append(float(r["Metric Value"].replace(",", "")) * scale)
     return out
 
