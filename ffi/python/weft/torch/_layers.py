@@ -109,13 +109,11 @@ class ColumnParallelLinear(_ParallelLinear):
         return y.reshape(self.comm.world_size * x.shape[0], *x.shape[1:-1], y.shape[-1])
 
     def warm(self, tokens: int) -> list:
-        n, k = self.weight.shape
-        w, c = self.weight, self.comm
-        plans = []
-        plans.append(_impl._entry(c, _tp.ALL_GATHER_GEMM, _empty(self, tokens // c.world_size, k), w.t(), True, False)[0])  # forward
-        plans.append(_impl._entry(c, _tp.GEMM_REDUCE_SCATTER, _empty(self, tokens, n), w, False, False)[0])  # dx
+        n, k, w, shard = *self.weight.shape, self.weight, tokens // self.comm.world_size
+        plans = [_unentered_plan(self, _tp.ALL_GATHER_GEMM, (shard, k), w.t(), True),  # forward
+                 _unentered_plan(self, _tp.GEMM_REDUCE_SCATTER, (tokens, n), w, False)]  # dx
         _empty(self, tokens, n).t() @ _empty(self, tokens, k)  # dW = dyᵀ · allgather(x)
-        return [e.plan for e in plans]
+        return plans
 
 
 class RowParallelLinear(_ParallelLinear):
@@ -136,17 +134,21 @@ class RowParallelLinear(_ParallelLinear):
         return y.reshape(lead, *x.shape[1:-1], y.shape[-1])
 
     def warm(self, tokens: int) -> list:
-        n, k = self.weight.shape
-        w, c = self.weight, self.comm
-        plans = []
+        n, k, w, shard = *self.weight.shape, self.weight, tokens // self.comm.world_size
         if self.reduce == "all":
-            plans.append(_impl._entry(c, _tp.GEMM_ALL_REDUCE, _empty(self, tokens, k), w.t(), False, False)[0])  # forward
+            plans = [_unentered_plan(self, _tp.GEMM_ALL_REDUCE, (tokens, k), w.t(), False)]  # forward
             _empty(self, tokens, n) @ w  # dx = dy · W_r
         else:
-            plans.append(_impl._entry(c, _tp.GEMM_REDUCE_SCATTER, _empty(self, tokens, k), w.t(), False, False)[0])  # forward
-            plans.append(_impl._entry(c, _tp.ALL_GATHER_GEMM, _empty(self, tokens // c.world_size, n), w, True, False)[0])  # dx
+            plans = [_unentered_plan(self, _tp.GEMM_REDUCE_SCATTER, (tokens, k), w.t(), False),  # forward
+                     _unentered_plan(self, _tp.ALL_GATHER_GEMM, (shard, n), w, True)]  # dx
         _empty(self, tokens, n).t() @ _empty(self, tokens, k)  # dW = allgather(dy)ᵀ · x
-        return [e.plan for e in plans]
+        return plans
+
+
+def _unentered_plan(layer: _ParallelLinear, op_code: int, a_shape: tuple, b: torch.Tensor, keep: bool) -> _tp.TpPlan:
+    """The plan the op will find at its first call with an `a` of a_shape, made with its barrier not
+    yet entered (warm_up enters it)."""
+    return _impl._entry(layer.comm, op_code, _empty(layer, *a_shape), b, keep, barrier=False)[0].plan
 
 
 def _empty(layer: _ParallelLinear, rows: int, cols: int) -> torch.Tensor:
