@@ -77,7 +77,10 @@ describe("FrameReader", () => {
     const fine = cost(1 << 10);
     console.log(`  16 MiB reassembly, CPU time: ${coarse.toFixed(1)} ms in 256 KiB chunks, ${fine.toFixed(1)} ms in 1 KiB chunks`);
     expect(feed(wire, 1 << 10).frames[0]!.value.length).toBe(16 * MiB);
-    expect(fine / Math.max(coarse, 1)).toBeLessThan(4);
+    // Linear reassembly pays only per-chunk overhead: 3-5x for 256x the chunks (Deno on a 2-core VM
+    // read 4.7). Re-copying the buffered bytes would copy 128 GiB against 512 MiB, about 256x, so 32
+    // leaves the noise of a shared VM room and still fails the quadratic reader by a factor of 8.
+    expect(fine / Math.max(coarse, 1)).toBeLessThan(32);
   });
 });
 
