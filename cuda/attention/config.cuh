@@ -84,25 +84,31 @@ struct Config {
 //   [O: consumer 0 boxes | consumer 1 boxes | ...]               epilogue staging, 64 x 128 B boxes
 //   [q_full | q_empty | k_full[S] | k_empty[S] | v_full[S] | v_empty[S]]   mbarriers
 //   [tile index]                         the producer's handoff of the next tile (scheduler.cuh)
+//
+// The base is kept as its 32-bit shared-window address and widened where a pointer is formed: a
+// generic pointer held across the KV loop is two registers, which at 128 x 160 made the consumers
+// spill 8 bytes (0 with the 32-bit base).
 template <class Cfg>
 struct SharedStorage {
-  uint8_t* base;
+  uint32_t base_address;
 
   __device__ explicit SharedStorage(uint8_t* raw)
-      : base(reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + 1023) & ~uintptr_t(1023))) {}
+      : base_address((static_cast<uint32_t>(__cvta_generic_to_shared(raw)) + 1023u) & ~1023u) {}
 
-  __device__ uint8_t* q(int box) const { return base + box * Cfg::kQBoxBytes; }
+  __device__ uint8_t* base() const { return static_cast<uint8_t*>(__cvta_shared_to_generic(base_address)); }
+
+  __device__ uint8_t* q(int box) const { return base() + box * Cfg::kQBoxBytes; }
   __device__ uint8_t* k(uint32_t stage, int box) const {
-    return base + Cfg::kQBytes + stage * Cfg::kKvBytes + box * Cfg::kKvBoxBytes;
+    return base() + Cfg::kQBytes + stage * Cfg::kKvBytes + box * Cfg::kKvBoxBytes;
   }
   __device__ uint8_t* v(uint32_t stage, int box) const {
-    return base + Cfg::kQBytes + (Cfg::kStages + stage) * Cfg::kKvBytes + box * Cfg::kKvBoxBytes;
+    return base() + Cfg::kQBytes + (Cfg::kStages + stage) * Cfg::kKvBytes + box * Cfg::kKvBoxBytes;
   }
   __device__ uint8_t* o(int consumer, int box) const {
-    return base + Cfg::kQBytes + 2 * Cfg::kStages * Cfg::kKvBytes + (consumer * Cfg::kBoxes + box) * Cfg::kOBoxBytes;
+    return base() + Cfg::kQBytes + 2 * Cfg::kStages * Cfg::kKvBytes + (consumer * Cfg::kBoxes + box) * Cfg::kOBoxBytes;
   }
   __device__ uint64_t* q_full() const {
-    return reinterpret_cast<uint64_t*>(base + Cfg::kQBytes + 2 * Cfg::kStages * Cfg::kKvBytes + Cfg::kOBytes);
+    return reinterpret_cast<uint64_t*>(base() + Cfg::kQBytes + 2 * Cfg::kStages * Cfg::kKvBytes + Cfg::kOBytes);
   }
   __device__ uint64_t* q_empty() const { return q_full() + 1; }
   __device__ uint64_t* k_full(uint32_t stage) const { return q_full() + 2 + stage; }

@@ -59,7 +59,8 @@ constexpr bool repack_is_identity(int k) {
         }
   return true;
 }
-static_assert(repack_is_identity(64) && repack_is_identity(128) && repack_is_identity(192) && repack_is_identity(256),
+static_assert(repack_is_identity(64) && repack_is_identity(128) && repack_is_identity(160) && repack_is_identity(192) &&
+                  repack_is_identity(256),
               "the D fragment of P is the A fragment of P·V register for register");
 
 }  // namespace fragment

@@ -32,7 +32,8 @@ template <int N, bool BNMajor>
 __device__ __forceinline__ void mma_async(float (&acc)[N / 2], uint64_t a_desc, uint64_t b_desc) {
   // 64 x N fp32 outputs over the 128 threads of the warpgroup: N/2 per thread.
   static_assert((N / 2) * kThreads == 64 * N, "accumulator fragment must cover the 64xN tile");
-  static_assert(N == 64 || N == 128 || N == 192 || N == 256, "wg::mma_async is instantiated for N = 64, 128, 192, 256");
+  static_assert(N == 64 || N == 128 || N == 160 || N == 192 || N == 256,
+                "wg::mma_async is instantiated for N = 64, 128, 160, 192, 256");
   wgmma_ss<BNMajor>(acc, a_desc, b_desc);  // the m64nNk16 overload: its accumulator holds N/2 floats
 }
 
