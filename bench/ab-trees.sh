@@ -6,7 +6,8 @@
 #
 # The head tree is this checkout (build/libweft.so, or .carry/libweft.so.xz unpacked there). The
 # base tree is unpacked once from .carry/base-src.tar.xz (`git archive BASE | xz`) with its library
-# from .carry/base-libweft.so.xz. Round r runs COMMAND in both trees, base first on odd rounds and
+# from .carry/base-libweft.so.xz; AB_BASE=NAME takes .carry/NAME-src.tar.xz and NAME-libweft.so.xz
+# instead, so one call can hold several bases. Round r runs COMMAND in both trees, base first on odd rounds and
 # head first on even ones, each with OUT=DIR/<tree>-<r> so that the files a bench writes land apart
 # (bench/gemm.ts and bench/tp-split.ts copy their results to $OUT). stdout goes to the same folder.
 set -uo pipefail
@@ -14,11 +15,12 @@ rounds=$1 dir=$2
 shift 2
 [ "${1:-}" = "--" ] && shift
 head_root=$(pwd)
-base_root=/tmp/weft-base
+base=${AB_BASE:-base}
+base_root=/tmp/weft-$base
 if [ ! -d "$base_root/lib" ]; then
   mkdir -p "$base_root/build"
-  xz -dc .carry/base-src.tar.xz | tar -x -C "$base_root"
-  xz -dc .carry/base-libweft.so.xz > "$base_root/build/libweft.so"
+  xz -dc ".carry/$base-src.tar.xz" | tar -x -C "$base_root"
+  xz -dc ".carry/$base-libweft.so.xz" > "$base_root/build/libweft.so"
   ln -sfn "$head_root/node_modules" "$base_root/node_modules"
 fi
 if [ -f .carry/libweft.so.xz ] && [ ! -f build/libweft.so ]; then

@@ -25,6 +25,8 @@
 #         ab/gemm, ab/tp-split -> that bench in the base tree and this one, interleaved (bench/ab-trees.sh;
 #           AB_ROUNDS rounds, default 2; AB_ITERATIONS: bench/gemm.ts's timed iterations, default 40;
 #           AB_CASES, AB_DECODE_M: tp-split's cases and decode rows, default decode,rs,ar and 16,128,512);
+#         ab/attention -> bench/attention.ts's D 128 rows, ours only (no torch, no ring), in both trees
+#           (AB_BASE names the base: bench/ab-trees.sh);
 #         ab/ncu-tp-split -> tp-split's one-GPU decode case (AB_DECODE_M rows, default 128) under ncu in
 #           both trees: each kernel's GPU duration, head / base (bench/support/ncu_durations.py);
 #         test1 -> bun test without REQUIRE_GPU (a one-GPU host: the two-GPU suites skip);
@@ -125,6 +127,9 @@ for spec in "$@"; do
                    bun bench/tp-split.ts --cases "${AB_CASES:-decode,rs,ar}" --decode-m "${AB_DECODE_M:-16,128,512}" --devices 0 \
                      --variants gemm,gemm+done,op > "$log" 2>&1
                  step_rc "$step" $?; cat "$log" ;;
+    ab/attention) AB_STEP_TIMEOUT=$T bash bench/ab-trees.sh "${AB_ROUNDS:-2}" "$LOGS/ab-attention" -- bun bench/attention.ts \
+                    --no-torch --no-ring --only "D128 S8k full,D128 S32k full,D128 S8k full GQA8,D128 S8k causal" > "$log" 2>&1
+                  step_rc "$step" $?; tail -4 "$log"; grep -H ": ours" "$LOGS"/ab-attention/*/stdout.txt ;;
     ab/ncu-tp-split) AB_STEP_TIMEOUT=$T bash bench/ab-trees.sh "${AB_ROUNDS:-2}" "$LOGS/ab-ncu-tp-split" -- \
                    ncu --clock-control none --launch-skip 200 --launch-count "${AB_NCU_KERNELS:-300}" \
                      --metrics gpu__time_duration.sum --csv \
