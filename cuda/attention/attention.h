@@ -17,9 +17,8 @@
 
 namespace weft::attn {
 
-// The instantiated tile shape for a head dim and mask (launch.cuh): at D 128, 128 x 160 for the
-// one-GPU kernel without a causal mask and 128 x 128 otherwise (two consumers, two stages); at D 64,
-// 128 x 192 for the one-GPU kernel and 128 x 128 for the ring kernel.
+// The instantiated tile shape for a head dim (launch.cuh), two consumers each: 128 x 160 at D 128
+// (two stages, both kernels); at D 64, 128 x 192 for the one-GPU kernel and 128 x 128 for the ring.
 struct TileShape {
   int32_t block_m;
   int32_t block_n;
@@ -29,8 +28,8 @@ struct TileShape {
 };
 
 bool head_dim_supported(int32_t head_dim);
-TileShape tile_shape(int32_t head_dim, bool causal);  // the one-GPU kernel's
-TileShape ring_tile_shape(int32_t head_dim);          // the ring kernel's
+TileShape tile_shape(int32_t head_dim);       // the one-GPU kernel's
+TileShape ring_tile_shape(int32_t head_dim);  // the ring kernel's
 
 // TMA box heights (rows) of each map; every box is 64 elements wide.
 struct BoxRows {
@@ -71,7 +70,7 @@ struct LocalLaunch {
 cudaError_t launch_local(const LocalLaunch& l);
 // How many CTAs of the head dim's kernel fit on the current device at once (one per SM when the
 // shared memory allows one, which config.cuh guarantees).
-cudaError_t resident_ctas(int32_t head_dim, bool causal, int* ctas);
+cudaError_t resident_ctas(int32_t head_dim, int* ctas);
 
 // One rank's fused ring-attention launch (ring.cuh): its shard's q / out and its local k / v, the
 // receive buffer's K and V (k_recv, v_recv: slots x slot_rows rows of group_heads x D), the ring.

@@ -36,7 +36,7 @@ struct Config {
 
   // 227 KiB of opt-in shared memory per block on sm_90; 1 KiB slack to align the base to the
   // 1024-byte swizzle period, 1 KiB for the barriers. K and V each take a ring of kStages blocks:
-  // two at D 128 (2 x 64 KiB), four at D 64 (128 x 128). The ring positions are counters modulo a
+  // two at D 128 (2 x 80 KiB at 128 x 160), four at D 64 (128 x 128). The ring positions are counters modulo a
   // power of two (producer.cuh), so a fit of three stages uses two.
   static constexpr int kSmemLimit = 227 * 1024;
   static constexpr int kReserved = 2048;
@@ -48,8 +48,8 @@ struct Config {
   // the CTA got at launch: 65536 / threads, rounded down to 8, per thread (__launch_bounds__(threads,
   // 1)): 168 x 384 = 64512 with two consumers, 128 x 512 = 65536 with three. So 128 x 40 + 256 x 232
   // = 64512, and 128 x 32 + 384 x 160 = 65536. A consumer holds O (HeadDim / 2 fp32), S (BlockN / 2
-  // fp32) and P (BlockN / 4 bf16 pairs) at once, plus the softmax state; at 128 x 128, D 128 that is
-  // 160 + ~50, and 232 compiles without spills (240 would leave the producer 24, where its block
+  // fp32) and P (BlockN / 4 bf16 pairs) at once, plus the softmax state; at 128 x 160, D 128 that is
+  // 184 + ~40, and 232 compiles without spills (240 would leave the producer 24, where its block
   // walk spills). The producer takes what the consumers leave, rounded down to 8: 40 beside 232,
   // 56 beside 224 (D 64 at 128 x 192, whose producer spilled at 40 once it fetched tiles itself).
   static constexpr int kConsumerRegisters = ConsumerRegisters > 0 ? ConsumerRegisters : kConsumers == 2 ? 232 : 160;

@@ -19,8 +19,8 @@
 //     128 keys). At S 8k, H 32, D 128 non-causal: 2048 tiles x 64 blocks x 64 KiB = 8.6 GB if every
 //     read went to HBM (1.8 ms at 4.8 TB/s against ~3.3 ms of math): the tile order (local.cuh) keeps
 //     the CTAs running together on a few heads, whose K and V (4 MiB per head at 8k) L2 serves.
-//   - Shared memory at D 128: Q 32 KiB, K and V rings 2 x 2 x 32 KiB, O staging 32 KiB = 192 KiB
-//     (config.cuh); registers: producer 40, consumers 232 (O 64 + S 64 + P 32 + state).
+//   - Shared memory at D 128 (128 x 160): Q 32 KiB, K and V rings 2 x 2 x 40 KiB, O staging 32 KiB
+//     = 224 KiB (config.cuh); registers: producer 40, consumers 232 (O 64 + S 80 + P 40 + state).
 #pragma once
 
 #include "../primitives/completion.cuh"

@@ -44,16 +44,13 @@ TileShape shape_of() {
 }
 
 // The instantiated shapes (bench/DECISIONS.md, "Attention tiles are 128 x 128 at D 128 and 128 x 192
-// at D 64"). The one-GPU kernel at D 64 takes 192 keys per block: a third fewer blocks, so a third
-// fewer per-block fixed costs (barrier waits, row maxima, rescales); its consumers at 224 registers
-// and its producer at the 56 they leave compile with no spills (config.cuh). The ring kernel keeps 128 x 128 at D 64: its peers'
-// chunks are whole 128-token blocks.
-// At D 128 without a causal mask the one-GPU kernel takes 160 keys per block (a fifth fewer blocks
-// and per-block fixed costs; K and V rings of 2 x 40 KiB each leave 226 of the 227 KiB); under a
-// causal mask 128, whose diagonal blocks are the query tile's own (bench/DECISIONS.md, "At D 128 the
-// one-GPU kernel takes 160 keys per block without a causal mask").
-using ConfigD128 = Config<128, 128, 128>;
-using ConfigD128Full = Config<128, 128, 160>;
+// at D 64", and "Attention at D 128 takes 160 keys per block"). More keys per block than 128 means
+// fewer blocks and fewer per-block fixed costs (barrier waits, row maxima, rescales). At D 128 both
+// kernels take 160 (K and V rings of 2 x 40 KiB leave 226 of the 227 KiB; a key block need not
+// align with the ring's 128-token chunks: KvWalk masks a segment's last block). At D 64 the one-GPU
+// kernel takes 192, its consumers at 224 registers and its producer at the 56 they leave with no
+// spills (config.cuh); the ring kernel at D 64 keeps 128 x 128 (192 there is not measured).
+using ConfigD128 = Config<128, 128, 160>;
 using ConfigD64 = Config<64, 128, 192, 224>;
 using RingConfigD64 = Config<64, 128, 128>;
 

@@ -1,4 +1,4 @@
-// The single-GPU attention kernel at head dim 128 under a causal mask (without one: local_d128_full.cu).
+// The single-GPU attention kernel at head dim 128.
 #include "local_launch.cuh"
 
 namespace weft::attn {

@@ -1,5 +1,5 @@
-// local_launch.cuh — the single-GPU launch of one instantiated shape (local_d64.cu, local_d128.cu,
-// local_d128_full.cu each compile one, in parallel).
+// local_launch.cuh — the single-GPU launch of one instantiated shape (local_d64.cu, local_d128.cu
+// each compile one, in parallel).
 #pragma once
 
 #include "attention.h"
@@ -24,10 +24,8 @@ cudaError_t launch_local_config(const LocalLaunch& l) {
 }
 
 cudaError_t launch_local_d64(const LocalLaunch& l);
-cudaError_t launch_local_d128(const LocalLaunch& l);       // causal
-cudaError_t launch_local_d128_full(const LocalLaunch& l);  // no mask but sequence ends
+cudaError_t launch_local_d128(const LocalLaunch& l);
 cudaError_t resident_local_d64(int* ctas);
 cudaError_t resident_local_d128(int* ctas);
-cudaError_t resident_local_d128_full(int* ctas);
 
 }  // namespace weft::attn

@@ -116,8 +116,7 @@ int64_t list(const Params<typename Policy::State>& p, const WalkReplay& r, int32
 int64_t list_walk_local(const Problem& problem, int32_t head_dim, const WalkReplay& r, int32_t* out, int64_t capacity) {
   Params<LocalPolicy::State> p{};
   p.problem = problem;
-  if (head_dim == 64) return list<ConfigD64, LocalPolicy>(p, r, out, capacity);
-  return problem.causal ? list<ConfigD128, LocalPolicy>(p, r, out, capacity) : list<ConfigD128Full, LocalPolicy>(p, r, out, capacity);
+  return head_dim == 64 ? list<ConfigD64, LocalPolicy>(p, r, out, capacity) : list<ConfigD128, LocalPolicy>(p, r, out, capacity);
 }
 
 int64_t list_walk_ring(const Problem& problem, const RingState& state, int32_t head_dim, const WalkReplay& r, int32_t* out,

@@ -12,11 +12,11 @@ import { shardLength, shardRanges, type RingLayout } from "../../lib/ops/ring-at
 
 const FIELDS = 18;
 const REPLAY_ROW = 3;
-// The kernels' tiles (cuda/attention/launch.cuh): 128 query rows; keys per block 128, except the
-// one-GPU kernel at D 64, which takes 192.
+// The kernels' tiles (cuda/attention/launch.cuh): 128 query rows; keys per block 160 at D 128 (both
+// kernels), and at D 64 192 for the one-GPU kernel and 128 for the ring's.
 const BM = 128;
-const localBlockN = (headDim: number) => (headDim === 64 ? 192 : 128);
-const RING_BN = 128;
+const localBlockN = (headDim: number) => (headDim === 64 ? 192 : 160);
+const ringBlockN = (headDim: number) => (headDim === 64 ? 128 : 160);
 
 interface Block {
   index: number; status: number; b: number; h: number; hk: number; qRow: number; qRows: number; qPos: number;
@@ -238,7 +238,7 @@ describe("the attention kernel's tiles and key blocks (host listing of the kerne
               // This rank's own keys first, then the peers'.
               const firstPeer = tile.findIndex((blk) => blk.source === 1);
               if (firstPeer >= 0) expect(tile.slice(firstPeer).every((blk) => blk.source === 1)).toBe(true);
-              checkKeys(tile, s, causal, RING_BN, (blk, pos) => {
+              checkKeys(tile, s, causal, ringBlockN(c.headDim), (blk, pos) => {
                 if (blk.source === 0) {
                   expect(blk.gate).toBe(-1);
                   return [t.b * kvRows + localOf(rank, pos), t.hk * c.headDim];

@@ -34,7 +34,7 @@ WEFT_API int weft_attention_choose(const WeftAttentionParams* params, WeftAttent
     require_out_struct(out, "WeftAttentionChoice");
     const attn_abi::Validated v = attn_abi::validate(params);
     DeviceGuard g(v.device);
-    const attn::TileShape t = attn::tile_shape(params->head_dim, (params->flags & WEFT_ATTENTION_CAUSAL) != 0);
+    const attn::TileShape t = attn::tile_shape(params->head_dim);
     const attn::Problem q = attn_abi::problem(*params, v, t);
     out->block_m = t.block_m;
     out->block_n = t.block_n;
@@ -50,7 +50,7 @@ WEFT_API int weft_reference_attention(const WeftAttentionParams* params, uint64_
     const attn_abi::Validated v = attn_abi::validate(params);
     WEFT_REQUIRE(out_f32 != 0 && out_f32 % 4 == 0, "out_f32 must be a 4-byte aligned device address");
     DeviceGuard g(v.device);
-    attn::Problem q = attn_abi::problem(*params, v, attn::tile_shape(params->head_dim, (params->flags & WEFT_ATTENTION_CAUSAL) != 0));
+    attn::Problem q = attn_abi::problem(*params, v, attn::tile_shape(params->head_dim));
     q.lse = reinterpret_cast<float*>(lse_f32);
     auto s = reinterpret_cast<cudaStream_t>(params->stream);
     WEFT_CUDA(attn::reference_attention(q, params->head_dim, reinterpret_cast<const void*>(params->q),

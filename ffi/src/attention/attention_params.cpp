@@ -119,14 +119,14 @@ attn::Problem problem(const WeftAttentionParams& p, const Validated& v, const at
 
 int grid_ctas(const WeftAttentionParams& p, const attn::Problem& problem) {
   int resident = 0;
-  WEFT_CUDA(attn::resident_ctas(p.head_dim, problem.causal != 0, &resident));
+  WEFT_CUDA(attn::resident_ctas(p.head_dim, &resident));
   int ctas = std::min(resident, problem.tiles);
   if (p.max_ctas > 0) ctas = std::min(ctas, p.max_ctas);
   return std::max(ctas, 1);
 }
 
 attn::LocalLaunch local_launch(const WeftAttentionParams& p, const Validated& v) {
-  const attn::TileShape t = attn::tile_shape(p.head_dim, (p.flags & WEFT_ATTENTION_CAUSAL) != 0);
+  const attn::TileShape t = attn::tile_shape(p.head_dim);
   const attn::BoxRows rows = attn::box_rows(t);
   attn::LocalLaunch l{};
   l.problem = problem(p, v, t);

@@ -26,7 +26,7 @@ WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* c
                  config[kReplayLateCtas] <= config[kReplayCtas] && config[kReplayLateAt] >= 0,
                  "replay CTAs must be >= 0, late CTAs at most the CTAs and late_at >= 0");
     const attn::WalkReplay replay{config[kReplayCtas], config[kReplayLimitCtas], config[kReplayLateCtas], config[kReplayLateAt]};
-    const attn::TileShape t = attn::tile_shape(d, config[kCausal] != 0);  // the one-GPU kernel's (the ring's: ring_tile_shape)
+    const attn::TileShape t = attn::tile_shape(d);  // the one-GPU kernel's (the ring's: ring_tile_shape)
     WEFT_REQUIRE(!used_k || (cu_q && cu_k), "used_k needs cu_q and cu_k");
     if (config[kWorld] == 0) {
       attn::Problem q{};
