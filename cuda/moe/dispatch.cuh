@@ -102,19 +102,36 @@ __device__ inline void count_items(const DispatchArgs& a, const Shared& s, int64
   if (threadIdx.x == 0) row[E] = s.scalars[0];
 }
 
+// sums[e] = the sum of hist[c][e] over the CTAs c < rows, and *bad = the least hist[c][E] (0x7fffffff:
+// none), by every thread of the CTA: one load per (CTA, expert) pair into shared atomics, so the
+// latency is a few L2 round trips, not `rows` serial ones per expert (132 of them at 132 CTAs).
+__device__ inline void sum_hist_rows(const Shared& s, const int* hist, int E, int rows, int* sums, int* bad) {
+  for (int e = threadIdx.x; e < E; e += blockDim.x) sums[e] = 0;
+  if (threadIdx.x == 0) *bad = 0x7fffffff;
+  __syncthreads();
+  const int per_row = E + 1;
+  for (int i = threadIdx.x; i < rows * per_row; i += blockDim.x) {
+    const int c = i / per_row, e = i - c * per_row;
+    const int v = mem::ld_cg(hist + uint64_t(c) * per_row + e);
+    if (e < E) {
+      if (v != 0) atomicAdd(&sums[e], v);
+    } else if (v != 0x7fffffff) {
+      atomicMin(bad, v);
+    }
+  }
+  __syncthreads();
+}
+
 // Step 3: CTAs c < W send this rank's counts and descriptor to ranks c, c + G, ...
 __device__ inline void publish_counts(const DispatchArgs& a, const Shared& s, uint64_t epoch) {
   if (int(blockIdx.x) >= a.peer.world) return;
   const int E = a.experts, G = gridDim.x;
   const int* hist = at<int>(s.peers[a.peer.rank], a.layout.hist);
-  for (int e = threadIdx.x; e < E; e += blockDim.x) {
-    int v = 0;
-    for (int c = 0; c < G; ++c) v += mem::ld_cg(hist + uint64_t(c) * (E + 1) + e);
-    s.hist[e] = v;  // this CTA's own histogram is in global memory already
-  }
+  // The rank's totals: hist rows of all G CTAs, E + 1 words each (the last: its first bad item).
+  // This CTA's own row is in global memory already, so its shared copy is reused as the sums.
+  sum_hist_rows(s, hist, E, G, s.hist, &s.scalars[0]);
   if (threadIdx.x == 0) {
-    int bad = 0x7fffffff;
-    for (int c = 0; c < G; ++c) bad = min(bad, mem::ld_cg(hist + uint64_t(c) * (E + 1) + E));
+    const int bad = s.scalars[0];
     s.scalars[0] = bad == 0x7fffffff ? -1 : bad;
     s.scalars[1] = bad == 0x7fffffff ? 0 : a.ids[bad];
   }
@@ -283,6 +300,38 @@ __device__ inline void write_outputs(const DispatchArgs& a, const Shared& s, uin
   if (threadIdx.x == 0) sys::device_signal_store(at<uint64_t>(me, a.layout.status), (epoch << 8) | uint64_t(code));
 }
 
+// A warp's chunk of push_piece: slots [c0, c0 + cnt), cnt <= 32: the rows copied by the whole warp,
+// lane i's row_source word for slot c0 + i, then one arrival per block.
+__device__ inline void push_chunk(const DispatchArgs& a, const Shared& s, int c0, int cnt, uint32_t row_bytes) {
+  const int El = a.local_experts, me = a.peer.rank, lane = threadIdx.x & 31;
+  for (int i = 0; i < cnt; ++i) {
+    const int slot = c0 + i;
+    const int item = s.sorted_item[slot], e = s.sorted_e[slot], row = s.sorted_row[slot];
+    // Pulled rows (a.pull_local: the owner's GEMM reads them from x) only get their row_source
+    // and their arrival below; every other row is copied into the owner's receive buffer.
+    if (!(a.pull_local && e / El == me))
+      warp_copy_row(reinterpret_cast<const char*>(a.x) + uint64_t(item / a.topk) * row_bytes,
+                    s.peers[e / El] + a.layout.recv + uint64_t(row) * row_bytes, row_bytes);
+  }
+  if (lane < cnt) {
+    const int item = s.sorted_item[c0 + lane], e = s.sorted_e[c0 + lane], row = s.sorted_row[c0 + lane];
+    const int t = item / a.topk;
+    const int4 src = make_int4(me, t, item - t * a.topk, 0);
+    mem::st16(s.peers[e / El] + a.layout.row_source + uint64_t(row) * 16, *reinterpret_cast<const uint4*>(&src));
+  }
+  __syncwarp();  // every lane's row stores come before the releases below
+  const bool valid = lane < cnt;
+  uint64_t key = 0;
+  uint64_t* counter = nullptr;
+  if (valid) {
+    const int e = s.sorted_e[c0 + lane], row = s.sorted_row[c0 + lane];
+    const int o = e / El;
+    key = (uint64_t(o) << 32) | uint32_t(row / kBlockRows);
+    counter = at<uint64_t>(s.peers[o], a.layout.arrivals) + row / kBlockRows;
+  }
+  warp_arrive(counter, key, valid);
+}
+
 // Step 5: rank, sort and push the items [p0, p1) of this CTA's slice (one piece).
 __device__ inline void push_piece(const DispatchArgs& a, const Shared& s, int64_t p0, int64_t p1) {
   const int E = a.experts, El = a.local_experts, me = a.peer.rank;
@@ -340,37 +389,14 @@ __device__ inline void push_piece(const DispatchArgs& a, const Shared& s, int64_
     s.pc[e] = 0;
   }
   // Pushes: warp chunks of rows_per_signal consecutive slots (consecutive destination rows, mostly).
+  // The slots of this rank's own experts come first (push order); when they are pulled, no bytes
+  // move and a chunk is only row_source words and an arrival, so it takes 32 rows per release (the
+  // lanes of one warp_arrive): at 4-8 rows a release fenced every few hundred nanoseconds of work.
   const uint32_t row_bytes = uint32_t(a.hidden) * 2;
-  const int R = a.rows_per_signal;
-  for (int c0 = warp * R; c0 < n; c0 += warps * R) {
-    const int cnt = min(R, n - c0);
-    for (int i = 0; i < cnt; ++i) {
-      const int slot = c0 + i;
-      const int item = s.sorted_item[slot], e = s.sorted_e[slot], row = s.sorted_row[slot];
-      char* owner = s.peers[e / El];
-      const int64_t t = item / a.topk;
-      // Pulled rows (a.pull_local: the owner's GEMM reads them from x) only get their row_source
-      // and their arrival below; every other row is copied into the owner's receive buffer.
-      if (!(a.pull_local && e / El == me))
-        warp_copy_row(reinterpret_cast<const char*>(a.x) + uint64_t(t) * row_bytes,
-                      owner + a.layout.recv + uint64_t(row) * row_bytes, row_bytes);
-      if (lane == 0) {
-        const int4 src = make_int4(me, int(t), item - int(t) * a.topk, 0);
-        mem::st16(owner + a.layout.row_source + uint64_t(row) * 16, *reinterpret_cast<const uint4*>(&src));
-      }
-    }
-    __syncwarp();  // every lane's row stores come before the releases below
-    const bool valid = lane < cnt;
-    uint64_t key = 0;
-    uint64_t* counter = nullptr;
-    if (valid) {
-      const int e = s.sorted_e[c0 + lane], row = s.sorted_row[c0 + lane];
-      const int o = e / El;
-      key = (uint64_t(o) << 32) | uint32_t(row / kBlockRows);
-      counter = at<uint64_t>(s.peers[o], a.layout.arrivals) + row / kBlockRows;
-    }
-    warp_arrive(counter, key, valid);
-  }
+  const int own_n = a.peer.world == 1 ? n : s.hist[((me + 1) * El) % E];
+  const int R = a.rows_per_signal, own_R = a.pull_local ? 32 : R;
+  for (int c0 = warp * own_R; c0 < own_n; c0 += warps * own_R) push_chunk(a, s, c0, min(own_R, own_n - c0), row_bytes);
+  for (int c0 = own_n + warp * R; c0 < n; c0 += warps * R) push_chunk(a, s, c0, min(R, n - c0), row_bytes);
   __syncthreads();  // the piece's arrays are rewritten by the next piece
 }
 
@@ -417,13 +443,9 @@ __device__ inline bool run_steps(const DispatchArgs& a, const Shared& s) {
   // A CTA whose barrier wait ran out does not know that the histograms are complete: it sends
   // nothing, and the peers time out on its counts.
   if (s.fail->code == 0) publish_counts(a, s, epoch);
-  // This CTA's base positions, while the peers' counts are on their way.
-  const int* hist = at<int>(me, a.layout.hist);
-  for (int e = threadIdx.x; e < E; e += blockDim.x) {
-    int v = 0;
-    for (uint32_t c = 0; c < blockIdx.x; ++c) v += mem::ld_cg(hist + uint64_t(c) * (E + 1) + e);
-    s.base[e] = v;
-  }
+  // This CTA's base positions (the items of each expert in the CTAs before it), while the peers'
+  // counts are on their way. scalars[3] takes the bad-item minimum, which is not needed here.
+  sum_hist_rows(s, at<int>(me, a.layout.hist), E, int(blockIdx.x), s.base, &s.scalars[3]);
   await_descriptors(a, s, epoch);
   const bool entered = s.fail->code == 0;
   if (entered) compute_layout(a, s, epoch);
