@@ -131,7 +131,7 @@ const lines = [
   `What limits it: at 2 GPUs half the rows stay local and the NVLink half (~${f(preds[0]!.tNv)} ms) hides under the GEMM ` +
   `(~${f(preds[0]!.tGemm)} ms): the GEMM limits, plus the SMs a CTA mover takes from it (a copy-engine mover for the remote runs ` +
   `keeps them), plus t_start, the fused kernel's own cost beyond the GEMM (${(tStart * 1e3).toFixed(0)} us: ` +
-  `${tStart > 0.1 ? "measured at world 1, where the rows are pushed before the GEMM's tiles start, more than dispatch then GEMM cost; the 2-GPU bar needs it near the dispatch's fixed cost" : "the dispatch's fixed cost"}). ` +
+  `measured at world 1: the routing steps before the first tile and the cost of reading A by row index, which the GEMM alone does not pay). ` +
   `At 8 GPUs 7/8 of the rows cross NVLink: ~${f(preds[2]!.tNv)} ms at the 2-GPU rate, beside the GEMM, so NVLink limits as much; ` +
   `the skewed routing makes the hot expert's rank receive ${f(preds[3]!.rows / preds[2]!.rows, 1)}x the rows, and its GEMM becomes the ` +
   "critical path (expert load balance, not the movers). The issue's bar: 2 x H200 dispatch + up <= 1.5 ms.",
