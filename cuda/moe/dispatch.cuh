@@ -105,7 +105,7 @@ __device__ inline void count_items(const DispatchArgs& a, const Shared& s, int64
 // sums[e] = the sum of hist[c][e] over the CTAs c < rows, and *bad = the least hist[c][E] (0x7fffffff:
 // none), by every thread of the CTA: one load per (CTA, expert) pair into shared atomics, so the
 // latency is a few L2 round trips, not `rows` serial ones per expert (132 of them at 132 CTAs).
-__device__ inline void sum_hist_rows(const Shared& s, const int* hist, int E, int rows, int* sums, int* bad) {
+__device__ inline void sum_hist_rows(const int* hist, int E, int rows, int* sums, int* bad) {
   for (int e = threadIdx.x; e < E; e += blockDim.x) sums[e] = 0;
   if (threadIdx.x == 0) *bad = 0x7fffffff;
   __syncthreads();
@@ -129,7 +129,7 @@ __device__ inline void publish_counts(const DispatchArgs& a, const Shared& s, ui
   const int* hist = at<int>(s.peers[a.peer.rank], a.layout.hist);
   // The rank's totals: hist rows of all G CTAs, E + 1 words each (the last: its first bad item).
   // This CTA's own row is in global memory already, so its shared copy is reused as the sums.
-  sum_hist_rows(s, hist, E, G, s.hist, &s.scalars[0]);
+  sum_hist_rows(hist, E, G, s.hist, &s.scalars[0]);
   if (threadIdx.x == 0) {
     const int bad = s.scalars[0];
     s.scalars[0] = bad == 0x7fffffff ? -1 : bad;
@@ -391,7 +391,8 @@ __device__ inline void push_piece(const DispatchArgs& a, const Shared& s, int64_
   // Pushes: warp chunks of rows_per_signal consecutive slots (consecutive destination rows, mostly).
   // The slots of this rank's own experts come first (push order); when they are pulled, no bytes
   // move and a chunk is only row_source words and an arrival, so it takes 32 rows per release (the
-  // lanes of one warp_arrive): at 4-8 rows a release fenced every few hundred nanoseconds of work.
+  // lanes of one warp_arrive): at rows_per_signal (2-8 rows at H 7168-2048) a release fenced every
+  // few hundred nanoseconds of work.
   const uint32_t row_bytes = uint32_t(a.hidden) * 2;
   const int own_n = a.peer.world == 1 ? n : s.hist[((me + 1) * El) % E];
   const int R = a.rows_per_signal, own_R = a.pull_local ? 32 : R;
@@ -445,7 +446,7 @@ __device__ inline bool run_steps(const DispatchArgs& a, const Shared& s) {
   if (s.fail->code == 0) publish_counts(a, s, epoch);
   // This CTA's base positions (the items of each expert in the CTAs before it), while the peers'
   // counts are on their way. scalars[3] takes the bad-item minimum, which is not needed here.
-  sum_hist_rows(s, at<int>(me, a.layout.hist), E, int(blockIdx.x), s.base, &s.scalars[3]);
+  sum_hist_rows(at<int>(me, a.layout.hist), E, int(blockIdx.x), s.base, &s.scalars[3]);
   await_descriptors(a, s, epoch);
   const bool entered = s.fail->code == 0;
   if (entered) compute_layout(a, s, epoch);
