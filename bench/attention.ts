@@ -2,17 +2,21 @@
 // bench/peers/torch_attention.py run as a child process in the same device call), and the fused
 // ring's own cost on one GPU (bench/support/ring-cost.ts).
 //
-//   bun bench/attention.ts [--samples N] [--only NAME,...] [--no-torch] [--no-ring]
+//   bun bench/attention.ts [--samples N] [--rounds R] [--rest-ms MS] [--only NAME,...] [--no-torch] [--no-ring]
 //
 // Cases: B 1, H 32, D 128 and 64, S 8k and 32k, causal and not, and one GQA row (Hkv 8). Each
-// sample is a back-to-back loop of ~20 ms of launches timed with CUDA events; the table shows the
-// median (min, max) of the samples, TFLOP/s with causal counted as half the work, and the ratios
-// cuDNN time / ours and flash time / ours (>= 1: we are faster). Our output at S 8k is checked
+// sample is a back-to-back loop of ~20 ms of launches timed with CUDA events, after MS of idle GPU
+// (default 0). torch's harness stays alive beside this one (torch_attention.py --serve), and each
+// case is timed R times (default 2) in alternation, ours then torch's, so both libraries meet the
+// card in the same thermal state: under its power cap the clock falls from ~1980 to ~1700 MHz in a
+// second of this load, and a case timed minutes apart in another process read up to 8% apart from
+// call to call. The table shows the median over rounds of each round's median (min, max of the
+// samples), TFLOP/s with causal counted as half the work, the ratios cuDNN time / ours and flash
+// time / ours (>= 1: we are faster), and, where the host keeps an nvidia-smi log (SMI_CSV:
+// bench/gpu-host.sh), the median SM clock while each was timed. Our output at S 8k is checked
 // against the fp32 reference kernel, so a fast but wrong kernel cannot hide in the table.
 // Writes bench/results/attention.json and bench/results/attention.md (and copies them to $OUT).
-import { spawnSync } from "node:child_process";
-import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
 import { deviceInfo } from "../lib/device.ts";
@@ -20,12 +24,16 @@ import { planAttention, type AttentionPlan } from "../lib/ops/attention.ts";
 import { Event, Stream } from "../lib/stream.ts";
 import { Tensor } from "../lib/tensor.ts";
 import { AttentionProblem, compare } from "../test/support/attention.ts";
+import { JsonLinesPeer } from "./support/json-lines-peer.ts";
 import { ringCostRows, ringCostTable, type RingCostRow } from "./support/ring-cost.ts";
+import { smiWindow } from "./support/smi-window.ts";
 
 const args = process.argv.slice(2);
 const flag = (name: string) => args.includes(name);
 const value = (name: string) => (args.includes(name) ? args[args.indexOf(name) + 1] : undefined);
 const samples = Number(value("--samples") ?? 7);
+const rounds = Number(value("--rounds") ?? 2);
+const restMs = Number(value("--rest-ms") ?? 0);
 const only = value("--only")?.split(",");
 
 export interface Case {
@@ -58,9 +66,16 @@ export interface Timing {
   maxMs: number;
   samples: number;
   loop: number;
+  /** Wall-clock window of the samples, epoch ms (both harnesses). */
+  window?: [number, number];
+  /** Median SM clock in that window (smi-window.ts), median over rounds. */
+  clockMHz?: number;
 }
 
-/** Median (min, max) of `n` samples, each a loop of ~loopMs of fn() between two events on `stream`. */
+const restSleeper = new Int32Array(new SharedArrayBuffer(4));
+
+/** Median (min, max) of `n` samples, each a loop of ~loopMs of fn() between two events on `stream`,
+ * after --rest-ms of idle GPU. */
 export function timeLoop(fn: () => void, stream: Stream, n = samples, loopMs = 20): Timing {
   using a = Event.create(stream.device);
   using b = Event.create(stream.device);
@@ -71,7 +86,9 @@ export function timeLoop(fn: () => void, stream: Stream, n = samples, loopMs = 2
   b.synchronize();
   const loop = Math.max(1, Math.ceil(loopMs / Math.max(b.elapsedSince(a), 1e-3)));
   const times: number[] = [];
+  const t0 = Date.now();
   for (let s = 0; s < n; s++) {
+    if (restMs > 0) Atomics.wait(restSleeper, 0, 0, restMs);
     a.record(stream);
     for (let i = 0; i < loop; i++) fn();
     b.record(stream);
@@ -79,7 +96,18 @@ export function timeLoop(fn: () => void, stream: Stream, n = samples, loopMs = 2
     times.push(b.elapsedSince(a) / loop);
   }
   times.sort((x, y) => x - y);
-  return { medianMs: times[Math.floor(times.length / 2)]!, minMs: times[0]!, maxMs: times[times.length - 1]!, samples: n, loop };
+  return { medianMs: times[Math.floor(times.length / 2)]!, minMs: times[0]!, maxMs: times[times.length - 1]!, samples: n, loop, window: [t0, Date.now()] };
+}
+
+/** One timing from several rounds': the median of their medians, the extremes of all samples, the
+ * median of their clocks. */
+function pooled(ts: Timing[]): Timing {
+  const med = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  const clocks = ts.map((t) => smiWindow(t.window)?.clockMHz).filter((c): c is number => c !== undefined);
+  return {
+    medianMs: med(ts.map((t) => t.medianMs)), minMs: Math.min(...ts.map((t) => t.minMs)), maxMs: Math.max(...ts.map((t) => t.maxMs)),
+    samples: ts.reduce((n, t) => n + t.samples, 0), loop: ts[0]!.loop, clockMHz: clocks.length ? med(clocks) : undefined,
+  };
 }
 
 interface Row {
@@ -91,43 +119,75 @@ interface Row {
   torch: Record<string, (Timing & { gqa?: string }) | { error: string }>;
 }
 
-function runTorch(list: Case[]): { meta: Record<string, unknown>; cases: Record<string, Row["torch"]> } | { error: string } {
+type TorchCase = Record<string, (Timing & { gqa?: string }) | { error: string }>;
+
+/** torch's harness, alive for the whole bench (torch_attention.py --serve), or why it is not. */
+async function startTorch(): Promise<{ peer: JsonLinesPeer; meta: Record<string, unknown> } | { error: string }> {
   if (flag("--no-torch")) return { error: "--no-torch" };
-  const out = join(tmpdir(), `torch_attention_${process.pid}.json`);
-  const r = spawnSync("python3", ["bench/peers/torch_attention.py", "--cases", JSON.stringify(list), "--out", out, "--samples", String(samples)],
-    { encoding: "utf8", timeout: 1_200_000 });
-  if (r.status !== 0) return { error: `torch_attention.py failed (${r.status}): ${(r.stderr || r.stdout || "").trim().split("\n").slice(-3).join(" | ")}` };
-  const j = JSON.parse(readFileSync(out, "utf8"));
-  return { meta: { torch: j.torch, cudnn: j.cudnn, device: j.device }, cases: j.cases };
+  try {
+    const { peer, banner } = await JsonLinesPeer.start("python3",
+      ["bench/peers/torch_attention.py", "--serve", "--samples", String(samples), "--rest-ms", String(restMs)], 300_000);
+    return { peer, meta: banner as Record<string, unknown> };
+  } catch (e) {
+    return { error: `torch_attention.py failed: ${(e as Error).message}` };
+  }
 }
 
 async function main(): Promise<void> {
   const dev = deviceInfo(0);
   using stream = Stream.create(0);
-  const rows: Row[] = [];
-  for (const c of selected) {
-    using p = new AttentionProblem({ batch: c.batch, seqQ: c.seq, seqK: c.seq, heads: c.heads, kvHeads: c.kvHeads, headDim: c.headDim, causal: c.causal }, 11);
-    using plan = planAttention({ ...p.args, stream });
-    const choice = plan.choice();
-    let rel: number | undefined, lseMax: number | undefined;
-    if (c.seq <= 8192) {
-      plan.runSync();
-      const ref = p.reference();
-      const e = compare(p.out, ref.out32, p.lse, ref.lse32);
-      rel = e.nonFinite > 0 ? Number.NaN : e.rel;
-      lseMax = e.lseMax;
-      ref.out32.dispose();
-      ref.lse32.dispose();
+  const torch = await startTorch();
+  let torchError = "error" in torch ? torch.error : undefined;
+  const timed = selected.map(() => ({ ours: [] as Timing[], torch: [] as TorchCase[] }));
+  const rows: Row[] = selected.map((c) => ({ case: c, ours: undefined!, choice: undefined!, torch: {} }));
+  try {
+    for (let round = 0; round < rounds; round++) {
+      for (const [i, c] of selected.entries()) {
+        const row = rows[i]!;
+        {
+          using p = new AttentionProblem({ batch: c.batch, seqQ: c.seq, seqK: c.seq, heads: c.heads, kvHeads: c.kvHeads, headDim: c.headDim, causal: c.causal }, 11);
+          using plan = planAttention({ ...p.args, stream });
+          row.choice = plan.choice();
+          if (round === 0 && c.seq <= 8192) {
+            plan.runSync();
+            const ref = p.reference();
+            const e = compare(p.out, ref.out32, p.lse, ref.lse32);
+            row.rel = e.nonFinite > 0 ? Number.NaN : e.rel;
+            row.lseMax = e.lseMax;
+            ref.out32.dispose();
+            ref.lse32.dispose();
+          }
+          timed[i]!.ours.push(timeLoop(() => plan.launch(), stream));
+          plan.runSync();  // drains the loop's launches through their completions
+        }
+        const ours = timed[i]!.ours.at(-1)!;
+        let line = `${c.name} round ${round}: ours ${ours.medianMs.toFixed(3)} ms (${(flopsOf(c) / ours.medianMs / 1e9).toFixed(0)} TFLOP/s)` +
+          `${round === 0 && row.rel !== undefined ? `, rel ${row.rel.toExponential(2)}, lse ${row.lseMax!.toExponential(2)}` : ""}`;
+        if ("peer" in torch && torchError === undefined) {
+          try {
+            const t = (await torch.peer.request(c, 600_000)) as TorchCase;
+            timed[i]!.torch.push(t);
+            const cu = t.cudnn && "medianMs" in t.cudnn ? t.cudnn.medianMs : undefined;
+            if (cu) line += `; cuDNN ${cu.toFixed(3)} ms, cuDNN / ours ${(cu / ours.medianMs).toFixed(3)}`;
+          } catch (e) {
+            torchError = (e as Error).message;
+          }
+        }
+        console.log(line);
+      }
     }
-    const ours = timeLoop(() => plan.launch(), stream);
-    plan.runSync();  // drains the loop's launches through their completions
-    rows.push({ case: c, ours, choice, rel, lseMax, torch: {} });
-    console.log(`${c.name}: ours ${ours.medianMs.toFixed(3)} ms (${(flopsOf(c) / ours.medianMs / 1e9).toFixed(0)} TFLOP/s)` +
-      `${rel !== undefined ? `, rel ${rel.toExponential(2)}, lse ${lseMax!.toExponential(2)}` : ""}`);
+  } finally {
+    if ("peer" in torch) torch.peer.close();
   }
-  const torch = runTorch(selected);
-  if ("cases" in torch) for (const r of rows) r.torch = torch.cases[r.case.name] ?? {};
-  else console.log(`torch: ${torch.error}`);
+  for (const [i, row] of rows.entries()) {
+    row.ours = pooled(timed[i]!.ours);
+    for (const backend of new Set(timed[i]!.torch.flatMap((t) => Object.keys(t)))) {
+      const ts = timed[i]!.torch.map((t) => t[backend]).filter((t): t is Timing => t !== undefined && "medianMs" in t);
+      const failed = timed[i]!.torch.map((t) => t[backend]).find((t) => t !== undefined && "error" in t);
+      row.torch[backend] = ts.length ? { ...pooled(ts), gqa: (ts[0] as Timing & { gqa?: string }).gqa } : failed!;
+    }
+  }
+  if (torchError) console.log(`torch: ${torchError}`);
   const ring: RingCostRow[] = [];
   let ringError: string | undefined;
   try {
@@ -137,7 +197,7 @@ async function main(): Promise<void> {
     ringError = `${(e as Error).name}: ${(e as Error).message}`;
     console.log(`ring: failed after ${ring.length} rows: ${ringError}`);
   }
-  report(rows, ring, dev.name, "cases" in torch ? torch.meta : { error: torch.error }, ringError);
+  report(rows, ring, dev.name, torchError === undefined && "meta" in torch ? torch.meta : { error: torchError }, ringError);
   if (ringError) process.exitCode = 1;
 }
 
@@ -146,17 +206,19 @@ function report(rows: Row[], ring: RingCostRow[], device: string, torch: Record<
   const ms = (t: Timing | { error: string } | undefined) => (t && "medianMs" in t ? t.medianMs : undefined);
   const lines = [
     `# Attention forward (${device}, one GPU)`, "",
-    `bf16, random inputs, [B, S, H, D]. Median of ${samples} CUDA-event samples (each a back-to-back loop of ~20 ms); ` +
-    `TFLOP/s count causal as half. cuDNN / ours and flash / ours: time ratios (>= 1: ours is faster). torch: ` +
+    `bf16, random inputs, [B, S, H, D]. ${rounds} rounds, ours then torch's in each (torch_attention.py --serve); per round the median of ` +
+    `${samples} CUDA-event samples (each a back-to-back loop of ~20 ms after ${restMs} ms of idle GPU), the table the median over rounds; ` +
+    `SM MHz: the median clock while each was timed (nvidia-smi every 50 ms). TFLOP/s count causal as half. cuDNN / ours and flash / ours: time ratios (>= 1: ours is faster). torch: ` +
     `${JSON.stringify(torch)}. rel: ours against the fp32 reference kernel (S 8k only). Generated by bench/attention.ts on ${new Date().toISOString()}.`, "",
-    "| case | ours ms (min-max) | ours TFLOP/s | cuDNN ms | cuDNN TFLOP/s | flash ms | cuDNN / ours | flash / ours | tile, ctas | rel, lse |",
-    "|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
+    "| case | ours ms (min-max) | ours TFLOP/s | cuDNN ms | cuDNN TFLOP/s | flash ms | cuDNN / ours | flash / ours | SM MHz ours / cuDNN | tile, ctas | rel, lse |",
+    "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---|",
   ];
+  const mhz = (t: Timing | { error: string } | undefined) => (t && "clockMHz" in t && t.clockMHz !== undefined ? t.clockMHz.toFixed(0) : "-");
   for (const r of rows) {
     const cu = ms(r.torch.cudnn), fl = ms(r.torch.flash);
     lines.push(`| ${r.case.name} | ${r.ours.medianMs.toFixed(3)} (${r.ours.minMs.toFixed(3)}-${r.ours.maxMs.toFixed(3)}) | ${tf(r.case, r.ours.medianMs)} | ` +
       `${cu?.toFixed(3) ?? "-"} | ${tf(r.case, cu)} | ${fl?.toFixed(3) ?? "-"} | ${cu ? (cu / r.ours.medianMs).toFixed(3) : "-"} | ` +
-      `${fl ? (fl / r.ours.medianMs).toFixed(3) : "-"} | ${r.choice.blockM}x${r.choice.blockN}, ${r.choice.ctas} | ` +
+      `${fl ? (fl / r.ours.medianMs).toFixed(3) : "-"} | ${mhz(r.ours)} / ${mhz(r.torch.cudnn)} | ${r.choice.blockM}x${r.choice.blockN}, ${r.choice.ctas} | ` +
       `${r.rel !== undefined ? `${r.rel.toExponential(1)}, ${r.lseMax!.toExponential(1)}` : "-"} |`);
   }
   const errors = rows.flatMap((r) => Object.entries(r.torch).filter(([, t]) => "error" in t).map(([b, t]) => `- ${r.case.name} ${b}: ${(t as { error: string }).error}`));
@@ -171,7 +233,7 @@ function report(rows: Row[], ring: RingCostRow[], device: string, torch: Record<
   if (ringError) lines.push("", `The ring's cost stopped after ${ring.length} rows: ${ringError}`);
   const dir = join(import.meta.dirname, "results");
   mkdirSync(dir, { recursive: true });
-  const json = JSON.stringify({ device, torch, samples, rows, ring, ringError }, null, 1);
+  const json = JSON.stringify({ device, torch, samples, rounds, restMs, rows, ring, ringError }, null, 1);
   writeFileSync(join(dir, "attention.json"), json);
   writeFileSync(join(dir, "attention.md"), lines.join("\n") + "\n");
   if (process.env.OUT) {

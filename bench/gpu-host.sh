@@ -27,6 +27,8 @@
 #           AB_CASES, AB_DECODE_M: tp-split's cases and decode rows, default decode,rs,ar and 16,128,512);
 #         ab/attention -> bench/attention.ts's D 128 rows, ours only (no torch, no ring), in both trees
 #           (AB_BASE names the base: bench/ab-trees.sh);
+#         ncu/attention -> our attention kernel and cuDNN's under ncu, per case (NCU_CASES): cycles, clock,
+#           tensor pipe share (bench/support/ncu-attention.sh);
 #         ab/ncu-tp-split -> tp-split's one-GPU decode case (AB_DECODE_M rows, default 128) under ncu in
 #           both trees: each kernel's GPU duration, head / base (bench/support/ncu_durations.py);
 #         test1 -> bun test without REQUIRE_GPU (a one-GPU host: the two-GPU suites skip);
@@ -51,6 +53,7 @@ nvidia-smi --query-gpu=index,name,clocks.sm,clocks.max.sm,clocks.mem,temperature
 # (clocks.txt, bench/support/smi_clocks.py).
 nvidia-smi --query-gpu=timestamp,index,clocks.sm,power.draw --format=csv,noheader -lms 50 > "$LOGS/smi.csv" 2>/dev/null &
 SMI=$!
+export SMI_CSV="$LOGS/smi.csv"  # bench/support/smi-window.ts: clocks per timed window
 trap 'kill $SMI 2>/dev/null' EXIT
 step_clocks() {  # name, start epoch, end epoch
   python3 bench/support/smi_clocks.py "$LOGS/smi.csv" "$@" >> "$LOGS/clocks.txt"
@@ -130,6 +133,7 @@ for spec in "$@"; do
     ab/attention) AB_STEP_TIMEOUT=$T bash bench/ab-trees.sh "${AB_ROUNDS:-2}" "$LOGS/ab-attention" -- bun bench/attention.ts \
                     --no-torch --no-ring --only "D128 S8k full,D128 S32k full,D128 S8k full GQA8,D128 S8k causal" > "$log" 2>&1
                   step_rc "$step" $?; tail -4 "$log"; grep -H ": ours" "$LOGS"/ab-attention/*/stdout.txt ;;
+    ncu/attention) bash bench/support/ncu-attention.sh "$LOGS/ncu-attention" > "$log" 2>&1; step_rc "$step" $?; tail -20 "$log" ;;
     ab/ncu-tp-split) AB_STEP_TIMEOUT=$T bash bench/ab-trees.sh "${AB_ROUNDS:-2}" "$LOGS/ab-ncu-tp-split" -- \
                    ncu --clock-control none --launch-skip 200 --launch-count "${AB_NCU_KERNELS:-300}" \
                      --metrics gpu__time_duration.sum --csv \
