@@ -9,7 +9,7 @@
 set -uo pipefail
 dir=$1
 mkdir -p "$dir"
-metrics=gpu__time_duration.sum,sm__cycles_elapsed.avg,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed.sum,dram__bytes_read.sum,lts__t_bytes.sum
+metrics=gpu__time_duration.sum,sm__cycles_elapsed.avg,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,smsp__inst_executed.sum,dram__bytes_read.sum,lts__t_bytes.sum,lts__throughput.avg.pct_of_peak_sustained_elapsed
 IFS=',' read -ra cases <<< "${NCU_CASES:-D128 S8k full,D128 S32k full,D128 S8k causal}"
 for name in "${cases[@]}"; do
   tag=${name// /_}
@@ -38,12 +38,12 @@ def kernels(path):
             v *= {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}.get(unit, 1.0)
         by[(r["ID"], r["Kernel Name"][:70])][r["Metric Name"]] = v
     return [(k[1], m) for k, m in by.items() if m.get("gpu__time_duration.sum", 0) > 100]
-print(f"{'case':18} {'who':6} {'us':>9} {'Mcycles':>9} {'GHz':>6} {'tensor%':>8} {'Minst':>8} {'DRAM MB':>8} {'L2 MB':>8}  kernel")
+print(f"{'case':18} {'who':6} {'us':>9} {'Mcycles':>9} {'GHz':>6} {'tensor%':>8} {'Minst':>8} {'DRAM MB':>8} {'L2 MB':>8} {'L2%':>5}  kernel")
 for f in sorted(d.glob("*.csv")):
     who, tag = f.stem.split("-", 1)
     for name, m in kernels(f):
         us, cyc = m["gpu__time_duration.sum"], m["sm__cycles_elapsed.avg"]
         print(f"{tag.replace('_', ' '):18} {who:6} {us:9.1f} {cyc / 1e6:9.3f} {cyc / us / 1e3:6.3f} "
-              f"{m['sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed']:8.1f} "
-              f"{m['smsp__inst_executed.sum'] / 1e6:8.1f} {m['dram__bytes_read.sum'] / 1e6:8.1f} {m['lts__t_bytes.sum'] / 1e6:8.1f}  {name}")
+              f"{m.get('sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed', float('nan')):8.1f} "
+              f"{m.get('smsp__inst_executed.sum', float('nan')) / 1e6:8.1f} {m.get('dram__bytes_read.sum', float('nan')) / 1e6:8.1f} {m.get('lts__t_bytes.sum', float('nan')) / 1e6:8.1f} {m.get('lts__throughput.avg.pct_of_peak_sustained_elapsed', float('nan')):5.1f}  {name}")
 PY
