@@ -39,13 +39,16 @@
 // up (WEFT_E_PEER), or else this rank's own timeout (kFailPeerWait) and raises every rank's plan
 // abort word, so that the peers stop at their next poll instead of at their own timeout.
 //
-// Tile order: kv-head groups one after the other; inside a group, query block by query block
-// (under a causal mask the last positions first: a later local block is a later global position,
-// in both layouts), then (sequence, head) pairs of the group. So group g's slot is released as
-// early as the schedule allows, and L2 holds the few heads the running CTAs share. The CTAs take
+// Tile order: bands of RingState::order_groups kv-head groups one after the other; inside a band,
+// query block by query block (under a causal mask the last positions first: a later local block is
+// a later global position, in both layouts), then (sequence, head) pairs of the band. The CTAs take
 // tiles in that order from the workspace's tile counter (scheduler.cuh; the movers once their copies
-// are done), so each CTA's tiles still come group by group (group_done below) and a group's tiles
-// start as its peers' data lands.
+// are done), so a band's tiles start as its groups' data lands, and L2 holds the few heads the
+// running CTAs share. With bands of one group (the rule wherever slots are reused) each CTA's tiles
+// come group by group, which group_done below relies on, and group g's slot is released as early as
+// the schedule allows. Wider bands (a causal mask with a slot per group: ring_layout.cpp says why)
+// mix their groups' tiles; group_done then still gets its one add per CTA and group, and no copy
+// waits for it.
 #pragma once
 
 #include "../collectives/move.cuh"
@@ -225,19 +228,20 @@ struct RingPolicy {
   static WEFT_ATTN_WALK TileStatus decode(const Params<State>& p, int32_t index, QTile& t) {
     const RingState& r = p.state;
     const Problem& q = p.problem;
-    const int32_t group_q_heads = r.group_heads * r.ratio;
-    const int32_t per_group = group_q_heads * q.batch * r.m_blocks;
-    const int32_t g = index / per_group;
-    const int32_t rest = index - g * per_group;
-    const int32_t heads_g = imin(r.group_heads, q.kv_heads - g * r.group_heads) * r.ratio;
-    const int32_t pairs = heads_g * q.batch;
+    // A band: order_groups groups' kv heads (fewer in the last band), and their query heads.
+    const int32_t band_kv_heads = r.order_groups * r.group_heads;
+    const int32_t per_band = band_kv_heads * r.ratio * q.batch * r.m_blocks;
+    const int32_t band = index / per_band;
+    const int32_t rest = index - band * per_band;
+    const int32_t heads_b = imin(band_kv_heads, q.kv_heads - band * band_kv_heads) * r.ratio;
+    const int32_t pairs = heads_b * q.batch;
     const int32_t m_rev = rest / pairs;
     const int32_t pair = rest - m_rev * pairs;
     const int32_t m = q.causal ? r.m_blocks - 1 - m_rev : m_rev;
-    t.b = pair / heads_g;
-    t.h = g * group_q_heads + (pair - t.b * heads_g);
+    t.b = pair / heads_b;
+    t.h = band * band_kv_heads * r.ratio + (pair - t.b * heads_b);
     t.hk = t.h / r.ratio;
-    t.group = g;
+    t.group = t.hk / r.group_heads;
     const int32_t piece = m < r.first_blocks ? 0 : 1;
     const int32_t block = piece == 0 ? m : m - r.first_blocks;
     const int32_t offset = (piece == 0 ? 0 : r.piece_len[0]) + block * Cfg::kBlockM;

@@ -54,6 +54,7 @@ struct RingState {
   int32_t ratio;          // query heads per kv head
   int32_t group_heads;    // kv heads per receive group
   int32_t groups;         // ceil(kv_heads / group_heads)
+  int32_t order_groups;   // groups per band of the tile order (ring.cuh, "Tile order"; 1: group by group)
   int32_t slots;          // receive slots; group g lands in slot g % slots
   int32_t slot_rows;      // rows of one slot: every peer's shard, batch x its tokens
   int32_t source_row[kRingMaxWorld];  // row of source s's region in a slot (this rank's own: unused)

@@ -95,6 +95,16 @@ attn::RingState ring_state(const WeftRingAttentionParams& p, const Layout& l, in
   s.ratio = p.heads / p.kv_heads;
   s.group_heads = l.group_heads;
   s.groups = l.groups;
+  // Under a causal mask a tile's keys grow with its position, so the order goes longest first inside
+  // each band of groups. Group by group (bands of one 1-head group at the CTA mover's default), the
+  // last group's long tiles start near the end and the CTAs run out unevenly: a replay of the
+  // schedule at S 8k, zigzag, 132 / W CTAs, 1-head groups, costs 2.3-4.6% over the even split per
+  // rank at W 2-4; bands of 4 kv heads cost 0.3-1.0% (8: 0.3-1.4%, all heads: up to 3.0%, as the
+  // first-chunk tiles end the launch). A band mixes its groups' tiles, which breaks the group-by-group
+  // order that slot reuse waits on (group_done), so only where every group has its own slot.
+  s.order_groups = 1;
+  if (world > 1 && (p.flags & WEFT_ATTENTION_CAUSAL) != 0 && l.slots == l.groups)
+    s.order_groups = std::min(l.groups, std::max(1, 4 / l.group_heads));
   s.slots = l.slots;
   s.slot_rows = int32_t(int64_t(p.batch) * peer_tokens(l, rank));
   int32_t at = 0;
