@@ -32,12 +32,14 @@ interface Config {
   replayCtas?: number; limitCtas?: number;
   /** Of the replay's CTAs, how many take their first tile only at `lateAt` blocks (the ring's mover CTAs, after their copies). */
   lateCtas?: number; lateAt?: number;
+  /** The ring rank's L2 share (KiB; the ring's default here: an H200's 50 MiB between two ranks), which sizes its tile order's bands. */
+  l2ShareKib?: number;
 }
 
 function walk(c: Config, cuQ?: number[], cuK?: number[], usedK?: number[]): Block[] {
   const config = Int32Array.from([c.batch, c.heads, c.kvHeads, c.headDim, c.seqQ, c.seqK, c.causal ? 1 : 0, c.section ?? 1,
     c.totalQ ?? 0, c.totalK ?? 0, c.world ?? 0, c.rank ?? 0, c.layout === "contiguous" ? 1 : 0, c.groupHeads ?? 0, c.kvRows ?? 0, 0, c.replayCtas ?? 0, c.limitCtas ?? 0,
-    c.lateCtas ?? 0, c.lateAt ?? 0]);
+    c.lateCtas ?? 0, c.lateAt ?? 0, c.l2ShareKib ?? 25 * 1024]);
   const count = new BigInt64Array(1);
   const q = cuQ ? Int32Array.from(cuQ) : null, k = cuK ? Int32Array.from(cuK) : null, used = usedK ? Int32Array.from(usedK) : null;
   check(native().weft_testing_attention_walk(config, q, k, used, null, 0, count), "walk");
@@ -265,8 +267,8 @@ describe("the attention kernel's tiles and key blocks (host listing of the kerne
   // The ring's tile order under a causal mask (ring.cuh, "Tile order"): handed out in index order to
   // whichever CTA is free (the device counter), its tiles costing their key blocks, the busiest CTA
   // of each rank stays within 1.5% of an even split at the bench's shape (S 8k, H 32, D 128, zigzag,
-  // world 2 on one GPU: 66 CTAs each, 1-head groups, a slot per group). Group by group it was 3.1-3.8%
-  // over: the last group's long tiles started near the end.
+  // world 2 on one H200: 66 CTAs each, 1-head groups, a slot per group, 25 MiB of L2 each). Group by
+  // group it was 3.1-3.8% over: the last group's long tiles started near the end.
   test("ring: a causal zigzag launch at world 2 ends within 1.5% of an even split of its key blocks", () => {
     const world = 2, ctas = 66, seq = 8192;
     for (let rank = 0; rank < world; rank++) {

@@ -31,7 +31,7 @@ int64_t peer_tokens(const Layout& l, int32_t rank) {
   return n;
 }
 
-Layout ring_layout(const WeftRingAttentionParams& p, int32_t world, int32_t rank, bool shares_device) {
+Layout ring_layout(const WeftRingAttentionParams& p, int32_t world, int32_t rank, bool shares_device, int64_t l2_share_bytes) {
   Layout l{};
   const bool zigzag = p.layout == WEFT_RING_ZIGZAG;
   l.chunks = zigzag ? 2 * world : world;
@@ -75,6 +75,25 @@ Layout ring_layout(const WeftRingAttentionParams& p, int32_t world, int32_t rank
     l.slots = int32_t(std::min<uint64_t>(fit, uint64_t(l.groups)));
     l.receive_bytes = uint64_t(l.slots) * l.slot_bytes;
   }
+  // Tile order bands (ring.cuh, "Tile order"). Under a causal mask a tile's keys grow with its
+  // position, so the order goes longest first inside each band. Group by group (bands of one 1-head
+  // group, the CTA mover's default), the last group's long tiles start near the end and the CTAs run
+  // out unevenly: a replay of the schedule (S 8k, zigzag, 132 / W CTAs, 1-head groups) leaves the
+  // busiest CTA 2.3-4.6% over an even split per rank at W 2-4; bands of 4 kv heads 0.3-1.0%, of 2
+  // 0.6-2.3%; a band that does not divide the heads (3, 6) ends on a short band and loses it all
+  // again. A band's heads are read together, so their K and V over the whole sequence (every rank
+  // reads every key) must stay in L2: within 2/3 of this rank's share (at S 32k one head is 16 MiB,
+  // and bands of 4 there measured 1.062 of the plain kernel against 1.027 by group). A band mixes
+  // its groups' tiles, which breaks the group-by-group order that slot reuse waits on (group_done),
+  // so only where every group has its own slot.
+  l.order_groups = 1;
+  if (world > 1 && (p.flags & WEFT_ATTENTION_CAUSAL) != 0 && l.slots == l.groups) {
+    const int64_t head_kv = 2ll * p.batch * p.seqlen * p.head_dim * 2;
+    const int64_t fit = head_kv > 0 ? l2_share_bytes * 2 / 3 / head_kv : 0;
+    int32_t band = 4;
+    while (band > 1 && (band > fit || p.kv_heads % band != 0 || band % l.group_heads != 0)) band /= 2;
+    l.order_groups = std::max(1, band / l.group_heads);
+  }
   // pulled[W], flags[groups][W], group_done[groups], arrivals[groups][W], abort, the tile counter
   // (ring_plan.cpp's layout).
   l.abort_offset = 64 + 8ull * world + 8ull * l.groups * world + 8ull * l.groups + 8ull * l.groups * world;
@@ -95,16 +114,7 @@ attn::RingState ring_state(const WeftRingAttentionParams& p, const Layout& l, in
   s.ratio = p.heads / p.kv_heads;
   s.group_heads = l.group_heads;
   s.groups = l.groups;
-  // Under a causal mask a tile's keys grow with its position, so the order goes longest first inside
-  // each band of groups. Group by group (bands of one 1-head group at the CTA mover's default), the
-  // last group's long tiles start near the end and the CTAs run out unevenly: a replay of the
-  // schedule at S 8k, zigzag, 132 / W CTAs, 1-head groups, costs 2.3-4.6% over the even split per
-  // rank at W 2-4; bands of 4 kv heads cost 0.3-1.0% (8: 0.3-1.4%, all heads: up to 3.0%, as the
-  // first-chunk tiles end the launch). A band mixes its groups' tiles, which breaks the group-by-group
-  // order that slot reuse waits on (group_done), so only where every group has its own slot.
-  s.order_groups = 1;
-  if (world > 1 && (p.flags & WEFT_ATTENTION_CAUSAL) != 0 && l.slots == l.groups)
-    s.order_groups = std::min(l.groups, std::max(1, 4 / l.group_heads));
+  s.order_groups = l.order_groups;
   s.slots = l.slots;
   s.slot_rows = int32_t(int64_t(p.batch) * peer_tokens(l, rank));
   int32_t at = 0;

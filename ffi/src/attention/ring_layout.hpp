@@ -19,6 +19,7 @@ struct Layout {
   std::array<int32_t, attn::kRingMaxChunks + 1> starts{};
   std::vector<int32_t> shard;  // tokens per sequence, per rank
   int32_t group_heads, groups, slots;
+  int32_t order_groups;        // groups per band of the tile order (RingState::order_groups)
   int32_t mover;               // WeftRingMover chosen (AUTO: world 1, nothing to move)
   int32_t mover_ctas;          // WEFT_RING_MOVER_CTAS: CTAs [0, mover_ctas) copy
   int32_t ctas;                // CTAs that compute; set by the plan (needs the device)
@@ -33,7 +34,9 @@ struct Layout {
 int64_t peer_tokens(const Layout& l, int32_t rank);
 
 // Throws WEFT_E_INVALID when the sequence cannot be chunked or the budget holds no slot.
-Layout ring_layout(const WeftRingAttentionParams& p, int32_t world, int32_t rank, bool shares_device);
+// l2_share_bytes: the L2 this rank's kernel may count on (the device's, divided among the ranks that
+// share it); it sizes the tile order's bands.
+Layout ring_layout(const WeftRingAttentionParams& p, int32_t world, int32_t rank, bool shares_device, int64_t l2_share_bytes);
 
 // The kernel's state for `rank` (every pointer null, epoch 0, ctas and timeout unset).
 attn::RingState ring_state(const WeftRingAttentionParams& p, const Layout& l, int32_t world, int32_t rank, int32_t block_m);

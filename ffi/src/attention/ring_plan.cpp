@@ -73,7 +73,13 @@ void validate(const WeftComm& c, const WeftRingAttentionParams* p) {
 }
 
 Layout choose(const WeftComm& c, const WeftRingAttentionParams& p) {
-  Layout l = attn_abi::ring_layout(p, int32_t(c.world), int32_t(c.rank), c.shares_device);
+  // The L2 this rank may count on: the device's, shared with every rank that runs on the same GPU.
+  int l2 = 0;
+  WEFT_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, c.device));
+  int64_t ranks_here = 0;
+  for (int32_t d : c.peer_device) ranks_here += d == c.device ? 1 : 0;
+  const int64_t l2_share = int64_t(l2) / std::max<int64_t>(1, c.shares_device ? ranks_here : 1);
+  Layout l = attn_abi::ring_layout(p, int32_t(c.world), int32_t(c.rank), c.shares_device, l2_share);
   const int32_t world = int32_t(c.world);
   const bool zigzag = p.layout == WEFT_RING_ZIGZAG;
   const attn::TileShape t = attn::ring_tile_shape(p.head_dim);

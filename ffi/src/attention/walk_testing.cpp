@@ -17,7 +17,7 @@ WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* c
     WEFT_REQUIRE(config && out_rows && (out || capacity == 0), "config and out_rows must not be NULL");
     enum { kBatch, kHeads, kKvHeads, kHeadDim, kSeqQ, kSeqK, kCausal, kSection, kTotalQ, kTotalK, kWorld, kRank, kLayout,
            kGroupHeads, kKvRows, kMemoryKib, kReplayCtas, kReplayLimitCtas,
-           kReplayLateCtas, kReplayLateAt };
+           kReplayLateCtas, kReplayLateAt, kL2ShareKib };
     const int32_t d = config[kHeadDim];
     WEFT_REQUIRE(attn::head_dim_supported(d), "head_dim must be 64 or 128");
     WEFT_REQUIRE(config[kBatch] >= 1 && config[kHeads] >= 1 && config[kKvHeads] >= 1 && config[kHeads] % config[kKvHeads] == 0,
@@ -63,7 +63,8 @@ WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* c
     p.memory_bytes = uint64_t(config[kMemoryKib]) * 1024;
     const int32_t world = config[kWorld], rank = config[kRank];
     WEFT_REQUIRE(world >= 1 && world <= attn::kRingMaxWorld && rank >= 0 && rank < world, "world in [1, 8], rank in [0, world)");
-    const attn_abi::Layout l = attn_abi::ring_layout(p, world, rank, false);  // the walk does not depend on the mover
+    // The walk does not depend on the mover; the tile order's bands depend on the L2 share.
+    const attn_abi::Layout l = attn_abi::ring_layout(p, world, rank, false, int64_t(config[kL2ShareKib]) * 1024);
     const attn::RingState s = attn_abi::ring_state(p, l, world, rank, attn::ring_tile_shape(d).block_m);
     const attn::Problem q = attn_abi::ring_problem(p, l, rank, s);
     *out_rows = attn::list_walk_ring(q, s, d, replay, out, capacity);
