@@ -2,10 +2,11 @@
 // (Params::k[0], v[0]), one segment per tile, no waits.
 //
 // Tile order (scheduler.cuh hands it out, tile by tile, to whichever CTA asks next): (sequence, head) pairs are
-// cut into sections of Problem::section pairs whose K and V fit in about half of L2 (chosen by the
-// host: ffi/src/attention/plan.cpp), sections one after the other; inside a section the tiles go
-// by query block (the last first under a causal mask: the longest tiles start first), then by pair.
-// So the CTAs running at one time share the K and V of a few heads, which L2 serves to all of them.
+// cut into sections of Problem::section pairs (attention.h, section_pairs: under a causal mask the
+// kv heads whose K and V fit in about half of L2, else one kv head's query heads), sections one
+// after the other; inside a section the tiles go by query block (the last first under a causal
+// mask: the longest tiles start first), then by pair. So the CTAs running at one time share the K
+// and V of a few heads, which L2 serves to all of them.
 #pragma once
 
 #include "params.cuh"

@@ -103,8 +103,8 @@ attn::Problem problem(const WeftAttentionParams& p, const Validated& v, const at
   q.tiles = int32_t(tiles);
   int l2 = 0;
   WEFT_CUDA(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, v.device));
-  q.section = attn::section_pairs(p.seqlen_k, p.head_dim, p.heads / p.kv_heads, l2, p.batch * p.heads);
   q.causal = (p.flags & WEFT_ATTENTION_CAUSAL) != 0;
+  q.section = attn::section_pairs(p.seqlen_k, p.head_dim, p.heads / p.kv_heads, l2, p.batch * p.heads, q.causal);
   const float scale = p.scale > 0.0f ? p.scale : 1.0f / std::sqrt(float(p.head_dim));
   q.scale_log2 = scale * 1.4426950408889634f;
   q.lse = reinterpret_cast<float*>(p.lse);
