@@ -42,8 +42,9 @@ inline BoxRows box_rows(const TileShape& t) { return {uint32_t(t.block_m), uint3
 // of L2, so that the longest-first order inside a section has tiles of many heads to spread over
 // the grid. Without a mask every tile is as long as the next, and one kv head per section keeps the
 // running CTAs on the fewest heads: at S 8k, H 32, D 128 a section of 7 kv heads (half of 60 MiB)
-// read 535 MB from DRAM against cuDNN's 202 (Q, K and V once: ncu), and lost 2% more cycles to it
-// than at S 32k, where one head's K and V already fill the half.
+// read 535 MB from DRAM against cuDNN's 202 (Q, K and V once: ncu), and one kv head reads 202 and
+// runs 2.3% faster under the card's power cap (bench/DECISIONS.md, "Attention without a causal mask
+// takes sections of one kv head").
 inline int32_t section_pairs(int64_t len_k, int32_t head_dim, int32_t group, int64_t l2_bytes, int32_t pairs, bool causal) {
   const int64_t per_kv_head = 2 * len_k * head_dim * 2;
   int64_t kv_heads = !causal ? 1 : per_kv_head > 0 ? (l2_bytes / 2) / per_kv_head : 1;

@@ -1402,8 +1402,9 @@ WEFT_API int weft_ring_attention_plan_destroy(WeftRingAttentionPlan* plan);
  * kv_heads, head_dim, seqlen_q, seqlen_k, causal, section, total_q, total_k, world (0: one GPU),
  * rank, layout, group_heads, kv_rows, memory KiB, replay CTAs (0: none), the CTAs the replayed
  * counter's limit assumes (0: the same), of the replay's CTAs how many start late (movers), and
- * when (in blocks), the ring rank's L2 share in KiB (sizes its tile order's bands)}; cu_q / cu_k / used_k: host int32 offsets and key counts
- * (varlen, as WeftAttentionParams' cu_seqlens_q, cu_seqlens_k, seqused_k) or NULL. out: 18 int32
+ * when (in blocks), the ring rank's L2 share in KiB (sizes its tile order's bands)}; cu_q / cu_k /
+ * used_k: host int32 offsets and key counts (varlen, as WeftAttentionParams' cu_seqlens_q,
+ * cu_seqlens_k, seqused_k) or NULL. out: 18 int32
  * per block, then a replay's trailer row (cuda/attention/attention.h, kWalkFields); *out_rows: the
  * count. */
 WEFT_API int weft_testing_attention_walk(const int32_t* config, const int32_t* cu_q, const int32_t* cu_k,
