@@ -24,6 +24,8 @@
 //                     down (the structure cost) and torch's one-GPU layer
 //   layer up, layer down  its two plans alone (dispatch + gate|up + SwiGLU; down-projection + combine),
 //                     each against its grouped GEMM, so the layer's structure cost has an address
+//   dispatch+gate|up  comm.moeDispatchGemm with w13 and no activation (2I columns stored): the layer
+//                     up's work without the paired SwiGLU tiles
 //   our all-to-all    comm.allToAll of T·k rows per rank, even splits (world > 1): the unfused sequence's
 //                     communication
 // Timing: CUDA-event time of back-to-back loops (~1 ms) behind one untimed launch, after REST_MS of
@@ -92,8 +94,9 @@ interface Row {
 const rows: Row[] = [];
 
 async function communicators(world: number): Promise<Communicator[]> {
-  // Config B at world 2: five receive layouts of ~1.1 GB (dispatch, routed dispatch, dispatch+up, its
-  // other-mover twin, the layer's), two combines' returned rows (0.54 GB each) and the all-to-all's output.
+  // Config B at world 2: six receive layouts of ~1.1 GB (dispatch, routed dispatch, dispatch+up, its
+  // other-mover twin, dispatch+gate|up, the layer's), two combines' returned rows (0.54 GB each) and
+  // the all-to-all's output.
   const heapBytes = 12 * 2 ** 30;
   if (DEVICES) return Communicator.local({ devices: DEVICES.slice(0, world), heapBytes });
   const stores = LocalStore.group(world, { timeoutMs: 60_000 });
@@ -163,7 +166,8 @@ async function runCase(config: string, world: number, routing: RoutingKind): Pro
       const other = up.mover === "push" ? "pull" : "push";
       const upOther = c.moeDispatchGemm({ x, topkIds: ids, topkWeights: weights, experts: E, w1, transW: true, config: { mover: other } });
       const layer = c.moeLayer({ x, topkIds: ids, topkWeights: weights, experts: E, w1: w13, w2, out, transW: true, activation: "swiglu" });
-      fused.push(up, upOther, layer);
+      const gateUp = c.moeDispatchGemm({ x, topkIds: ids, topkWeights: weights, experts: E, w1: w13, transW: true });
+      fused.push(up, upOther, layer, gateUp);
       const stream = c.stream;
       return {
         up: () => groupedGemmSync({ a, b: w1, groupOffsets, out: h, transB: true, stream }),
@@ -175,11 +179,12 @@ async function runCase(config: string, world: number, routing: RoutingKind): Pro
         layer: () => layer.enqueue(),
         layerUp: () => layer.up.enqueue(),
         layerDown: () => layer.down.enqueue(),
-        plans: { up, upOther, layer },
+        fusedGateUp: () => gateUp.enqueue(),
+        plans: { up, upOther, layer, gateUp },
       };
     });
     // One tracked run of each fused plan, every rank's together (a failure throws here).
-    for (const key of ["up", "upOther", "layer"] as const) await Promise.all(gemms.map((g) => g.plans[key].run()));
+    for (const key of ["up", "upOther", "layer", "gateUp"] as const) await Promise.all(gemms.map((g) => g.plans[key].run()));
     const choice = gemms[0]!.plans.up;
     issues["grouped up"] = () => gemms.forEach((g) => g.up());
     issues["grouped up (KN)"] = () => gemms.forEach((g) => g.upKn());
@@ -192,6 +197,7 @@ async function runCase(config: string, world: number, routing: RoutingKind): Pro
     // repeats alone like any reusable plan.
     issues["layer up"] = () => gemms.forEach((g) => g.layerUp());
     issues["layer down"] = () => gemms.forEach((g) => g.layerDown());
+    issues["dispatch+gate|up"] = () => gemms.forEach((g) => g.fusedGateUp());
     if (world === 1) {
       const logits = made.find((t) => t.shape[1] === E && t.dtype === "f32")!;
       const ids = keep(Tensor.empty([s.T, s.k], "i32")), w = keep(Tensor.empty([s.T, s.k], "f32"));
@@ -266,16 +272,17 @@ function emit(): void {
   lines.push("", "## The issue's ratios (same device call)", "",
     "| config | W | routing | grouped up: torch _grouped_mm ms / ours (bar >= 0.95, aim 1.0) | the same, [G, K, N] weights | " +
     "dispatch+up / grouped up (bar <= 1.05) | dispatch+up / (dispatch + grouped up): fused against unfused | " +
-    "layer / (grouped gate+up + down) (bar <= 1.05) | layer up / grouped gate+up | layer down / grouped down | " +
+    "layer / (grouped gate+up + down) (bar <= 1.05) | layer up / grouped gate+up | dispatch+gate|up (no SwiGLU) / grouped gate+up | layer down / grouped down | " +
     "layer / torch layer (bar <= 0.8) | torch dispatch+up ms | torch layer ms |",
-    "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
   for (const r of rows) {
     const t = torch.find((x) => x.config === r.config && x.routing === r.routing && x.world === r.world);
     const pair = (r.ms["grouped gate+up"] ?? NaN) + (r.ms["grouped down"] ?? NaN);
     lines.push(`| ${r.config} | ${r.world} | ${r.routing} | ${ratio(t?.up_gemm?.ms, r.ms["grouped up"])} | ` +
       `${ratio(t?.up_gemm_kn?.ms, r.ms["grouped up (KN)"])} | ${ratio(r.ms["dispatch+up"], r.ms["grouped up"])} | ` +
       `${ratio(r.ms["dispatch+up"], (r.ms.dispatch ?? NaN) + (r.ms["grouped up"] ?? NaN))} | ` +
-      `${ratio(r.ms.layer, pair)} | ${ratio(r.ms["layer up"], r.ms["grouped gate+up"])} | ${ratio(r.ms["layer down"], r.ms["grouped down"])} | ` +
+      `${ratio(r.ms.layer, pair)} | ${ratio(r.ms["layer up"], r.ms["grouped gate+up"])} | ` +
+      `${ratio(r.ms["dispatch+gate|up"], r.ms["grouped gate+up"])} | ${ratio(r.ms["layer down"], r.ms["grouped down"])} | ` +
       `${ratio(r.ms.layer, t?.layer?.ms)} | ${cell(t?.dispatch_up?.ms)} | ${cell(t?.layer?.ms)} |`);
   }
   writeFileSync(join(dir, `${NAME}.md`), lines.join("\n") + "\n");
