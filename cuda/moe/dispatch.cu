@@ -50,7 +50,9 @@ cudaError_t preload_dispatch(int experts, int world) {
 
 cudaError_t preload_kernels(int experts, int world) {
   cudaError_t e = preload_dispatch(experts, world);
-  return e != cudaSuccess ? e : preload_combine();
+  if (e == cudaSuccess) e = preload_combine();
+  if (e == cudaSuccess) e = preload_dispatch_gemm();
+  return e != cudaSuccess ? e : preload_gemm_combine();
 }
 
 cudaError_t launch_dispatch(const DispatchArgs& a, int ctas, cudaStream_t stream) {

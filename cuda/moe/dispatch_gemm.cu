@@ -134,6 +134,16 @@ cudaError_t launch_config(const DispatchGemmLaunch& l) {
 
 }  // namespace
 
+cudaError_t preload_dispatch_gemm() {
+  return for_each_grouped_config([]<class Cfg>(std::type_identity<Cfg>) {
+    cudaError_t e = opt_in_shared_memory<dispatch_gemm_kernel<Cfg, DispatchGemmHooks<false, false>>>(Cfg::kSmemBytes);
+    if (e == cudaSuccess) e = opt_in_shared_memory<dispatch_gemm_kernel<Cfg, DispatchGemmHooks<false, true>>>(Cfg::kSmemBytes);
+    if (e == cudaSuccess) e = opt_in_shared_memory<dispatch_gemm_kernel<Cfg, DispatchGemmHooks<true, false>>>(Cfg::kSmemBytes);
+    if (e == cudaSuccess) e = opt_in_shared_memory<dispatch_gemm_kernel<Cfg, DispatchGemmHooks<true, true>>>(Cfg::kSmemBytes);
+    return e;
+  });
+}
+
 cudaError_t launch_dispatch_gemm(const DispatchGemmLaunch& l) {
   // The dispatch's shared memory is the engine's, before the engine uses it.
   if (dispatch_smem_bytes(l.dispatch.experts, l.dispatch.peer.world) > size_t(gemm::Config<128, 1, 1, false, false>::kSmemBytes))

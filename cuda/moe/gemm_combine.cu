@@ -45,6 +45,12 @@ cudaError_t launch_config(const GemmCombineLaunch& l) {
 
 }  // namespace
 
+cudaError_t preload_gemm_combine() {
+  return for_each_grouped_config([]<class Cfg>(std::type_identity<Cfg>) {
+    return opt_in_shared_memory<gemm::gemm_kernel<Cfg, GemmCombineHooks>>(Cfg::kSmemBytes);
+  });
+}
+
 cudaError_t launch_gemm_combine(const GemmCombineLaunch& l) {
   return with_grouped_config(l, [&]<class Cfg>(std::type_identity<Cfg>) { return launch_config<Cfg>(l); });
 }

@@ -324,4 +324,15 @@ cudaError_t with_grouped_config(const Launch& l, Fn&& launch) {
   }
 }
 
+// Host side: calls fn(std::type_identity<Cfg>{}) for every config with_grouped_config can choose,
+// until one returns an error (the preloads: moe.h, preload_kernels).
+template <class Fn>
+cudaError_t for_each_grouped_config(Fn&& fn) {
+  cudaError_t e = fn(std::type_identity<gemm::Config<256, 1, 1, true, false>>{});
+  if (e == cudaSuccess) e = fn(std::type_identity<gemm::Config<256, 1, 1, false, false>>{});
+  if (e == cudaSuccess) e = fn(std::type_identity<gemm::Config<128, 1, 1, true, false>>{});
+  if (e == cudaSuccess) e = fn(std::type_identity<gemm::Config<128, 1, 1, false, false>>{});
+  return e;
+}
+
 }  // namespace weft::moe

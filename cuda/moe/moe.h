@@ -325,14 +325,21 @@ size_t combine_smem_bytes(int world);
 cudaError_t launch_dispatch(const DispatchArgs& a, int ctas, cudaStream_t stream);
 cudaError_t launch_combine(const CombineArgs& a, int ctas, cudaStream_t stream);
 cudaError_t launch_route(const RouteArgs& a, cudaStream_t stream);
-// Loads the dispatch and combine kernels on the current device and sets the dispatch kernel's
-// shared memory for E experts and W ranks. Every MoE plan calls it at creation, before its setup
-// barrier: with lazy module loading a kernel's first load may wait for the device to go idle, and a
-// barrier or an MoE kernel of this rank that waits for a peer this thread has yet to serve never
-// lets it (see build_and_preload() in ffi/src/tp/abi.cpp).
+// Loads every MoE kernel on the current device: dispatch and combine (the dispatch's shared memory
+// set for E experts and W ranks), and every variant of dispatch + GEMM and GEMM + combine (SwiGLU or
+// not, push or pull, tile 128 or 256, either B layout). Every MoE plan calls it at creation, before
+// its setup barrier: with lazy module loading a kernel's first load may wait for the device to go
+// idle, and a barrier or an MoE kernel of this rank that waits for a peer this thread has yet to
+// serve never lets it (see build_and_preload() in ffi/src/tp/abi.cpp). Loading only the creating
+// plan's own kernel was not enough: ranks sharing a process create their plans rank by rank, so
+// rank 0's second plan (a layer's SwiGLU variant, never used before) loaded its kernel while rank
+// 0's first plan's setup barrier spun on the device for rank 1, and the barrier gave up after 10 s
+// (bench/moe.ts, config A at world 2 on one GPU, its first world-2 case).
 cudaError_t preload_kernels(int experts, int world);
 cudaError_t preload_dispatch(int experts, int world);
 cudaError_t preload_combine();
+cudaError_t preload_dispatch_gemm();  // dispatch_gemm.cu
+cudaError_t preload_gemm_combine();   // gemm_combine.cu
 
 // References (reference.cu), see weft.h.
 cudaError_t reference_route(const void* logits, int dtype, int64_t tokens, int experts, int topk, bool normalize,

@@ -9,6 +9,7 @@
 //   bun test test/ops/moe-layer.test.ts -t "world 2, E 8"      pushes, arrival waits, routed stores
 //   bun test test/ops/moe-layer.test.ts -t "back to back|graph"  epochs across launches and replays
 import { describe, expect, test } from "../support/test-api.ts";
+import { join } from "node:path";
 
 import { validateDownWeights, validateExpertConfig, validateUpWeights } from "../../lib/ops/moe-gemm-validate.ts";
 import { validateMoeDispatch } from "../../lib/ops/moe-validate.ts";
@@ -16,6 +17,7 @@ import { argError } from "../support/argument-error.ts";
 import { describeGpu } from "../support/gpu.ts";
 import { onOneGpu } from "../support/moe-checks.ts";
 import { checkLayer, checkLayerGraph, checkLayerOverflow } from "../support/moe-layer-checks.ts";
+import { evalArgv, runSync } from "../support/processes.ts";
 
 const LONG = 900_000;
 type Desc = { shape: number[]; dtype: "bf16" | "f32" | "i32"; device: number };
@@ -106,4 +108,47 @@ describeGpu("MoE layer (dispatch + GEMM, GEMM + combine), 1 to 4 ranks on one GP
         routing: "uniform", tag: 140 + world }, 5)), LONG);
   }
   test("world 2: a capacity overflow fails with an ArgumentError, then a good run", () => onOneGpu(2, 1 << 30, (ctx) => checkLayerOverflow(ctx)), LONG);
+  // In a fresh process (no MoE kernel loaded yet), plans made rank by rank, as one process driving
+  // both ranks makes them: rank 0's SwiGLU layer comes after its plain dispatch + GEMM, whose setup
+  // barrier already spins on the device for rank 1. Loading the layer's kernels then would wait for
+  // the device to go idle, which the barrier never lets it do (cuda/moe/moe.h, preload_kernels): the
+  // first plan must have loaded every variant. The other tests here cannot see it: by the time they
+  // make world-2 plans, the world-1 tests have loaded every kernel.
+  test("world 2, a fresh process: plans made rank by rank load no kernel under a peer's barrier", () => {
+    const script = `
+      import { onOneGpu } from "./test/support/moe-checks.ts";
+      import { Tensor } from "./lib/tensor.ts";
+      try {
+        await onOneGpu(2, 1 << 30, async ({ comms }) => {
+          const T = 64, H = 512, I = 256, E = 8, k = 2, local = E / 2, made = [], plans = [];
+          const keep = (t) => (made.push(t), t);
+          try {
+            for (const c of comms) {
+              const device = c.device;
+              const x = keep(Tensor.empty([T, H], "bf16", { device }).fillRandom(1 + c.rank));
+              const ids = keep(Tensor.from(Int32Array.from({ length: T * k }, (_, i) => (Math.floor(i / k) + 3 * (i % k)) % E), [T, k], "i32", { device }));
+              const weights = keep(Tensor.from(new Float32Array(T * k).fill(0.5), [T, k], "f32", { device }));
+              const w1 = keep(Tensor.empty([local, H, I], "bf16", { device }).fillRandom(11, -0.05, 0.05));
+              const w13 = keep(Tensor.empty([local, H, 2 * I], "bf16", { device }).fillRandom(12, -0.05, 0.05));
+              const w2 = keep(Tensor.empty([local, I, H], "bf16", { device }).fillRandom(13, -0.05, 0.05));
+              const out = keep(Tensor.empty([T, H], "bf16", { device }));
+              plans.push(c.moeDispatchGemm({ x, topkIds: ids, topkWeights: weights, experts: E, w1, config: { mover: "push" } }));
+              plans.push(c.moeLayer({ x, topkIds: ids, topkWeights: weights, experts: E, w1: w13, w2, out, activation: "swiglu", config: { up: { mover: "push" } } }));
+            }
+            await Promise.all([plans[0].run(), plans[2].run()]);
+            await Promise.all([plans[1].run(), plans[3].run()]);
+            return "made and ran";
+          } finally {
+            for (const p of plans.reverse()) p.dispose();
+            for (const t of made.reverse()) t.dispose();
+          }
+        });
+        console.log(JSON.stringify({ ok: true }));
+      } catch (e) {
+        console.log(JSON.stringify({ name: e.name, message: e.message }));
+      }`;
+    const r = runSync(evalArgv(script), { cwd: join(import.meta.dirname, "..", ".."), env: { ...process.env, WEFT_COMM_TIMEOUT_MS: "3000" } });
+    const last = r.stdout.trim().split("\n").at(-1) ?? "";
+    expect({ last, stderr: last.startsWith("{") ? "" : r.stderr.slice(-2000) }).toEqual({ last: JSON.stringify({ ok: true }), stderr: "" });
+  }, LONG);
 });
