@@ -14,7 +14,8 @@
 //   combine           comm.moeCombine (the experts' outputs random, in the dispatch's layout)
 //   grouped up        groupedGemm, the up-projection alone: a [rows, H] x w1 [E/W, I, H] (a Linear's
 //                     layout, as torch stores it), the groups the dispatch's expert counts (unpadded,
-//                     like torch's offsets): the compute-only limit of dispatch + up
+//                     like torch's offsets), on the rank's share of the SMs (comm.maxCtas): the
+//                     compute-only limit of dispatch + up
 //   grouped up (KN)   the same with w1 [E/W, H, I]
 //   grouped gate+up   groupedGemm with w13 [E/W, 2I, H]; grouped down: [rows, I] x w2 [E/W, H, I]
 //   dispatch+up       comm.moeDispatchGemm (no activation, w1 as above), the mover the cost model picks
@@ -169,11 +170,14 @@ async function runCase(config: string, world: number, routing: RoutingKind): Pro
       const gateUp = c.moeDispatchGemm({ x, topkIds: ids, topkWeights: weights, experts: E, w1: w13, transW: true });
       fused.push(up, upOther, layer, gateUp);
       const stream = c.stream;
+      // The grouped GEMMs on the rank's own share of the SMs (all of them at world 1), as the fused
+      // ops run: with W ranks on one GPU each gets 1/W.
+      const config = { maxCtas: c.maxCtas };
       return {
-        up: () => groupedGemmSync({ a, b: w1, groupOffsets, out: h, transB: true, stream }),
-        upKn: () => groupedGemmSync({ a, b: w1kn, groupOffsets, out: h, stream }),
-        gateUp: () => groupedGemmSync({ a, b: w13, groupOffsets, out: h2, transB: true, stream }),
-        down: () => groupedGemmSync({ a: h, b: w2, groupOffsets, out: y, transB: true, stream }),
+        up: () => groupedGemmSync({ a, b: w1, groupOffsets, out: h, transB: true, stream, config }),
+        upKn: () => groupedGemmSync({ a, b: w1kn, groupOffsets, out: h, stream, config }),
+        gateUp: () => groupedGemmSync({ a, b: w13, groupOffsets, out: h2, transB: true, stream, config }),
+        down: () => groupedGemmSync({ a: h, b: w2, groupOffsets, out: y, transB: true, stream, config }),
         fusedUp: () => up.enqueue(),
         fusedUpOther: () => upOther.enqueue(),
         layer: () => layer.enqueue(),
