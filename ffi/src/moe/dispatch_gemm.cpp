@@ -128,7 +128,9 @@ WEFT_API int weft_moe_dispatch_gemm_create(WeftComm* comm, const WeftMoeDispatch
     moe::create_plan(c, d.stream, ch.grouped.ctas, kOp, out_plan, [&](WeftMoeDispatchGemmPlan& plan) {
       build(plan, c, d, *gemm, ch);
       WEFT_CUDA(cudaMemsetAsync(reinterpret_cast<void*>(d.workspace), 0, plan.args.layout.total, plan.stream));
-      // Loads the kernel before the setup barrier (moe.h, preload_kernels): ctas = 0 only opts in.
+      // ctas = 0 only opts in: the launch's own checks (the dispatch's shared memory fits the engine's)
+      // fail here rather than at the first launch; preload_kernels then loads every MoE kernel variant
+      // before the setup barrier (moe.h), this one already among them.
       moe::DispatchGemmLaunch preload = plan.launch;
       preload.ctas = 0;
       WEFT_CUDA(moe::launch_dispatch_gemm(preload));

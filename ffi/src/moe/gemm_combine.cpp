@@ -111,7 +111,7 @@ WEFT_API int weft_moe_gemm_combine_create(WeftComm* comm, const WeftMoeCombinePa
       build(plan, c, p, *gemm, d, ch);
       WEFT_CUDA(cudaMemsetAsync(reinterpret_cast<void*>(p.workspace), 0, plan.reduce.layout.total, plan.stream));
       moe::GemmCombineLaunch preload = plan.gemm;
-      preload.ctas = 0;  // loads the kernel before the setup barrier (moe.h, preload_kernels)
+      preload.ctas = 0;  // only opts in (its config checked here); preload_kernels loads every variant (moe.h)
       WEFT_CUDA(moe::launch_gemm_combine(preload));
       WEFT_CUDA(moe::preload_kernels(d.experts, d.peer.world));
     });
