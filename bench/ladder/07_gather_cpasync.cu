@@ -24,6 +24,12 @@
 //      fenced             wait on `full` and before a slot's release (gemm::accumulate_tile with
 //                           GenericA, what the product's PULL mover runs: bench/DECISIONS.md, "A
 //                           gathered by cp.async is fenced by its consumers")
+//   7  6 on contiguous rows the same kernel with index[i] = i over 1's A: what cp.async itself costs
+//                           against TMA, apart from the rows being scattered
+//   8  6, early release     the consumers fence twice per k-block (after the wait on `full`, and
+//                           after wgmma.wait_group before the slot's release), so a slot goes back
+//                           to the producer one k-block sooner than in 6: does 6's deferred release
+//                           cost lookahead (one of 4 stages at 128 x 256)?
 // Only the producer differs from the engine's kernel (cuda/gemm/kernel.cuh, engine_cta: copied
 // here, ladder only, since the engine's produce() runs one thread or one warp). It keeps the
 // engine's setmaxnreg budgets: the producer fits its 40 registers with no spill (at 32 ptxas
@@ -34,7 +40,8 @@
 // repeats and gaps; the group shape has M 1000 (not a multiple of 128). Timing: CUDA events, loops
 // of about 20 ms, the versions interleaved over 7 rounds, median (min-max).
 //   bash bench/gpu-host.sh ladder/07_gather_cpasync.cu    (GPU host; or build as in bench/ladder/README.md)
-//   07_gather_cpasync [M N K SOURCE_ROWS]                 one shape instead of the three below
+//   07_gather_cpasync [M N K SOURCE_ROWS [once]]          one shape instead of the three below; `once`:
+//                                                         each version checked once, untimed (for ncu)
 #include <functional>
 #include <string>
 
@@ -65,7 +72,7 @@ struct TmaRowHooks : GatherHooks {
 };
 
 // ---- versions 3 and 4: the cp.async producer ----
-enum class Arrival { kNoinc, kFenced, kConsumerFenced };
+enum class Arrival { kNoinc, kFenced, kConsumerFenced, kEarlyRelease };
 
 // Version 4 arrives on a stage once the copies two stages later are issued. At most kStages - 2:
 // a consumer hands slot j back only after slot j + 1 is full (it keeps one wgmma batch in flight),
@@ -162,6 +169,39 @@ __device__ __forceinline__ bool produce_cpasync(const gemm::KernelParams<GatherS
   return ok;
 }
 
+// Version 8's consumer loop: gemm::accumulate_tile with GenericA, but each slot fenced and released
+// right after its wgmmas are done (wgmma.wait_group 1), not after the next k-block's wait.
+__device__ __forceinline__ void accumulate_early_release(float (&acc)[Cfg::kTileN / 2], const gemm::SharedStorage<Cfg>& s,
+                                                         RingPosition<Cfg::kStages>& ring, int32_t k_blocks, int consumer,
+                                                         bool& ok) {
+  uint32_t previous = 0;
+#pragma unroll
+  for (int i = 0; i < Cfg::kTileN / 2; ++i) acc[i] = 0.0f;
+  for (int32_t kb = 0; kb < k_blocks; ++kb) {
+    ok = ok && cta::mbarrier_wait(s.full(ring.stage), ring.parity);
+    cta::fence_proxy_async_shared();
+    const uint64_t a_desc = wg::smem_desc_sw128(s.a(ring.stage) + consumer * Cfg::kConsumerRows * 128, 0, 1024);
+    const uint64_t b_desc = wg::smem_desc_sw128(s.b(ring.stage), 0, 1024);
+    wg::fence();
+#pragma unroll
+    for (int kk = 0; kk < Cfg::kTileK / 16; ++kk)
+      wg::mma_async<Cfg::kTileN, Cfg::kBNMajor>(acc, wg::desc_advance(a_desc, kk * 32), wg::desc_advance(b_desc, kk * 32));
+    wg::commit();
+    wg::wait<1>();
+    if (kb > 0) {
+      cta::fence_proxy_async_shared();
+      gemm::release_slot<Cfg>(s, previous);
+    }
+    previous = ring.stage;
+    ring.advance();
+  }
+  wg::wait<0>();
+  cta::fence_proxy_async_shared();
+  if (k_blocks > 0) gemm::release_slot<Cfg>(s, previous);
+#pragma unroll
+  for (int i = 0; i < Cfg::kTileN / 2; ++i) wg::fence_operand(acc[i]);
+}
+
 // gemm::engine_cta with produce_cpasync in warpgroup 0 and the engine's consumers as they are.
 template <Arrival Mode>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
@@ -200,7 +240,13 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
       const int32_t k_blocks = gemm::k_blocks_of(t, p.problem);
       const auto on_block = [&](int32_t kb) { epilogue.template on_kblock<0>(t, kb, k_blocks); };
       const bool rows_past_m = t.m0 + consumer * Cfg::kConsumerRows >= p.problem.m;
-      gemm::accumulate_tile<Cfg, Mode == Arrival::kConsumerFenced>(acc, s, ring, k_blocks, consumer, ok, on_block, rows_past_m);
+      if constexpr (Mode == Arrival::kEarlyRelease) {
+        if (rows_past_m) gemm::pass_tile<Cfg>(s, ring, k_blocks, ok, on_block);
+        else accumulate_early_release(acc, s, ring, k_blocks, consumer, ok);
+      } else {
+        gemm::accumulate_tile<Cfg, Mode == Arrival::kConsumerFenced>(acc, s, ring, k_blocks, consumer, ok, on_block,
+                                                                     rows_past_m);
+      }
       epilogue.template store<0>(acc, t, scheduler);
     }
     epilogue.finish(acc);
@@ -274,7 +320,8 @@ std::vector<Timing> time_interleaved(const std::vector<std::function<void()>>& r
 
 // One shape: A_src [source_rows, k] random, index [m] (see make_index), every version checked and
 // timed. True when every version checked out.
-bool run_shape(const char* label, int m, int n, int k, int source_rows, const std::vector<int32_t>& host_index) {
+bool run_shape(const char* label, int m, int n, int k, int source_rows, const std::vector<int32_t>& host_index,
+               bool once = false) {
   ladder::Operands g(m, n, k, 4);
   g.ctas = gemm::balanced_ctas(int64_t((m + 127) / 128) * ((n + 255) / 256), g.sms);
   __nv_bfloat16* a_src;
@@ -291,6 +338,17 @@ bool run_shape(const char* label, int m, int n, int k, int source_rows, const st
   gathered.hooks.src = a_src;
   gathered.hooks.index = index;
   gathered.hooks.m = m;
+  // Version 7: the same producer over 1's A (contiguous rows, index[i] = i).
+  int32_t* identity;
+  CK(cudaMalloc(&identity, size_t(m) * 4));
+  {
+    std::vector<int32_t> iota(m);
+    for (int i = 0; i < m; ++i) iota[i] = i;
+    CK(cudaMemcpy(identity, iota.data(), size_t(m) * 4, cudaMemcpyHostToDevice));
+  }
+  auto contiguous = gathered;
+  contiguous.hooks.src = g.a;
+  contiguous.hooks.index = identity;
   const int ctas = g.ctas;
   const auto gather = [&] {
     ladder::gather_rows<<<2 * g.sms, 256>>>(a_src, index, g.a, m, k);
@@ -309,6 +367,8 @@ bool run_shape(const char* label, int m, int n, int k, int source_rows, const st
       {"4 cp.async gather, fenced arrive", [&] { launch_cpasync<Arrival::kFenced>(gathered, ctas); }},
       {"5 1-row TMA gather (02)", [&] { CK((gemm::launch<Cfg, TmaRowHooks>(gathered, ctas, nullptr))); }},
       {"6 cp.async gather, consumer fence", [&] { launch_cpasync<Arrival::kConsumerFenced>(gathered, ctas); }},
+      {"7 6 on contiguous rows", [&] { launch_cpasync<Arrival::kConsumerFenced>(contiguous, ctas); }},
+      {"8 6 with early release", [&] { launch_cpasync<Arrival::kEarlyRelease>(gathered, ctas); }},
   };
   const double flop = 2.0 * m * n * k;
   std::printf("%s  M %d  N %d  K %d  (A from %d source rows, %d CTAs, %d stages)\n", label, m, n, k, source_rows, ctas,
@@ -319,17 +379,24 @@ bool run_shape(const char* label, int m, int n, int k, int source_rows, const st
     ladder::poison(g.out, int64_t(m) * n);
     v.run();
     CK(cudaDeviceSynchronize());
-    const ladder::Verdict once = ladder::validate(g.out, g.ref, int64_t(m) * n);
+    const ladder::Verdict once_verdict = ladder::validate(g.out, g.ref, int64_t(m) * n);
     ladder::poison(g.out, int64_t(m) * n);
-    for (int i = 0; i < 24; ++i) v.run();
+    for (int i = 0; i < (once ? 1 : 24); ++i) v.run();
     CK(cudaDeviceSynchronize());
     const ladder::Verdict again = ladder::validate(g.out, g.ref, int64_t(m) * n);
-    const bool ok = once.ok() && again.ok();
+    const bool ok = once_verdict.ok() && again.ok();
     char line[160];
-    std::snprintf(line, sizeof line, "rel %.2e / %.2e after 24  unwritten %llu  %s", once.rel, again.rel,
-                  once.nonfinite + again.nonfinite, ok ? "ok" : "WRONG");
+    std::snprintf(line, sizeof line, "rel %.2e / %.2e after 24  unwritten %llu  %s", once_verdict.rel, again.rel,
+                  once_verdict.nonfinite + again.nonfinite, ok ? "ok" : "WRONG");
     verdicts.push_back(line);
     all_ok = all_ok && ok;
+  }
+  if (once) {
+    for (size_t i = 0; i < versions.size(); ++i) std::printf("  %-34s %s\n", versions[i].name, verdicts[i].c_str());
+    CK(cudaFree(a_src));
+    CK(cudaFree(index));
+    CK(cudaFree(identity));
+    return all_ok;
   }
   std::vector<std::function<void()>> runs;
   for (const Version& v : versions) runs.push_back(v.run);
@@ -344,6 +411,7 @@ bool run_shape(const char* label, int m, int n, int k, int source_rows, const st
               2.0 * m * k * 2 / times.back().median * 1e-6);
   CK(cudaFree(a_src));
   CK(cudaFree(index));
+  CK(cudaFree(identity));
   return all_ok;
 }
 
@@ -384,7 +452,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "M >= 1, N a multiple of 256, K of 64, SOURCE_ROWS >= 1 (got %d %d %d %d)\n", m, n, k, rows);
       return 1;
     }
-    ok = run_shape("07_gather_cpasync", m, n, k, rows, random_index(m, rows, 12345));
+    const bool once = argc > 5 && std::string(argv[5]) == "once";
+    // rows == 4096 with m == 32768: config A's routed order (below), else random rows.
+    const std::vector<int32_t> index = m == 32768 && rows == 4096 ? routed_index(4096, 8, 32, 777) : random_index(m, rows, 12345);
+    ok = run_shape("07_gather_cpasync", m, n, k, rows, index, once);
   } else {
     ok = run_shape("07_gather_cpasync square", 4096, 8192, 4096, 5096, random_index(4096, 5096, 12345)) && ok;
     // Config A at world 1 (bench/moe.ts): T 4096, top-8 of 32 experts, H 7168, I 2048; the
@@ -392,6 +463,8 @@ int main(int argc, char** argv) {
     ok = run_shape("07_gather_cpasync config A up", 32768, 2048, 7168, 4096, routed_index(4096, 8, 32, 777)) && ok;
     // One expert group of config A (about T k / E = 1024 rows; 1000: a partial last tile). 64 tiles:
     // half the SMs, as a lone group would run.
+    // Config B's up-projection (T 16384, top-4 of 16 experts, H 4096, I 1536).
+    ok = run_shape("07_gather_cpasync config B up", 65536, 1536, 4096, 16384, routed_index(16384, 4, 16, 555)) && ok;
     ok = run_shape("07_gather_cpasync config A group", 1000, 2048, 7168, 4096, random_index(1000, 4096, 99)) && ok;
   }
   std::printf("%s\n", ok ? "all versions ok" : "SOME VERSION WRONG");
