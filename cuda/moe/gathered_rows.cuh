@@ -8,8 +8,9 @@
 //     block's arrival counter (lane 0) the producer's named barrier extends to every lane: row r of
 //     the tile is token row_source[r].y of x when r lies before the tile's own-rows end (every row of
 //     the group at world 1, GroupTile::local_end otherwise), row r of the receive buffer when it lies
-//     before the group's end, and zeros past it (padding, the next group's rows: their results are
-//     never stored). A token outside [0, last_token] (a failed layout) is clamped.
+//     before the group's end, and the receive buffer's row 0 past it (padding, the next group's rows:
+//     garbage whose results are never stored, each output row depending on its own A row only). A
+//     token outside [0, last_token] (a failed layout) is clamped.
 //   - Per k-block, thread t copies 16-byte chunks t % 4 and t % 4 + 4 of rows t / 4 + 32 j (j < 4):
 //     4 threads per row, so one warp instruction reads 64 contiguous bytes (two whole 32-byte
 //     sectors) of each of 8 rows. Chunk c of row i lands at i x 128 + (c ^ i % 8) x 16 of the
@@ -19,8 +20,10 @@
 //   - Each thread's cp.async.mbarrier.arrive.noinc lands on the stage's `full` barrier once its own
 //     copies have (kFullArrivals = 128 besides lane 0's expect_tx of B's bytes); the copies write
 //     through the generic proxy (kGenericWrites), so the consumers fence before their wgmma reads.
-// Registers: the producer has 40; the source keeps one pointer and 4 row indices, and forms 4
-// addresses per k-block (8 threads per row with 8 row indices spilled 34 bytes at 40 registers).
+// Registers: the producer has 40; the source keeps its 4 rows' addresses, chosen once per tile, and
+// `hidden`, so a k-block is an add and two copies per row (bench/DECISIONS.md, "The gathering
+// producer forms its row addresses once per tile"). 8 threads per row (whole 128-byte lines per warp
+// instruction) needs 8 addresses and spills 74 bytes at 40 registers.
 #pragma once
 
 #include <cstdint>
@@ -62,24 +65,30 @@ struct GatheredRows {
   static_assert(Cfg::kTileM == 128 && Cfg::kTileK == 64, "4 threads per 128-byte row, 32 rows per pass");
   static_assert(!Cfg::kShareA, "a gathered A is not multicast");
 
-  const RowGather* g;
-  int32_t row[kRows];  // a row of x (bit j of from_x) or of the receive buffer; -1: zeros
-  uint32_t from_x;
+  // Row j of this thread, at the thread's first chunk (k-block 0): a token row of x or a row of the
+  // receive buffer, chosen once per tile, so a k-block costs an add and two copies per row. A row
+  // past the group's end reads the receive buffer's row 0: its results are never stored, and each
+  // output row depends on its own A row only.
+  const uint16_t* src[kRows];
+  int32_t hidden;
 
   template <class P>
-  __device__ __forceinline__ GatheredRows(const P& p, const GroupTile& t) : g(&p.hooks.gather), from_x(0) {
-    const int group = wg::thread() / 4;
-    const int32_t own_end = g->all_own ? t.row_end : t.local_end;
+  __device__ __forceinline__ GatheredRows(const P& p, const GroupTile& t) : hidden(p.hooks.gather.hidden) {
+    const RowGather& g = p.hooks.gather;
+    const int group = wg::thread() / 4, chunk = wg::thread() % 4;
+    const int32_t own_end = g.all_own ? t.row_end : t.local_end;
 #pragma unroll
     for (int j = 0; j < kRows; ++j) {
       const int32_t r = t.m0 + group + 32 * j;
-      row[j] = r < t.row_end ? r : -1;
+      int64_t at = r < t.row_end ? r : 0;
+      const uint16_t* base = g.recv;
       if (r < own_end) {
         // Written in this launch by this rank's CTAs, released with the block's arrival (see above).
-        const int32_t token = mem_cg::load(reinterpret_cast<const int32_t*>(g->row_source + r) + 1);
-        row[j] = min(max(token, 0), g->last_token);
-        from_x |= 1u << j;
+        const int32_t token = mem_cg::load(reinterpret_cast<const int32_t*>(g.row_source + r) + 1);
+        at = min(max(token, 0), g.last_token);
+        base = g.x;
       }
+      src[j] = base + at * hidden + chunk * 8;
     }
   }
 
@@ -94,16 +103,12 @@ struct GatheredRows {
     const uint32_t to = cta::smem_address(dst) + uint32_t(group * 128);
     const uint32_t lo = uint32_t((chunk ^ (group % 8)) * 16), hi = uint32_t(((chunk + 4) ^ (group % 8)) * 16);
     const int32_t col = k0 + chunk * 8;
-    const int32_t hidden = g->hidden;
-    const bool lo_in = col < hidden, hi_in = col + 32 < hidden;
+    const uint32_t lo_bytes = col < hidden ? 16u : 0u, hi_bytes = col + 32 < hidden ? 16u : 0u;
 #pragma unroll
     for (int j = 0; j < kRows; ++j) {
-      const uint16_t* base = (from_x >> j) & 1u ? g->x : g->recv;
-      const uint16_t* src = base + int64_t(max(row[j], 0)) * hidden + col;
-      const bool real = row[j] >= 0;
-      // A chunk past `hidden` reads nothing (src-size 0): its address only has to be formed.
-      cp_async::copy16(to + uint32_t(j * 32 * 128) + lo, src, real && lo_in ? 16u : 0u);
-      cp_async::copy16(to + uint32_t(j * 32 * 128) + hi, src + 32, real && hi_in ? 16u : 0u);
+      // A chunk past `hidden` reads nothing (src-size 0): zeros, as B's out-of-range part is.
+      cp_async::copy16(to + uint32_t(j * 32 * 128) + lo, src[j] + k0, lo_bytes);
+      cp_async::copy16(to + uint32_t(j * 32 * 128) + hi, src[j] + k0 + 32, hi_bytes);
     }
     cp_async::arrive_noinc(full);
   }
