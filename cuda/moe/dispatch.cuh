@@ -329,7 +329,7 @@ __device__ inline void push_chunk(const DispatchArgs& a, const Shared& s, int c0
     key = (uint64_t(o) << 32) | uint32_t(row / kBlockRows);
     counter = at<uint64_t>(s.peers[o], a.layout.arrivals) + row / kBlockRows;
   }
-  warp_arrive(counter, key, valid);
+  warp_arrive(counter, key, valid, a.peer.world == 1);
 }
 
 // Step 5: rank, sort and push the items [p0, p1) of this CTA's slice (one piece).

@@ -13,7 +13,8 @@
 //   - warp_copy_row() copies one row with 16-byte loads (ld.global.nc: the source is not written
 //     while the kernel runs) and 16-byte stores to a local or peer address.
 //   - warp_arrive(): lanes with `valid` each landed one row counted by `counter`; lanes whose keys
-//     are equal share a counter, and the lowest of them adds the group's size with red.release.sys.
+//     are equal share a counter, and the lowest of them adds the group's size with red.release.sys
+//     (red.release.gpu with one_device: world 1, where every thread touching the word is on this GPU).
 //     Call it after __syncwarp() behind the row stores: the release is cumulative over the stores
 //     the warp made before the barrier, so a reader that acquires the counter's value sees them.
 //   - Failure: Failures records the first failure of the CTA (code, stage, field, peer) in shared
@@ -140,6 +141,10 @@ __device__ __forceinline__ void st16(char* p, uint4 v) {
 __device__ __forceinline__ void red_release_add(uint64_t* p, uint64_t v) {
   asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+// The same at device scope: every thread that touches the word runs on this GPU (world 1).
+__device__ __forceinline__ void red_release_add_gpu(uint64_t* p, uint64_t v) {
+  asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
 // A credit that publishes no data (padding rows): relaxed, but at system scope like the peers' adds
 // on the same word, so that all of them are atomic with each other.
 __device__ __forceinline__ void red_relaxed_add(uint64_t* p, uint64_t v) {
@@ -169,12 +174,15 @@ __device__ inline void warp_copy_row(const char* src, char* dst, uint32_t bytes)
   }
 }
 
-__device__ inline void warp_arrive(uint64_t* counter, uint64_t key, bool valid) {
+__device__ inline void warp_arrive(uint64_t* counter, uint64_t key, bool valid, bool one_device = false) {
   const uint32_t lane = threadIdx.x & 31;
   const uint32_t mask = __ballot_sync(0xffffffffu, valid);
   if (!valid) return;
   const uint32_t group = __match_any_sync(mask, key);
-  if (lane == uint32_t(__ffs(group) - 1)) mem::red_release_add(counter, uint64_t(__popc(group)));
+  if (lane == uint32_t(__ffs(group) - 1)) {
+    if (one_device) mem::red_release_add_gpu(counter, uint64_t(__popc(group)));
+    else mem::red_release_add(counter, uint64_t(__popc(group)));
+  }
 }
 
 }  // namespace weft::moe

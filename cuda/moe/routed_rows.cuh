@@ -133,7 +133,7 @@ class RoutedRowsEpilogue : public gemm::OneKindEpilogue<Cfg, typename Hooks::Sta
       key = (uint64_t(src.x) << 32) | uint32_t(block);
       counter = reinterpret_cast<uint64_t*>(r.peers[src.x] + r.ws_offset + r.arrived) + block;
     }
-    warp_arrive(counter, key, valid);
+    warp_arrive(counter, key, valid, r.world == 1);
   }
 
   uint64_t epoch_ = 0;
