@@ -24,20 +24,13 @@ for name in "${cases[@]}"; do
     python3 bench/peers/torch_attention.py --cases "$json" --out "$dir/torch-$tag.json" --samples 1 --loop-ms 1 --backends cudnn \
     > "$dir/cudnn-$tag.csv" 2> "$dir/cudnn-$tag.err"
 done
-python3 - "$dir" <<'PY'
-import csv, pathlib, statistics, sys
-from collections import defaultdict
+python3 - "$dir" "$(dirname "$0")" <<'PY'
+import pathlib, statistics, sys
+sys.path.insert(0, sys.argv[2])
+from ncu_csv import launches
 d = pathlib.Path(sys.argv[1])
 def kernels(path):
-    rows = [l for l in path.read_text(errors="replace").splitlines() if l.startswith('"')]
-    by = defaultdict(dict)
-    for r in csv.DictReader(rows):
-        v = float(r["Metric Value"].replace(",", "") or "nan")
-        unit = r.get("Metric Unit", "")
-        if r["Metric Name"] == "gpu__time_duration.sum":
-            v *= {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}.get(unit, 1.0)
-        by[(r["ID"], r["Kernel Name"][:70])][r["Metric Name"]] = v
-    return [(k[1], m) for k, m in by.items() if m.get("gpu__time_duration.sum", 0) > 100]
+    return [(k[1][:70], m) for k, m in launches(path).items() if m.get("gpu__time_duration.sum", 0) > 100]
 print(f"{'case':18} {'who':6} {'us':>9} {'Mcycles':>9} {'GHz':>6} {'tensor%':>8} {'Minst':>8} {'DRAM MB':>8} {'L2 MB':>8} {'L2%':>5}  kernel")
 for f in sorted(d.glob("*.csv")):
     who, tag = f.stem.split("-", 1)

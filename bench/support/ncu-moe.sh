@@ -22,9 +22,10 @@ ncu --clock-control base --kernel-name regex:"gemm_kernel|cpasync_gemm_kernel|ga
 ncu --clock-control base --kernel-name regex:"dispatch_gemm_kernel|gemm_kernel" --launch-count "${NCU_MOE_KERNELS:-120}" \
   --metrics "$metrics" --csv --print-units base --print-kernel-base mangled \
   bun bench/moe.ts --configs A --worlds 1 --routing uniform --samples 1 --name ncu-moe > "$dir/product.csv" 2> "$dir/product.err"
-python3 - "$dir" <<'PY'
-import csv, pathlib, re, statistics, sys
-from collections import defaultdict
+python3 - "$dir" "$(dirname "$0")" <<'PY'
+import pathlib, re, statistics, sys
+sys.path.insert(0, sys.argv[2])
+from ncu_csv import launches
 d = pathlib.Path(sys.argv[1])
 def short(name):
     for key, label in (("cpasync_gemm_kernelILNS_7ArrivalE0", "cp.async noinc (3, 7)"), ("ArrivalE1", "cp.async fenced (4)"),
@@ -39,14 +40,7 @@ def short(name):
             return label + extra
     return name[:60]
 def kernels(path):
-    rows = [l for l in path.read_text(errors="replace").splitlines() if l.startswith('"')]
-    by = defaultdict(dict)
-    for r in csv.DictReader(rows):
-        v = float(r["Metric Value"].replace(",", "") or "nan")
-        unit = r.get("Metric Unit", "")
-        if r["Metric Name"] == "gpu__time_duration.sum":
-            v *= {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}.get(unit, 1.0)
-        by[(r["ID"], r["Kernel Name"])][r["Metric Name"]] = v
+    by = launches(path)
     # Launches in order; neighbours of one name within 5% of each other's duration are one row.
     runs = []
     for (i, name), m in sorted(by.items(), key=lambda kv: int(kv[0][0])):
