@@ -313,30 +313,38 @@ gemm::KernelParams<State> grouped_params(const CUtensorMap& a, const CUtensorMap
 }
 
 // Host side: calls launch(std::type_identity<Cfg>{}) with the engine config a grouped kernel is
-// built for: tile width l.tile_n (128 or 256, else cudaErrorInvalidConfiguration), B [G, K, N]
-// with l.b_n_major, else [G, N, K].
-template <class Launch, class Fn>
-cudaError_t with_grouped_config(const Launch& l, Fn&& launch) {
-  switch (l.tile_n) {
+// built for: tile width tile_n (128 or 256, else cudaErrorInvalidConfiguration), B [G, K, N] with
+// b_n_major, else [G, N, K]. The one place that maps the pair to a config: the launches
+// (with_grouped_config) and the preloads (for_each_grouped_config) both go through it.
+template <class Fn>
+cudaError_t with_grouped_config(int tile_n, bool b_n_major, Fn&& launch) {
+  switch (tile_n) {
     case 256:
-      if (l.b_n_major) return launch(std::type_identity<gemm::Config<256, 1, 1, true, false>>{});
+      if (b_n_major) return launch(std::type_identity<gemm::Config<256, 1, 1, true, false>>{});
       return launch(std::type_identity<gemm::Config<256, 1, 1, false, false>>{});
     case 128:
-      if (l.b_n_major) return launch(std::type_identity<gemm::Config<128, 1, 1, true, false>>{});
+      if (b_n_major) return launch(std::type_identity<gemm::Config<128, 1, 1, true, false>>{});
       return launch(std::type_identity<gemm::Config<128, 1, 1, false, false>>{});
     default: return cudaErrorInvalidConfiguration;
   }
+}
+
+// The config of launch `l` (its tile_n and b_n_major).
+template <class Launch, class Fn>
+cudaError_t with_grouped_config(const Launch& l, Fn&& launch) {
+  return with_grouped_config(l.tile_n, l.b_n_major, launch);
 }
 
 // Host side: calls fn(std::type_identity<Cfg>{}) for every config with_grouped_config can choose,
 // until one returns an error (the preloads: moe.h, preload_kernels).
 template <class Fn>
 cudaError_t for_each_grouped_config(Fn&& fn) {
-  cudaError_t e = fn(std::type_identity<gemm::Config<256, 1, 1, true, false>>{});
-  if (e == cudaSuccess) e = fn(std::type_identity<gemm::Config<256, 1, 1, false, false>>{});
-  if (e == cudaSuccess) e = fn(std::type_identity<gemm::Config<128, 1, 1, true, false>>{});
-  if (e == cudaSuccess) e = fn(std::type_identity<gemm::Config<128, 1, 1, false, false>>{});
-  return e;
+  for (const int tile_n : {256, 128})
+    for (const bool b_n_major : {true, false}) {
+      const cudaError_t e = with_grouped_config(tile_n, b_n_major, fn);
+      if (e != cudaSuccess) return e;
+    }
+  return cudaSuccess;
 }
 
 }  // namespace weft::moe
