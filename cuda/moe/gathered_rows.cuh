@@ -22,7 +22,8 @@
 // Registers: the producer has 40; the source keeps its 4 rows' addresses, chosen once per tile, and
 // `hidden`, so a k-block is an add and two copies per row (bench/DECISIONS.md, "The gathering
 // producer forms its row addresses once per tile"). 8 threads per row (whole 128-byte lines per warp
-// instruction) needs 8 addresses and spills 74 bytes at 40 registers.
+// instruction) needs 8 addresses and spills 74 bytes at 40 registers; without the spill (32-bit
+// offsets into x, world 1 only) it was no faster, and 10% slower at 2I columns (same entry).
 #pragma once
 
 #include <cstdint>

@@ -146,7 +146,8 @@ __device__ __forceinline__ void red_release_add_gpu(uint64_t* p, uint64_t v) {
   asm volatile("red.release.gpu.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
 // A credit that publishes no data (padding rows): relaxed, but at system scope like the peers' adds
-// on the same word, so that all of them are atomic with each other.
+// on the same word, so that all of them are atomic with each other (at world 1 the releases are at
+// device scope, red_release_add_gpu, whose scope then holds every thread that touches the word).
 __device__ __forceinline__ void red_relaxed_add(uint64_t* p, uint64_t v) {
   asm volatile("red.relaxed.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
