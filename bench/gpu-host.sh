@@ -31,6 +31,9 @@
 #           tensor pipe share (bench/support/ncu-attention.sh);
 #         ncu/moe -> the gathered-A ladder (07) and the world-1 MoE kernels at config A under ncu at base clock:
 #           cycles, tensor pipe, shared-memory wavefronts, L2 and DRAM bytes (bench/support/ncu-moe.sh);
+#         ncu/sass -> one launch each of the world-1 grouped up, dispatch + up and the ladder's plain and
+#           gathered GEMMs under ncu's full set: every raw metric and per-SASS-instruction stall samples
+#           (bench/support/ncu-sass.sh; CSVs of a few MB, packed with the logs);
 #         ab/ncu-tp-split -> tp-split's one-GPU decode case (AB_DECODE_M rows, default 128) under ncu in
 #           both trees: each kernel's GPU duration, head / base (bench/support/ncu_durations.py);
 #         test1 -> bun test without REQUIRE_GPU (a one-GPU host: the two-GPU suites skip);
@@ -136,6 +139,7 @@ for spec in "$@"; do
                     --no-torch --no-ring --only "D128 S8k full,D128 S32k full,D128 S8k full GQA8,D128 S8k causal" > "$log" 2>&1
                   step_rc "$step" $?; tail -4 "$log"; grep -H ": ours" "$LOGS"/ab-attention/*/stdout.txt ;;
     ncu/moe) bash bench/support/ncu-moe.sh "$LOGS/ncu-moe" > "$log" 2>&1; step_rc "$step" $?; tail -30 "$log" ;;
+    ncu/sass) bash bench/support/ncu-sass.sh "$LOGS/ncu-sass" > "$log" 2>&1; step_rc "$step" $?; tail -5 "$log" ;;
     ncu/attention) bash bench/support/ncu-attention.sh "$LOGS/ncu-attention" > "$log" 2>&1; step_rc "$step" $?; tail -20 "$log" ;;
     ab/ncu-tp-split) AB_STEP_TIMEOUT=$T bash bench/ab-trees.sh "${AB_ROUNDS:-2}" "$LOGS/ab-ncu-tp-split" -- \
                    ncu --clock-control none --launch-skip 200 --launch-count "${AB_NCU_KERNELS:-300}" \

@@ -99,15 +99,20 @@ __device__ __forceinline__ bool produce(const KernelParams<typename Hooks::State
 
 // Tells every CTA of the cluster that this consumer warpgroup is done reading ring slot `stage`.
 template <class Cfg>
-__device__ __forceinline__ void release_slot(const SharedStorage<Cfg>& s, uint32_t stage) {
+__device__ __forceinline__ void release_slot(const SharedStorage<Cfg>& s, const RingAddresses<Cfg>& at, uint32_t stage) {
   if (wg::thread() == 0) {
     if constexpr (Cfg::kClusterSize == 1) {
-      cta::mbarrier_arrive(s.empty(stage));
+      cta::mbarrier_arrive(at.empty(stage));
     } else {
 #pragma unroll
       for (uint32_t r = 0; r < Cfg::kClusterSize; ++r) cluster::mbarrier_arrive(s.empty(stage), r);
     }
   }
+}
+
+template <class Cfg>
+__device__ __forceinline__ void release_slot(const SharedStorage<Cfg>& s, uint32_t stage) {
+  release_slot<Cfg>(s, RingAddresses<Cfg>(s), stage);
 }
 
 struct NothingOnBlock {
@@ -124,10 +129,11 @@ struct NothingOnBlock {
 template <class Cfg, class OnBlock>
 __device__ __forceinline__ void pass_tile(const SharedStorage<Cfg>& s, RingPosition<Cfg::kStages>& ring,
                                           int32_t k_blocks, bool& ok, const OnBlock& on_block) {
+  const RingAddresses<Cfg> at(s);
   for (int32_t kb = 0; kb < k_blocks; ++kb) {
-    ok = ok && cta::mbarrier_wait(s.full(ring.stage), ring.parity);
+    ok = ok && cta::mbarrier_wait(at.full(ring.stage), ring.parity);
     on_block(kb);
-    release_slot<Cfg>(s, ring.stage);
+    release_slot<Cfg>(s, at, ring.stage);
     ring.advance();
   }
 }
@@ -160,14 +166,15 @@ __device__ __forceinline__ void accumulate_tile(float (&acc)[Cfg::kTileN / 2], c
     pass_tile<Cfg>(s, ring, k_blocks, ok, on_block);
     return;
   }
+  const RingAddresses<Cfg> at(s);
   for (int32_t kb = 0; kb < k_blocks; ++kb) {
-    ok = ok && cta::mbarrier_wait(s.full(ring.stage), ring.parity);
+    ok = ok && cta::mbarrier_wait(at.full(ring.stage), ring.parity);
     if constexpr (GenericA) {
       cta::fence_proxy_async_shared();
-      if (kb > 1) release_slot<Cfg>(s, retired);
+      if (kb > 1) release_slot<Cfg>(s, at, retired);
     }
-    const uint64_t a_desc = wg::smem_desc_sw128(s.a(ring.stage) + consumer * Cfg::kConsumerRows * 128, 0, 1024);
-    const uint64_t b_desc = wg::smem_desc_sw128(s.b(ring.stage), kBLbo, 1024);
+    const uint64_t a_desc = wg::smem_desc_sw128(at.a(ring.stage) + uint32_t(consumer * Cfg::kConsumerRows * 128), 0, 1024);
+    const uint64_t b_desc = wg::smem_desc_sw128(at.b(ring.stage), kBLbo, 1024);
     wg::fence();
 #pragma unroll
     for (int kk = 0; kk < Cfg::kTileK / 16; ++kk) {
@@ -180,7 +187,7 @@ __device__ __forceinline__ void accumulate_tile(float (&acc)[Cfg::kTileN / 2], c
     wg::wait<1>();
     if (kb > 0) {
       if constexpr (GenericA) retired = previous;
-      else release_slot<Cfg>(s, previous);
+      else release_slot<Cfg>(s, at, previous);
     }
     previous = ring.stage;
     ring.advance();
@@ -188,9 +195,9 @@ __device__ __forceinline__ void accumulate_tile(float (&acc)[Cfg::kTileN / 2], c
   wg::wait<0>();
   if constexpr (GenericA) {
     cta::fence_proxy_async_shared();
-    if (k_blocks > 1) release_slot<Cfg>(s, retired);
+    if (k_blocks > 1) release_slot<Cfg>(s, at, retired);
   }
-  if (k_blocks > 0) release_slot<Cfg>(s, previous);
+  if (k_blocks > 0) release_slot<Cfg>(s, at, previous);
 #pragma unroll
   for (int i = 0; i < Cfg::kTileN / 2; ++i) wg::fence_operand(acc[i]);
 }

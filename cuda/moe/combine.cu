@@ -4,7 +4,9 @@
 // them: out[t] = sum over j < topk, in order, of weights[t, j] x returned[t * topk + j] in fp32,
 // rounded to bf16 once. With CombineArgs::pieces > 0 the pushes are the down-projection's epilogue
 // (gemm_combine.cu, launched before this kernel) and this kernel only reduces: every returned row
-// then arrives in `pieces` column tiles, each counted once.
+// then arrives in `pieces` column tiles, each counted once; or, with CombineArgs::positions (world
+// 1), the GEMM left every row in the receive layout before this kernel started (stream order) and
+// item token * topk + k is read from row positions[item], with no counter.
 //
 // Ordering (moe.h has the workspace layout):
 //   - CTA 0 first raises ready[me] = epoch in every rank's workspace (st.release.sys): this rank's
@@ -119,7 +121,7 @@ __device__ inline void reduce_rows(const CombineArgs& a, const Shared& s, uint64
   const char* returned = me + a.layout.returned;
   for (int64_t b = blockIdx.x; b < blocks; b += gridDim.x) {
     const int64_t nt = block_tokens(a, b);
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == 0 && a.positions == nullptr) {  // positions: complete by stream order (moe.h)
       const uint64_t target = epoch * uint64_t(nt) * a.topk * uint64_t(max(1, a.pieces));
       const Waited w = wait_at_least(at<uint64_t>(me, a.layout.arrived) + b, target, at<uint64_t>(me, a.layout.abort),
                                      epoch, a.peer);
@@ -132,8 +134,10 @@ __device__ inline void reduce_rows(const CombineArgs& a, const Shared& s, uint64
       const int v = int(idx % vecs);
       float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
       for (int j = 0; j < a.topk; ++j) {
-        const float w = a.weights[t * a.topk + j];
-        const uint4 r = mem::ld_cg16(returned + ((uint64_t(t) * a.topk + j) * a.hidden + uint64_t(v) * 8) * 2);
+        const int64_t item = t * a.topk + j;
+        const float w = a.weights[item];
+        const uint64_t row = a.positions != nullptr ? uint64_t(__ldg(a.positions + item)) : uint64_t(item);
+        const uint4 r = mem::ld_cg16(returned + (row * a.hidden + uint64_t(v) * 8) * 2);
         const uint32_t words[4] = {r.x, r.y, r.z, r.w};
 #pragma unroll
         for (int h = 0; h < 4; ++h) {

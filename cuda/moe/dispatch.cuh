@@ -318,6 +318,8 @@ __device__ inline void push_chunk(const DispatchArgs& a, const Shared& s, int c0
     const int t = item / a.topk;
     const int4 src = make_int4(me, t, item - t * a.topk, 0);
     mem::st16(s.peers[e / El] + a.layout.row_source + uint64_t(row) * 16, *reinterpret_cast<const uint4*>(&src));
+    // World 1: the item's row, for a GEMM + combine that reduces the rows where its GEMM left them.
+    if (a.peer.world == 1) at<int32_t>(s.peers[me], a.layout.positions)[item] = row;
   }
   __syncwarp();  // every lane's row stores come before the releases below
   const bool valid = lane < cnt;

@@ -11,6 +11,12 @@
 // + 1: the reduction advances it at its end, after this kernel.
 // A failed layout (the dispatch's status word) has no tiles (GroupScheduler), so nothing is sent;
 // the reduction then credits its own counters and reports it (combine.cu).
+//
+// At world 1 (GemmCombineLaunch::local_rows) every row stays on this GPU, and the kernel is the
+// grouped GEMM's own (BoundedEpilogue: a TMA store per 64 x 64 box) into the returned region in the
+// receive layout; the reduction reads each item's row by the dispatch's positions. Routing 16 bytes
+// per thread through st.global cost the routed epilogue 7.7% more GEMM cycles than the TMA stores
+// at config A, with the same DRAM bytes (bench/DECISIONS.md, "The MoE layer's structure cost").
 #include "fused/launch.cuh"
 #include "moe/grouped.cuh"
 #include "moe/moe.h"
@@ -24,6 +30,9 @@ struct GemmCombineState : GroupedBase {
   RoutedRows routed;
 };
 
+// World 1: the rows stored in place, nobody to tell (the reduction follows on the stream).
+struct LocalCombineHooks : GroupHooks<GemmCombineState, false, BoundedEpilogue> {};
+
 struct GemmCombineHooks : GroupHooks<GemmCombineState, false, RoutedRowsEpilogue> {
   static __device__ void on_kernel_start(const State& s) {
     if (blockIdx.x != 0) return;
@@ -36,6 +45,11 @@ struct GemmCombineHooks : GroupHooks<GemmCombineState, false, RoutedRowsEpilogue
 
 template <class Cfg>
 cudaError_t launch_config(const GemmCombineLaunch& l) {
+  if (l.local_rows) {
+    const gemm::KernelParams<GemmCombineState> p = grouped_params<GemmCombineState>(
+        l.a, l.b, l.c, gemm::Problem{l.rows, l.n, l.k, 1, 0}, gemm::OutputTail{l.c_ptr, l.ldc, l.n}, l.completion, l.groups);
+    return fused::launch_persistent<Cfg, gemm::gemm_kernel<Cfg, LocalCombineHooks>>(p, l.ctas, l.stream);
+  }
   // c: unused (the epilogue stores rows, not boxes), but a valid map for the prefetch.
   gemm::KernelParams<GemmCombineState> p = grouped_params<GemmCombineState>(
       l.a, l.b, l.a, gemm::Problem{l.rows, l.n, l.k, 1, 0}, gemm::OutputTail{nullptr, l.n, l.n}, l.completion, l.groups);
@@ -47,7 +61,9 @@ cudaError_t launch_config(const GemmCombineLaunch& l) {
 
 cudaError_t preload_gemm_combine() {
   return for_each_grouped_config([]<class Cfg>(std::type_identity<Cfg>) {
-    return opt_in_shared_memory<gemm::gemm_kernel<Cfg, GemmCombineHooks>>(Cfg::kSmemBytes);
+    cudaError_t e = opt_in_shared_memory<gemm::gemm_kernel<Cfg, GemmCombineHooks>>(Cfg::kSmemBytes);
+    if (e == cudaSuccess) e = opt_in_shared_memory<gemm::gemm_kernel<Cfg, LocalCombineHooks>>(Cfg::kSmemBytes);
+    return e;
   });
 }
 

@@ -114,13 +114,16 @@ static_assert(sizeof(Desc) == 64, "Desc is one 64-byte line: 3 vector stores + t
 //   source_counts  int32[W][E / W]
 //   expert_offsets int32[E / W + 1]
 //   expert_counts  int32[E / W]
+//   positions   int32[items] (world 1; items = max_tokens x topk)   the receive row of item token x
+//                                          topk + k, written beside its row_source: a GEMM + combine
+//                                          reduces its rows in place by it (CombineArgs::positions)
 struct DispatchLayout {
   uint64_t abort, desc, counts, arrivals, row_source, recv;
-  uint64_t epoch, barrier, status, hist, source_counts, expert_offsets, expert_counts;
+  uint64_t epoch, barrier, status, hist, source_counts, expert_offsets, expert_counts, positions;
   uint64_t total;
 };
 
-inline DispatchLayout dispatch_layout(int world, int experts, int64_t capacity, int hidden) {
+inline DispatchLayout dispatch_layout(int world, int experts, int64_t capacity, int hidden, int64_t items) {
   const uint64_t local = uint64_t(experts / world);
   DispatchLayout l{};
   Regions r;
@@ -138,6 +141,7 @@ inline DispatchLayout dispatch_layout(int world, int experts, int64_t capacity, 
   l.source_counts = take(uint64_t(world) * local * 4);
   l.expert_offsets = take((local + 1) * 4);
   l.expert_counts = take(local * 4);
+  l.positions = take(world == 1 ? uint64_t(items) * 4 : 0);
   l.total = r.at;
   return l;
 }
@@ -147,7 +151,9 @@ inline DispatchLayout dispatch_layout(int world, int experts, int64_t capacity, 
 //   ready     u64[W]                       ready[q] = epoch: rank q has started launch `epoch` (its
 //                                          returned rows of the launch before have been read)
 //   arrived   u64[ceil(max_tokens / 16)]   per block of 16 tokens: rows returned here
-//   returned  bf16[max_tokens * topk][hidden]   row token * topk + k
+//   returned  bf16[returned_rows][hidden]  row token * topk + k (max_tokens * topk rows); a GEMM +
+//                                          combine at world 1: the dispatch's receive layout
+//                                          (capacity rows), stored by the GEMM's epilogue
 //   epoch     u64                          this plan's launches so far (local)
 //   finished  u64                          CTAs that finished: G per launch (local)
 //   gemm_failure  u64[3]                   a GEMM + combine's GEMM kernel reports here (untracked: its
@@ -157,14 +163,14 @@ struct CombineLayout {
   uint64_t abort, ready, arrived, returned, epoch, finished, gemm_failure, total;
 };
 
-inline CombineLayout combine_layout(int world, int64_t max_tokens, int topk, int hidden) {
+inline CombineLayout combine_layout(int world, int64_t max_tokens, int topk, int hidden, int64_t returned_rows) {
   CombineLayout l{};
   Regions r;
   auto take = [&](uint64_t bytes) { return r.take(bytes); };
   l.abort = take(8);
   l.ready = take(uint64_t(world) * 8);
   l.arrived = take(uint64_t((max_tokens + kTokenBlock - 1) / kTokenBlock) * 8);
-  l.returned = take(uint64_t(max_tokens) * topk * hidden * 2);
+  l.returned = take(uint64_t(returned_rows) * hidden * 2);
   l.epoch = take(8);
   l.finished = take(8);
   l.gemm_failure = take(24);
@@ -221,6 +227,11 @@ struct CombineArgs {
   // 0: this kernel pushes the rows back itself. Else the down-projection's epilogue has (or will
   // have) delivered each returned row in `pieces` column tiles: this kernel only reduces.
   int32_t pieces;
+  // nullptr: returned row token * topk + k, counted in `arrived`. Else (a GEMM + combine at world 1)
+  // the GEMM kernel before this one on the stream stored its rows in the receive layout: item
+  // token * topk + k is returned row positions[item] (DispatchLayout::positions), complete by stream
+  // order, so nothing is counted or waited for.
+  const int32_t* positions;
   int64_t tokens, max_tokens;
 };
 
@@ -303,10 +314,18 @@ struct RoutedRows {
 };
 
 // Down-projection + combine, the GEMM part (gemm_combine.cu): rows [capacity, k] of the hidden
-// layout x w[expert] [k, n = hidden], each output row stored into its source's returned slot. The
-// reduction then runs as launch_combine with CombineArgs::pieces = the GEMM's tiles_n.
+// layout x w[expert] [k, n = hidden], each output row stored into its source's returned slot (or,
+// local_rows, into the returned region in the receive layout). The reduction then runs as
+// launch_combine with CombineArgs::pieces = the GEMM's tiles_n (and positions with local_rows).
 struct GemmCombineLaunch {
   CUtensorMap a, b;  // a: hidden rows [capacity, k], box {64, 128}
+  // local_rows (world 1): the grouped GEMM's own bounded TMA-store epilogue (grouped.cuh) writes the
+  // rows in the receive layout into the combine workspace's returned region [capacity, n], c its
+  // map (box {64, 64}) and c_ptr / ldc the same memory; else the routed-rows epilogue (`routed`).
+  CUtensorMap c;
+  void* c_ptr;
+  int64_t ldc;
+  bool local_rows;
   int32_t rows, n, k;
   Groups groups;
   RoutedRows routed;

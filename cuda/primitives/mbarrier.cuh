@@ -31,6 +31,10 @@ __device__ __forceinline__ void mbarrier_arrive(uint64_t* bar);
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes);
 __device__ __forceinline__ bool mbarrier_try_wait(uint64_t* bar, uint32_t parity);
 __device__ inline bool mbarrier_wait(uint64_t* bar, uint32_t parity);
+// The same on a barrier's shared-window address (smem_address(bar)), for loops that form it once.
+__device__ __forceinline__ void mbarrier_arrive(uint32_t bar);
+__device__ __forceinline__ bool mbarrier_try_wait(uint32_t bar, uint32_t parity);
+__device__ inline bool mbarrier_wait(uint32_t bar, uint32_t parity);
 }  // namespace cta
 
 namespace cluster {

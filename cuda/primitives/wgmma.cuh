@@ -31,6 +31,7 @@
 namespace weft::wg {
 
 __device__ __forceinline__ uint64_t smem_desc_sw128(const void* smem, uint32_t lbo_bytes, uint32_t sbo_bytes);
+__device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t smem_address, uint32_t lbo_bytes, uint32_t sbo_bytes);
 __device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes);
 
 __device__ __forceinline__ void fence();

@@ -913,7 +913,8 @@ typedef struct WeftMoeCombineChoice {
   int32_t ctas;
   int32_t reserved;
   uint64_t workspace_bytes;
-  uint64_t returned_offset; /* bf16 [max_tokens x topk, hidden]: row token x topk + k */
+  uint64_t returned_offset; /* bf16 [max_tokens x topk, hidden]: row token x topk + k (a GEMM + combine
+                             * at world 1: [capacity, hidden], the rows in the dispatch's layout) */
 } WeftMoeCombineChoice;
 #define WEFT_MOE_COMBINE_CHOICE_INIT {sizeof(WeftMoeCombineChoice), 1, 0, 0, 0, 0}
 
@@ -980,9 +981,9 @@ WEFT_API int weft_grouped_gemm_choose(const WeftGroupedGemmParams* params, WeftG
  *     is fenced by its consumers"). Either way the rows from other ranks are pushed by their senders.
  *   GEMM + combine (weft_moe_gemm_combine_*): the down-projection rows x w[le] (w [E/W, K, n], or
  *     [E/W, n, K] with WEFT_MOE_W_NK, n = the dispatch's hidden size, K = the combine's `hidden`
- *     width), whose epilogue stores each row straight into its source rank's returned-row slot,
- *     then on every rank out [tokens, hidden] = the weighted sum over its k slots in top-k order,
- *     in fp32 (a second, stream-ordered kernel). */
+ *     width), whose epilogue stores each row straight into its source rank's returned-row slot
+ *     (at world 1: in place, in the receive layout, by TMA), then on every rank out [tokens, hidden]
+ *     = the weighted sum over its k slots in top-k order, in fp32 (a second, stream-ordered kernel). */
 #define WEFT_MOE_W_NK 1u   /* WeftMoeExpertGemmParams.flags: weights are [E/W, N, K] */
 #define WEFT_MOE_SWIGLU 2u /* dispatch + GEMM: gate | up weights, out = silu(gate) x up */
 enum WeftMoeMover { WEFT_MOE_MOVER_AUTO = 0, WEFT_MOE_MOVER_PUSH = 1, WEFT_MOE_MOVER_PULL = 2 };

@@ -261,7 +261,9 @@ export async function checkLayerOverflow(ctx: MoeContext): Promise<string> {
   const p: LayerProblem = { experts: E, topk: k, hidden: 256, inter: 128, tokens: () => T, routing: "uniform", tag: 12, capacity: 256 };
   // Every token to two of owner 0's four experts (and a third now and then): owner 0 needs > 256 rows.
   const crowd = (q: number) => Int32Array.from({ length: T * k }, (_, i) => (i % k) + ((q + Math.floor(i / k)) % 3 === 0 ? 2 : 0));
-  const fits = () => Int32Array.from({ length: T * k }, (_, i) => (i % k === 0 ? 0 : E / ctx.world));
+  // Two experts of 64 rows each (owner 0's first and, with peers, owner 1's first): 256 rows padded.
+  const second = ctx.world > 1 ? E / ctx.world : 1;
+  const fits = () => Int32Array.from({ length: T * k }, (_, i) => (i % k === 0 ? 0 : second));
   const weights = Array.from({ length: ctx.world }, (_, q) => makeWeights(T, k, 99 + q));
   const ranks = prepare(ctx, p, { ids: Array.from({ length: ctx.world }, (_, q) => crowd(q)), weights });
   const refs = references(ctx, p, ranks);

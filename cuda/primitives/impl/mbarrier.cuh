@@ -15,16 +15,18 @@ __device__ __forceinline__ void mbarrier_init(uint64_t* bar, uint32_t arrivals) 
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_address(bar)), "r"(arrivals) : "memory");
 }
 
-__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_address(bar)) : "memory");
+__device__ __forceinline__ void mbarrier_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
+
+__device__ __forceinline__ void mbarrier_arrive(uint64_t* bar) { mbarrier_arrive(smem_address(bar)); }
 
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(bar)), "r"(bytes)
                : "memory");
 }
 
-__device__ __forceinline__ bool mbarrier_try_wait(uint64_t* bar, uint32_t parity) {
+__device__ __forceinline__ bool mbarrier_try_wait(uint32_t bar, uint32_t parity) {
   uint32_t done;
   // try_wait suspends the thread for a hardware-chosen interval before giving up, so a loop over it
   // is not a hot spin.
@@ -35,12 +37,16 @@ __device__ __forceinline__ bool mbarrier_try_wait(uint64_t* bar, uint32_t parity
       "selp.u32 %0, 1, 0, p;\n"
       "}\n"
       : "=r"(done)
-      : "r"(smem_address(bar)), "r"(parity)
+      : "r"(bar), "r"(parity)
       : "memory");
   return done != 0;
 }
 
-__device__ inline bool mbarrier_wait(uint64_t* bar, uint32_t parity) {
+__device__ __forceinline__ bool mbarrier_try_wait(uint64_t* bar, uint32_t parity) {
+  return mbarrier_try_wait(smem_address(bar), parity);
+}
+
+__device__ inline bool mbarrier_wait(uint32_t bar, uint32_t parity) {
   if (mbarrier_try_wait(bar, parity)) return true;
   const uint64_t start = sys::globaltimer_ns();
   for (uint32_t polls = 1;; ++polls) {
@@ -48,6 +54,8 @@ __device__ inline bool mbarrier_wait(uint64_t* bar, uint32_t parity) {
     if ((polls & 1023u) == 0 && sys::globaltimer_ns() - start > kMbarrierTimeoutNs) return false;
   }
 }
+
+__device__ inline bool mbarrier_wait(uint64_t* bar, uint32_t parity) { return mbarrier_wait(smem_address(bar), parity); }
 
 }  // namespace cta
 

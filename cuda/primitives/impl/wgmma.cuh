@@ -5,12 +5,15 @@
 
 namespace weft::wg {
 
-__device__ __forceinline__ uint64_t smem_desc_sw128(const void* smem, uint32_t lbo_bytes, uint32_t sbo_bytes) {
-  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+__device__ __forceinline__ uint64_t smem_desc_sw128(uint32_t addr, uint32_t lbo_bytes, uint32_t sbo_bytes) {
   // Fields are byte quantities >> 4 in 14 bits: start [0,14), LBO [16,30), SBO [32,46); base offset
   // [49,52) is 0 because tiles start on 1024-byte boundaries; [62,64) = 1 selects 128-byte swizzle.
   return uint64_t((addr & 0x3FFFF) >> 4) | (uint64_t((lbo_bytes & 0x3FFFF) >> 4) << 16) |
          (uint64_t((sbo_bytes & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+
+__device__ __forceinline__ uint64_t smem_desc_sw128(const void* smem, uint32_t lbo_bytes, uint32_t sbo_bytes) {
+  return smem_desc_sw128(static_cast<uint32_t>(__cvta_generic_to_shared(smem)), lbo_bytes, sbo_bytes);
 }
 
 __device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) {

@@ -35,7 +35,7 @@ const DispatchArgs& validate_combine(const WeftComm& c, const WeftMoeCombinePara
 
 WeftMoeCombineChoice choose_combine(const WeftComm& c, const WeftMoeCombineParams& p, const char* op) {
   const DispatchArgs& d = validate_combine(c, &p, op);
-  const CombineLayout l = combine_layout(int(c.world), d.max_tokens, d.topk, d.hidden);
+  const CombineLayout l = combine_layout(int(c.world), d.max_tokens, d.topk, d.hidden, d.max_tokens * d.topk);
   WeftMoeCombineChoice out{};
   out.size = sizeof out;
   out.version = 1;
@@ -49,7 +49,7 @@ WeftMoeCombineChoice choose_combine(const WeftComm& c, const WeftMoeCombineParam
 CombineArgs combine_args(const WeftComm& c, const WeftMoeCombineParams& p, const DispatchArgs& d, const Report& report) {
   CombineArgs a{};
   a.peer = peer_args(c, p.workspace, report);
-  a.layout = combine_layout(int(c.world), d.max_tokens, d.topk, d.hidden);
+  a.layout = combine_layout(int(c.world), d.max_tokens, d.topk, d.hidden, d.max_tokens * d.topk);
   const char* dws = c.arena + d.peer.ws_offset;  // the dispatch plan's workspace on this rank
   a.dispatch_status = reinterpret_cast<const uint64_t*>(dws + d.layout.status);
   a.expert_offsets = reinterpret_cast<const int32_t*>(dws + d.layout.expert_offsets);

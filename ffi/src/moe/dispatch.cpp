@@ -83,7 +83,7 @@ void require_dispatch_tensors(const WeftComm& c, const WeftMoeDispatchParams& p,
 
 WeftMoeDispatchChoice choose_dispatch(const WeftComm& c, const WeftMoeDispatchParams& p, const char* op) {
   const Shape s = validate(c, &p, op);
-  const moe::DispatchLayout l = dispatch_layout(int(c.world), p.experts, s.capacity, p.hidden);
+  const moe::DispatchLayout l = dispatch_layout(int(c.world), p.experts, s.capacity, p.hidden, s.max_tokens * p.topk);
   WeftMoeDispatchChoice out{};
   out.size = sizeof out;
   out.version = 1;
@@ -107,7 +107,7 @@ DispatchArgs build_dispatch_args(const WeftComm& c, const WeftMoeDispatchParams&
                                  const Report& report) {
   DispatchArgs a{};
   a.peer = peer_args(c, p.workspace, report);
-  a.layout = dispatch_layout(int(c.world), p.experts, ch.capacity, p.hidden);
+  a.layout = dispatch_layout(int(c.world), p.experts, ch.capacity, p.hidden, ch.max_tokens * p.topk);
   a.x = reinterpret_cast<const uint16_t*>(p.x);
   a.ids = reinterpret_cast<int32_t*>(p.ids);
   a.weights = reinterpret_cast<float*>(p.weights);

@@ -31,10 +31,20 @@ struct Choice {
   moe::GroupedChoice grouped;
 };
 
+// At world 1 the GEMM stores its rows where they are, in the receive layout (cuda/moe/gemm_combine.cu):
+// the returned region holds capacity rows, padding included; with peers one row per item.
+moe::CombineLayout layout_of(const WeftComm& c, const moe::DispatchArgs& d) {
+  const int64_t items = d.max_tokens * d.topk;
+  return moe::combine_layout(int(c.world), d.max_tokens, d.topk, d.hidden, c.world == 1 ? std::max(items, d.capacity) : items);
+}
+
 Choice choose(const WeftComm& c, const WeftMoeCombineParams& p, const WeftMoeExpertGemmParams* g) {
   Choice out{};
   const moe::DispatchArgs& d = moe::validate_combine(c, &p, kOp);
   out.combine = moe::choose_combine(c, p, kOp);
+  const moe::CombineLayout layout = layout_of(c, d);
+  out.combine.workspace_bytes = layout.total;
+  out.combine.returned_offset = layout.returned;
   moe::require_expert_gemm(g, WEFT_MOE_W_NK, kOp);
   WEFT_REQUIRE(g->n == d.hidden, "%s: gemm->n (%d) must be the dispatch's hidden size (%d): the rows return to x's width", kOp,
                g->n, d.hidden);
@@ -55,6 +65,7 @@ void build(WeftMoeGemmCombinePlan& plan, const WeftComm& c, const WeftMoeCombine
   const int tile_n = ch.grouped.tile_n;
   const bool n_major = (g.flags & WEFT_MOE_W_NK) == 0;
   plan.reduce = moe::combine_args(c, p, d, plan.report);
+  plan.reduce.layout = layout_of(c, d);
   plan.reduce.pieces = int32_t((g.n + tile_n - 1) / tile_n);
   moe::GemmCombineLaunch& l = plan.gemm;
   const uint64_t rows = uint64_t(d.capacity), k = uint64_t(g.k);
@@ -73,6 +84,14 @@ void build(WeftMoeGemmCombinePlan& plan, const WeftComm& c, const WeftMoeCombine
   l.routed = moe::RoutedRows{failure, reinterpret_cast<const int4*>(dws + d.layout.row_source), c.peer_table,
                              plan.reduce.peer.ws_offset, cl.returned, cl.arrived, cl.ready, cl.abort, cl.epoch,
                              c.timeout_ns, c.abort_dev, int32_t(c.world), int32_t(c.rank), d.topk, d.hidden};
+  if (c.world == 1) {  // the rows stay in the receive layout, reduced by the dispatch's positions
+    l.local_rows = true;
+    const uint32_t c_box[2] = {64, gemm::kTileM / 2};
+    encode_bf16(&l.c, ws + cl.returned, uint64_t(g.n), rows, uint64_t(g.n), c_box, "the returned rows");
+    l.c_ptr = ws + cl.returned;
+    l.ldc = g.n;
+    plan.reduce.positions = reinterpret_cast<const int32_t*>(dws + d.layout.positions);
+  }
   l.tile_n = tile_n;
   l.b_n_major = n_major;
   l.stream = plan.stream;
