@@ -103,18 +103,18 @@ struct SharedStorage {
 // The ring's shared-window addresses (what mbarrier and wgmma operands take), formed once by a loop
 // that uses them every k-block: from SharedStorage's generic pointers each one re-derives the CTA's
 // shared window (an S2UR and five uniform operations) in the consumers' issue path.
+// One register: the barriers lie at a fixed offset from the ring (SharedStorage's layout).
 template <class Cfg>
 struct RingAddresses {
-  uint32_t ring, barriers;
+  static constexpr uint32_t kBarriers = uint32_t(Cfg::kStages * Cfg::kStageBytes + Cfg::kEpilogueBytes);
+  uint32_t ring;
 
-  __device__ explicit RingAddresses(const SharedStorage<Cfg>& s)
-      : ring(static_cast<uint32_t>(__cvta_generic_to_shared(s.a(0)))),
-        barriers(static_cast<uint32_t>(__cvta_generic_to_shared(s.full(0)))) {}
+  __device__ explicit RingAddresses(const SharedStorage<Cfg>& s) : ring(static_cast<uint32_t>(__cvta_generic_to_shared(s.base))) {}
 
   __device__ uint32_t a(uint32_t stage) const { return ring + stage * uint32_t(Cfg::kStageBytes); }
   __device__ uint32_t b(uint32_t stage) const { return a(stage) + uint32_t(Cfg::kABytes); }
-  __device__ uint32_t full(uint32_t stage) const { return barriers + stage * 8u; }
-  __device__ uint32_t empty(uint32_t stage) const { return barriers + (uint32_t(Cfg::kStages) + stage) * 8u; }
+  __device__ uint32_t full(uint32_t stage) const { return ring + kBarriers + stage * 8u; }
+  __device__ uint32_t empty(uint32_t stage) const { return full(uint32_t(Cfg::kStages) + stage); }
 };
 
 }  // namespace weft::gemm

@@ -146,7 +146,10 @@ __device__ __forceinline__ void pass_tile(const SharedStorage<Cfg>& s, RingPosit
 // the reads); and between its wgmma reads of a slot (complete at wgmma.wait_group) and the release
 // that lets the producer's next copies overwrite it. One fence serves both: a slot's release waits
 // for the next k-block's `full` wait and fence (the producer needs that slot only S - 2 stages
-// later, so the wait is for a stage it has already filled).
+// later, so the wait is for a stage it has already filled). The release stays before the batch's
+// wgmmas: their issue blocks while the other consumer's batch holds the tensor pipe, and a release
+// behind it handed the slot back up to a batch later (bench/DECISIONS.md, "The gathering kernel's
+// consumers lose their slack in the issue path").
 template <class Cfg, bool GenericA = false, class OnBlock = NothingOnBlock>
 __device__ __forceinline__ void accumulate_tile(float (&acc)[Cfg::kTileN / 2], const SharedStorage<Cfg>& s,
                                 RingPosition<Cfg::kStages>& ring, int32_t k_blocks, int consumer, bool& ok,
