@@ -12,9 +12,9 @@
 // transW), or gate | up [E/W, H, 2I] with activation "swiglu" (silu(gate) · up in fp32, rounded once).
 //
 // moeGemmCombine: the down-projection grouped GEMM over a layout (a moeDispatchGemm or moeDispatch
-// plan), its epilogue storing each row straight into its source rank's returned-row slot, then the
-// weighted fp32 sum over each token's k experts in top-k order (deterministic), bf16. w2 [E/W, I, H]
-// (or [E/W, H, I] with transW).
+// plan), its epilogue storing each row straight into its source rank's returned-row slot (at world 1
+// it stays in the receive layout, stored by TMA), then the weighted fp32 sum over each token's k
+// experts in top-k order (deterministic), bf16. w2 [E/W, I, H] (or [E/W, H, I] with transW).
 //
 // Plans are collective like every MoE plan (lib/ops/moe.ts): same creation order on every rank,
 // workspaces from the symmetric heap, reusable, capturable in a CUDA graph (enqueue()).
