@@ -174,6 +174,7 @@ __device__ __forceinline__ bool produce_cpasync(const gemm::KernelParams<GatherS
 __device__ __forceinline__ void accumulate_early_release(float (&acc)[Cfg::kTileN / 2], const gemm::SharedStorage<Cfg>& s,
                                                          RingPosition<Cfg::kStages>& ring, int32_t k_blocks, int consumer,
                                                          bool& ok) {
+  const gemm::RingAddresses<Cfg> at(s);
   uint32_t previous = 0;
 #pragma unroll
   for (int i = 0; i < Cfg::kTileN / 2; ++i) acc[i] = 0.0f;
@@ -190,14 +191,14 @@ __device__ __forceinline__ void accumulate_early_release(float (&acc)[Cfg::kTile
     wg::wait<1>();
     if (kb > 0) {
       cta::fence_proxy_async_shared();
-      gemm::release_slot<Cfg>(s, previous);
+      gemm::release_slot<Cfg>(s, at, previous);
     }
     previous = ring.stage;
     ring.advance();
   }
   wg::wait<0>();
   cta::fence_proxy_async_shared();
-  if (k_blocks > 0) gemm::release_slot<Cfg>(s, previous);
+  if (k_blocks > 0) gemm::release_slot<Cfg>(s, at, previous);
 #pragma unroll
   for (int i = 0; i < Cfg::kTileN / 2; ++i) wg::fence_operand(acc[i]);
 }

@@ -110,11 +110,6 @@ __device__ __forceinline__ void release_slot(const SharedStorage<Cfg>& s, const 
   }
 }
 
-template <class Cfg>
-__device__ __forceinline__ void release_slot(const SharedStorage<Cfg>& s, uint32_t stage) {
-  release_slot<Cfg>(s, RingAddresses<Cfg>(s), stage);
-}
-
 struct NothingOnBlock {
   __device__ __forceinline__ void operator()(int32_t) const {}
 };
