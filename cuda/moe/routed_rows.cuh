@@ -133,7 +133,9 @@ class RoutedRowsEpilogue : public gemm::OneKindEpilogue<Cfg, typename Hooks::Sta
       key = (uint64_t(src.x) << 32) | uint32_t(block);
       counter = reinterpret_cast<uint64_t*>(r.peers[src.x] + r.ws_offset + r.arrived) + block;
     }
-    warp_arrive(counter, key, valid, r.world == 1);
+    // System scope: this epilogue runs with peers only (at world 1 the rows stay in the receive
+    // layout, gemm_combine.cu), so some reader of the counter is on another GPU.
+    warp_arrive(counter, key, valid);
   }
 
   uint64_t epoch_ = 0;

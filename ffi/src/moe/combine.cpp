@@ -33,9 +33,15 @@ const DispatchArgs& validate_combine(const WeftComm& c, const WeftMoeCombinePara
   return d;
 }
 
-WeftMoeCombineChoice choose_combine(const WeftComm& c, const WeftMoeCombineParams& p, const char* op) {
+namespace {
+CombineLayout layout_of(const WeftComm& c, const DispatchArgs& d, int64_t returned_rows) {
+  return combine_layout(int(c.world), d.max_tokens, d.topk, d.hidden, returned_rows ? returned_rows : d.max_tokens * d.topk);
+}
+}  // namespace
+
+WeftMoeCombineChoice choose_combine(const WeftComm& c, const WeftMoeCombineParams& p, const char* op, int64_t returned_rows) {
   const DispatchArgs& d = validate_combine(c, &p, op);
-  const CombineLayout l = combine_layout(int(c.world), d.max_tokens, d.topk, d.hidden, d.max_tokens * d.topk);
+  const CombineLayout l = layout_of(c, d, returned_rows);
   WeftMoeCombineChoice out{};
   out.size = sizeof out;
   out.version = 1;
@@ -46,10 +52,11 @@ WeftMoeCombineChoice choose_combine(const WeftComm& c, const WeftMoeCombineParam
   return out;
 }
 
-CombineArgs combine_args(const WeftComm& c, const WeftMoeCombineParams& p, const DispatchArgs& d, const Report& report) {
+CombineArgs combine_args(const WeftComm& c, const WeftMoeCombineParams& p, const DispatchArgs& d, const Report& report,
+                         int64_t returned_rows) {
   CombineArgs a{};
   a.peer = peer_args(c, p.workspace, report);
-  a.layout = combine_layout(int(c.world), d.max_tokens, d.topk, d.hidden, d.max_tokens * d.topk);
+  a.layout = layout_of(c, d, returned_rows);
   const char* dws = c.arena + d.peer.ws_offset;  // the dispatch plan's workspace on this rank
   a.dispatch_status = reinterpret_cast<const uint64_t*>(dws + d.layout.status);
   a.expert_offsets = reinterpret_cast<const int32_t*>(dws + d.layout.expert_offsets);

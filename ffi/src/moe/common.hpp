@@ -97,11 +97,13 @@ DispatchArgs build_dispatch_args(const WeftComm& c, const WeftMoeDispatchParams&
                                  const Report& report);
 
 // combine.cpp: the combine's validation, choice and kernel arguments, which the GEMM + combine
-// (gemm_combine.cpp) shares.
+// (gemm_combine.cpp) shares. returned_rows: the rows of the workspace's returned region
+// (CombineLayout; 0: one per item, max_tokens x topk).
 const DispatchArgs& validate_combine(const WeftComm& c, const WeftMoeCombineParams* p, const char* op);
-WeftMoeCombineChoice choose_combine(const WeftComm& c, const WeftMoeCombineParams& p, const char* op);
+WeftMoeCombineChoice choose_combine(const WeftComm& c, const WeftMoeCombineParams& p, const char* op, int64_t returned_rows = 0);
 void require_combine_tensors(const WeftComm& c, const WeftMoeCombineParams& p, const DispatchArgs& d, const char* op);
-CombineArgs combine_args(const WeftComm& c, const WeftMoeCombineParams& p, const DispatchArgs& d, const Report& report);
+CombineArgs combine_args(const WeftComm& c, const WeftMoeCombineParams& p, const DispatchArgs& d, const Report& report,
+                         int64_t returned_rows = 0);
 
 // Checks a WeftMoeExpertGemmParams struct's header and flags (the op's own rules come after).
 void require_expert_gemm(const WeftMoeExpertGemmParams* g, uint32_t flags_allowed, const char* op);

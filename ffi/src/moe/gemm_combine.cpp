@@ -32,19 +32,15 @@ struct Choice {
 };
 
 // At world 1 the GEMM stores its rows where they are, in the receive layout (cuda/moe/gemm_combine.cu):
-// the returned region holds capacity rows, padding included; with peers one row per item.
-moe::CombineLayout layout_of(const WeftComm& c, const moe::DispatchArgs& d) {
-  const int64_t items = d.max_tokens * d.topk;
-  return moe::combine_layout(int(c.world), d.max_tokens, d.topk, d.hidden, c.world == 1 ? std::max(items, d.capacity) : items);
+// the returned region holds capacity rows, padding included; with peers one row per item (0).
+int64_t returned_rows(const WeftComm& c, const moe::DispatchArgs& d) {
+  return c.world == 1 ? std::max(d.max_tokens * d.topk, d.capacity) : 0;
 }
 
 Choice choose(const WeftComm& c, const WeftMoeCombineParams& p, const WeftMoeExpertGemmParams* g) {
   Choice out{};
   const moe::DispatchArgs& d = moe::validate_combine(c, &p, kOp);
-  out.combine = moe::choose_combine(c, p, kOp);
-  const moe::CombineLayout layout = layout_of(c, d);
-  out.combine.workspace_bytes = layout.total;
-  out.combine.returned_offset = layout.returned;
+  out.combine = moe::choose_combine(c, p, kOp, returned_rows(c, d));
   moe::require_expert_gemm(g, WEFT_MOE_W_NK, kOp);
   WEFT_REQUIRE(g->n == d.hidden, "%s: gemm->n (%d) must be the dispatch's hidden size (%d): the rows return to x's width", kOp,
                g->n, d.hidden);
@@ -64,8 +60,7 @@ void build(WeftMoeGemmCombinePlan& plan, const WeftComm& c, const WeftMoeCombine
            const moe::DispatchArgs& d, const Choice& ch) {
   const int tile_n = ch.grouped.tile_n;
   const bool n_major = (g.flags & WEFT_MOE_W_NK) == 0;
-  plan.reduce = moe::combine_args(c, p, d, plan.report);
-  plan.reduce.layout = layout_of(c, d);
+  plan.reduce = moe::combine_args(c, p, d, plan.report, returned_rows(c, d));
   plan.reduce.pieces = int32_t((g.n + tile_n - 1) / tile_n);
   moe::GemmCombineLaunch& l = plan.gemm;
   const uint64_t rows = uint64_t(d.capacity), k = uint64_t(g.k);
