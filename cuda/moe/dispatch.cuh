@@ -58,11 +58,13 @@ __device__ __forceinline__ T* at(char* base, uint64_t offset) {
   return reinterpret_cast<T*>(base + offset);
 }
 
-// Grid barrier on a word that grows by gridDim.x per launch: launch `epoch` waits for epoch * G.
-__device__ inline void cta_grid_barrier(const DispatchArgs& a, const Shared& s, uint64_t epoch) {
+// Grid barrier on a word (workspace offset `word_at`) that grows by gridDim.x per launch: launch
+// `epoch` waits for epoch * G. Every CTA arrives, whatever its own failures, so the count stays G per
+// launch and the next launch's target holds.
+__device__ inline void cta_grid_barrier(const DispatchArgs& a, const Shared& s, uint64_t word_at, uint64_t epoch) {
   __syncthreads();
   if (threadIdx.x == 0) {
-    uint64_t* word = at<uint64_t>(s.peers[a.peer.rank], a.layout.barrier);
+    uint64_t* word = at<uint64_t>(s.peers[a.peer.rank], word_at);
     asm volatile("red.release.gpu.global.add.u64 [%0], 1;" ::"l"(word) : "memory");
     const uint64_t target = epoch * gridDim.x;
     const uint64_t start = sys::globaltimer_ns();
@@ -440,7 +442,7 @@ __device__ inline bool run_steps(const DispatchArgs& a, const Shared& s) {
   const int64_t t0 = min(a.tokens, int64_t(blockIdx.x) * per_cta), t1 = min(a.tokens, t0 + per_cta);
   count_items(a, s, t0, t1);
   const uint64_t epoch = *s.epoch;
-  cta_grid_barrier(a, s, epoch);
+  cta_grid_barrier(a, s, a.layout.barrier, epoch);
   // Every CTA has read the launch count: the next launch's may be published.
   if (blockIdx.x == 0 && threadIdx.x == 0) *at<uint64_t>(me, a.layout.epoch) = epoch;
   // A CTA whose barrier wait ran out does not know that the histograms are complete: it sends

@@ -3,7 +3,8 @@
 // pushes of the rows this rank sends), then the GEMM engine over this rank's receive layout
 // (grouped.cuh: a group per local expert), each tile's loads waiting for its 128-row block's arrival
 // counter. The CTAs are one per SM and all resident (the grid barriers of the dispatch need it), so
-// a CTA that has pushed its rows computes tiles while other CTAs and other ranks are still pushing.
+// with peers a CTA that has pushed its rows computes tiles while other CTAs and other ranks are still
+// pushing (at world 1 the CTAs first meet at a second grid barrier: see the kernel).
 //
 // Tile order (GroupScheduler): with peers (world > 1), first every expert's blocks whose rows are
 // all this rank's own (they land first: this rank's own CTAs store them, or nobody does when they
@@ -94,7 +95,17 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   extern __shared__ __align__(16) unsigned char smem[];
   const DispatchArgs& a = p.hooks.dispatch;
   const steps::Shared s = steps::carve(smem, a.experts, a.peer.world);
-  const bool pushed = steps::run_steps(a, s);
+  bool pushed = steps::run_steps(a, s);
+  // World 1: a grid barrier after the pushes, before any CTA starts its GEMM. The pushes there are
+  // only row_source and positions words and arrival counts (PULL copies no row), yet a CTA that
+  // pushed while the others already streamed w1 from HBM saw them land 50-100 us late, and the
+  // tiles that waited for its blocks with it: decode's dispatch + up ran 0.99-1.35x the grouped
+  // GEMM alone by placement, 1.00-1.03x with this barrier (~1.5 us; bench/DECISIONS.md, "World 1
+  // finishes the pushes before the GEMM"). With peers a rank's first tiles wait on other GPUs' rows.
+  if (a.peer.world == 1) {
+    steps::cta_grid_barrier(a, s, a.layout.pushed, *s.epoch);
+    pushed = pushed && s.fail->code == 0;
+  }
   if (threadIdx.x == 0) {
     const bool published = pushed && layout_published(a, s.peers[a.peer.rank], *s.epoch, s.fail);
     report(a.peer, *s.fail);  // the dispatch's failure first (record keeps the first), then the wait's

@@ -37,7 +37,7 @@
 //     credit, or 128 from the owner alone when the launch failed alike everywhere), so launch e
 //     waits for >= 128 e and cannot be fooled by launch e - 1's rows, nor by e + 1's (a sender
 //     pushes into o only after it saw o's descriptor of that launch);
-//   - the grid barrier word grows by G per launch; the combine's ready words take the epoch and its
+//   - the grid barrier words grow by G per launch; the combine's ready words take the epoch and its
 //     returned-row counters grow by exactly tokens_in_block x topk per launch.
 // recv and row_source are single-buffered: a sender writes them in launch e only after it saw the
 // owner's descriptor of launch e, which the owner writes only after everything before that launch
@@ -109,6 +109,8 @@ static_assert(sizeof(Desc) == 64, "Desc is one 64-byte line: 3 vector stores + t
 //   recv        bf16[capacity][hidden]
 //   epoch       u64                        this plan's launches so far
 //   barrier     u64                        grid barrier: G per launch
+//   pushed      u64                        a world-1 dispatch + GEMM's second grid barrier, after the
+//                                          pushes: G per launch (dispatch_gemm.cu)
 //   status      u64                        the latest launch's layout: epoch << 8 | WeftMoeFailure (0 ok)
 //   hist        int32[kMaxCtas][E + 1]     per CTA: rows per expert of its slice, then its first bad item
 //   source_counts  int32[W][E / W]
@@ -119,7 +121,7 @@ static_assert(sizeof(Desc) == 64, "Desc is one 64-byte line: 3 vector stores + t
 //                                          reduces its rows in place by it (CombineArgs::positions)
 struct DispatchLayout {
   uint64_t abort, desc, counts, arrivals, row_source, recv;
-  uint64_t epoch, barrier, status, hist, source_counts, expert_offsets, expert_counts, positions;
+  uint64_t epoch, barrier, pushed, status, hist, source_counts, expert_offsets, expert_counts, positions;
   uint64_t total;
 };
 
@@ -136,6 +138,7 @@ inline DispatchLayout dispatch_layout(int world, int experts, int64_t capacity, 
   l.recv = take(uint64_t(capacity) * hidden * 2);
   l.epoch = take(8);
   l.barrier = take(8);
+  l.pushed = take(8);
   l.status = take(8);
   l.hist = take(uint64_t(kMaxCtas) * (experts + 1) * 4);
   l.source_counts = take(uint64_t(world) * local * 4);
