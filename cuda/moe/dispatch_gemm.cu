@@ -99,8 +99,8 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   // World 1: a grid barrier after the pushes, before any CTA starts its GEMM. The pushes there are
   // only row_source and positions words and arrival counts (PULL copies no row), yet a CTA that
   // pushed while the others already streamed w1 from HBM saw them land 50-100 us late, and the
-  // tiles that waited for its blocks with it: decode's dispatch + up ran 0.99-1.35x the grouped
-  // GEMM alone by placement, 1.00-1.03x with this barrier (~1.5 us; bench/DECISIONS.md, "World 1
+  // tiles that waited for its blocks with it: decode's dispatch + up ran 0.99-1.89x the grouped
+  // GEMM alone by placement, 1.04-1.08x with this barrier (~1.5 us; bench/DECISIONS.md, "World 1
   // finishes the pushes before the GEMM"). With peers a rank's first tiles wait on other GPUs' rows.
   if (a.peer.world == 1) {
     steps::cta_grid_barrier(a, s, a.layout.pushed, *s.epoch);
