@@ -302,18 +302,17 @@ __device__ inline void write_outputs(const DispatchArgs& a, const Shared& s, uin
   if (threadIdx.x == 0) sys::device_signal_store(at<uint64_t>(me, a.layout.status), (epoch << 8) | uint64_t(code));
 }
 
-// A warp's chunk of push_piece: slots [c0, c0 + cnt), cnt <= 32: the rows copied by the whole warp,
-// lane i's row_source word for slot c0 + i, then one arrival per block.
-__device__ inline void push_chunk(const DispatchArgs& a, const Shared& s, int c0, int cnt, uint32_t row_bytes) {
+// A warp's chunk of push_piece: slots [c0, c0 + cnt), cnt <= 32: the rows copied by the whole warp
+// (`copy`: false for a chunk of pulled rows, a.pull_local's own ones, which the owner's GEMM reads
+// from x), lane i's row_source word for slot c0 + i, then one arrival per block.
+__device__ inline void push_chunk(const DispatchArgs& a, const Shared& s, int c0, int cnt, uint32_t row_bytes,
+                                  bool copy) {
   const int El = a.local_experts, me = a.peer.rank, lane = threadIdx.x & 31;
-  for (int i = 0; i < cnt; ++i) {
+  for (int i = 0; copy && i < cnt; ++i) {
     const int slot = c0 + i;
     const int item = s.sorted_item[slot], e = s.sorted_e[slot], row = s.sorted_row[slot];
-    // Pulled rows (a.pull_local: the owner's GEMM reads them from x) only get their row_source
-    // and their arrival below; every other row is copied into the owner's receive buffer.
-    if (!(a.pull_local && e / El == me))
-      warp_copy_row(reinterpret_cast<const char*>(a.x) + uint64_t(item / a.topk) * row_bytes,
-                    s.peers[e / El] + a.layout.recv + uint64_t(row) * row_bytes, row_bytes);
+    warp_copy_row(reinterpret_cast<const char*>(a.x) + uint64_t(item / a.topk) * row_bytes,
+                  s.peers[e / El] + a.layout.recv + uint64_t(row) * row_bytes, row_bytes);
   }
   if (lane < cnt) {
     const int item = s.sorted_item[c0 + lane], e = s.sorted_e[c0 + lane], row = s.sorted_row[c0 + lane];
@@ -341,12 +340,17 @@ __device__ inline void push_piece(const DispatchArgs& a, const Shared& s, int64_
   const int E = a.experts, El = a.local_experts, me = a.peer.rank;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
   const int n = int(p1 - p0);
+  // The piece's expert ids into shared memory first, by every thread: warp 0's rounds below are
+  // serial, and a load of ids in each of them put a global round trip behind every 32 items (the
+  // ranking took 4.4 us per CTA at config A's 248 items, 7.4 us at B's 496).
+  for (int i = threadIdx.x; i < n; i += blockDim.x) s.item_e[i] = a.ids[p0 + i];
+  __syncthreads();
   // Pass A, warp 0 in item order: each item's rank among the piece's items of its expert.
   if (warp == 0) {
     for (int i0 = 0; i0 < n; i0 += 32) {
       const int i = i0 + lane;
       const bool valid = i < n;
-      const int e = valid ? a.ids[p0 + i] : -1 - lane;  // distinct keys for the idle lanes
+      const int e = valid ? s.item_e[i] : -1 - lane;  // distinct keys for the idle lanes
       const uint32_t same = __match_any_sync(0xffffffffu, e);
       const int leader = __ffs(same) - 1;
       int first = 0;
@@ -355,10 +359,7 @@ __device__ inline void push_piece(const DispatchArgs& a, const Shared& s, int64_
         s.pc[e] = first + __popc(same);
       }
       first = __shfl_sync(0xffffffffu, first, leader);
-      if (valid) {
-        s.rank[i] = first + __popc(same & ((1u << lane) - 1));
-        s.item_e[i] = e;
-      }
+      if (valid) s.rank[i] = first + __popc(same & ((1u << lane) - 1));
       __syncwarp();  // pc[] written by this round's leaders is read by the next round's
     }
     // Slots of the piece by destination: experts in push order (this rank's first, then rank + 1's,
@@ -400,8 +401,9 @@ __device__ inline void push_piece(const DispatchArgs& a, const Shared& s, int64_
   const uint32_t row_bytes = uint32_t(a.hidden) * 2;
   const int own_n = a.peer.world == 1 ? n : s.hist[((me + 1) * El) % E];
   const int R = a.rows_per_signal, own_R = a.pull_local ? 32 : R;
-  for (int c0 = warp * own_R; c0 < own_n; c0 += warps * own_R) push_chunk(a, s, c0, min(own_R, own_n - c0), row_bytes);
-  for (int c0 = own_n + warp * R; c0 < n; c0 += warps * R) push_chunk(a, s, c0, min(R, n - c0), row_bytes);
+  for (int c0 = warp * own_R; c0 < own_n; c0 += warps * own_R)
+    push_chunk(a, s, c0, min(own_R, own_n - c0), row_bytes, !a.pull_local);
+  for (int c0 = own_n + warp * R; c0 < n; c0 += warps * R) push_chunk(a, s, c0, min(R, n - c0), row_bytes, true);
   __syncthreads();  // the piece's arrays are rewritten by the next piece
 }
 
